@@ -1,0 +1,8 @@
+//! `openai_stream`: the pure Rust core of `discourse_ai_stream`.
+//!
+//! Everything that decides what comes out of an OpenAI-compatible chat
+//! completion stream lives here, with no Ruby in sight: SSE framing, the
+//! chunk model, tool-call accumulation, argument parsing (complete and
+//! incremental) and usage. The Ruby binding only converts values.
+
+pub mod json;
