@@ -1,6 +1,6 @@
 //! Ruby binding for the `openai_stream` core. Placeholder until the processor lands.
 
-use magnus::{Error, Ruby};
+use magnus::{prelude::*, Error, Ruby};
 
 #[magnus::init]
 fn init(ruby: &Ruby) -> Result<(), Error> {
