@@ -5,4 +5,9 @@
 //! chunk model, tool-call accumulation, argument parsing (complete and
 //! incremental) and usage. The Ruby binding only converts values.
 
+pub mod anomaly;
+pub mod chunk;
+pub mod error;
 pub mod json;
+pub mod sse;
+pub mod usage;

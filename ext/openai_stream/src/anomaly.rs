@@ -1,0 +1,251 @@
+//! Anomalies: everything the processor had to ignore, repair or invent.
+//! Nothing leaves the decoder silently; each anomaly names what happened and,
+//! where there is one, the tool call it belongs to.
+
+use std::fmt;
+
+/// What kind of thing happened. The snake_case names are what Ruby sees as
+/// the `:kind` symbol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AnomalyKind {
+    /// An arguments fragment that matched no call; its text is kept in `excerpt`.
+    OrphanFragment,
+    /// A call with a name and no id anywhere got a generated id.
+    GeneratedId,
+    /// Arguments that did not parse were repaired (`detail` says how).
+    RepairedArguments,
+    /// Arguments that no repair fixes (the error is raised too).
+    InvalidArguments,
+    /// Arguments that stopped parsing mid-stream: partial updates stopped.
+    PartialArgumentsBroken,
+    /// A field of an unexpected type was converted (an Integer id, a String index).
+    ConvertedField,
+    /// A field of an unexpected type was ignored.
+    IgnoredField,
+    /// A call's id changed on a continuation; the first id is kept.
+    IdChanged,
+    /// A call's name changed on a continuation; the first name is kept.
+    NameChanged,
+    /// The call got arguments both as an object and as text, or twice as
+    /// different objects; the first is kept.
+    MixedArguments,
+    /// A fragment arrived for a call that was already complete.
+    FragmentAfterCompletion,
+    /// The stream ended with open calls and no `finish_reason` or `[DONE]`.
+    Truncated,
+    /// The stream ended inside an event whose JSON was not complete.
+    TruncatedEvent,
+    /// A data payload that is not JSON (and not a known keep-alive) was skipped.
+    NonJsonData,
+    /// A JSON payload that is not an object was skipped.
+    UnexpectedPayload,
+    /// A data line without the `data:` prefix was read as data.
+    UnprefixedData,
+    /// An SSE line with an unknown field name was skipped.
+    UnknownSseField,
+    /// Choices after the first were ignored.
+    IgnoredChoices,
+    /// A content part of an unknown type was ignored.
+    IgnoredContentPart,
+    /// A Ruby value of a class with no JSON meaning was read as null.
+    UnsupportedValue,
+    /// Cache tokens exceed prompt tokens; net prompt tokens were clamped at 0.
+    NegativePromptTokens,
+    /// Too many anomalies in one stream; later ones are only counted.
+    AnomalyLimit,
+}
+
+impl AnomalyKind {
+    /// The snake_case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            AnomalyKind::OrphanFragment => "orphan_fragment",
+            AnomalyKind::GeneratedId => "generated_id",
+            AnomalyKind::RepairedArguments => "repaired_arguments",
+            AnomalyKind::InvalidArguments => "invalid_arguments",
+            AnomalyKind::PartialArgumentsBroken => "partial_arguments_broken",
+            AnomalyKind::ConvertedField => "converted_field",
+            AnomalyKind::IgnoredField => "ignored_field",
+            AnomalyKind::IdChanged => "id_changed",
+            AnomalyKind::NameChanged => "name_changed",
+            AnomalyKind::MixedArguments => "mixed_arguments",
+            AnomalyKind::FragmentAfterCompletion => "fragment_after_completion",
+            AnomalyKind::Truncated => "truncated",
+            AnomalyKind::TruncatedEvent => "truncated_event",
+            AnomalyKind::NonJsonData => "non_json_data",
+            AnomalyKind::UnexpectedPayload => "unexpected_payload",
+            AnomalyKind::UnprefixedData => "unprefixed_data",
+            AnomalyKind::UnknownSseField => "unknown_sse_field",
+            AnomalyKind::IgnoredChoices => "ignored_choices",
+            AnomalyKind::IgnoredContentPart => "ignored_content_part",
+            AnomalyKind::UnsupportedValue => "unsupported_value",
+            AnomalyKind::NegativePromptTokens => "negative_prompt_tokens",
+            AnomalyKind::AnomalyLimit => "anomaly_limit",
+        }
+    }
+}
+
+impl fmt::Display for AnomalyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One anomaly.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Anomaly {
+    pub kind: AnomalyKind,
+    /// A sentence for logs.
+    pub message: String,
+    /// The call's id, name and index, when the anomaly belongs to a call.
+    pub call_id: Option<String>,
+    pub call_name: Option<String>,
+    pub index: Option<i64>,
+    /// The field concerned (`tool_calls[].index`, `usage.prompt_tokens`...).
+    pub field: Option<&'static str>,
+    /// A short excerpt of the data concerned.
+    pub excerpt: Option<String>,
+}
+
+impl Anomaly {
+    /// An anomaly with a message and nothing else.
+    pub fn new(kind: AnomalyKind, message: impl Into<String>) -> Self {
+        Anomaly {
+            kind,
+            message: message.into(),
+            call_id: None,
+            call_name: None,
+            index: None,
+            field: None,
+            excerpt: None,
+        }
+    }
+
+    pub fn field(mut self, field: &'static str) -> Self {
+        self.field = Some(field);
+        self
+    }
+
+    pub fn excerpt(mut self, text: &str) -> Self {
+        self.excerpt = Some(excerpt(text));
+        self
+    }
+}
+
+impl fmt::Display for Anomaly {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.kind, self.message)
+    }
+}
+
+/// Most bytes of data quoted in a message or an excerpt.
+pub const EXCERPT_BYTES: usize = 120;
+
+/// The start of `text`, cut at a character boundary, with `…` when cut.
+pub fn excerpt(text: &str) -> String {
+    if text.len() <= EXCERPT_BYTES {
+        return text.to_owned();
+    }
+    let mut end = EXCERPT_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", &text[..end], text.len())
+}
+
+/// The start of raw bytes, lossily decoded, for messages.
+pub fn excerpt_bytes(bytes: &[u8]) -> String {
+    let cut = &bytes[..bytes.len().min(EXCERPT_BYTES)];
+    let mut text = String::from_utf8_lossy(cut).into_owned();
+    if bytes.len() > EXCERPT_BYTES {
+        text.push_str(&format!("… ({} bytes)", bytes.len()));
+    }
+    text
+}
+
+/// Anomalies of one processor, bounded: after [`Anomalies::LIMIT`] only a
+/// count is kept (one `anomaly_limit` entry says so).
+#[derive(Debug, Default)]
+pub struct Anomalies {
+    list: Vec<Anomaly>,
+    /// How many the caller has already taken (see [`Anomalies::take_new`]).
+    delivered: usize,
+    dropped: u64,
+}
+
+impl Anomalies {
+    pub const LIMIT: usize = 1000;
+
+    pub fn push(&mut self, anomaly: Anomaly) {
+        if self.list.len() < Self::LIMIT {
+            self.list.push(anomaly);
+        } else {
+            if self.dropped == 0 {
+                self.list.push(Anomaly::new(
+                    AnomalyKind::AnomalyLimit,
+                    format!("more than {} anomalies; later ones are only counted", Self::LIMIT),
+                ));
+            }
+            self.dropped += 1;
+        }
+    }
+
+    /// Every anomaly kept so far.
+    pub fn all(&self) -> &[Anomaly] {
+        &self.list
+    }
+
+    /// Anomalies recorded since the last call (for callbacks).
+    pub fn take_new(&mut self) -> &[Anomaly] {
+        let start = self.delivered;
+        self.delivered = self.list.len();
+        &self.list[start..]
+    }
+
+    /// True when anomalies arrived since the last [`Anomalies::take_new`].
+    pub fn has_new(&self) -> bool {
+        self.delivered < self.list.len()
+    }
+
+    /// Anomalies past the limit, counted but not kept.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn excerpts_cut_at_char_boundaries() {
+        let text = "é".repeat(100);
+        let e = excerpt(&text);
+        assert!(e.starts_with(&"é".repeat(60)));
+        assert!(e.ends_with("(200 bytes)"));
+        assert_eq!(excerpt("short"), "short");
+        assert!(excerpt_bytes(&[0xff; 200]).ends_with("(200 bytes)"));
+    }
+
+    #[test]
+    fn the_list_is_bounded_and_says_so() {
+        let mut a = Anomalies::default();
+        for _ in 0..Anomalies::LIMIT + 50 {
+            a.push(Anomaly::new(AnomalyKind::NonJsonData, "x"));
+        }
+        assert_eq!(a.len(), Anomalies::LIMIT + 1);
+        assert_eq!(a.all().last().map(|x| x.kind), Some(AnomalyKind::AnomalyLimit));
+        assert_eq!(a.dropped(), 50);
+        assert_eq!(a.take_new().len(), Anomalies::LIMIT + 1);
+        assert!(a.take_new().is_empty());
+        assert!(!a.has_new());
+    }
+}

@@ -1,0 +1,386 @@
+//! Lenient fields: a chunk from a real server (or a Hash from Ruby) may hold
+//! any type in any field. Instead of failing the whole chunk, every field
+//! records what it found: missing, null, the expected value, a value converted
+//! from another type, or the wrong type. The processor turns conversions and
+//! wrong types into anomalies, with the call they belong to.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::marker::PhantomData;
+
+use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+/// The JSON type a field actually held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Null,
+    Boolean,
+    Integer,
+    Float,
+    String,
+    Array,
+    Object,
+}
+
+impl Kind {
+    /// Lower-case name for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Null => "null",
+            Kind::Boolean => "boolean",
+            Kind::Integer => "integer",
+            Kind::Float => "float",
+            Kind::String => "string",
+            Kind::Array => "array",
+            Kind::Object => "object",
+        }
+    }
+}
+
+/// What one field of a chunk held.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum Field<T> {
+    /// The key was absent.
+    #[default]
+    Missing,
+    /// The key was present with `null`.
+    Null,
+    /// The expected type.
+    Value(T),
+    /// Another type that converts without loss (an integer id, a `"1"`
+    /// index); the original type is kept for the anomaly report.
+    Converted(T, Kind),
+    /// A type that does not convert; the field is ignored.
+    Wrong(Kind),
+}
+
+impl<T> Field<T> {
+    /// The value, converted or not.
+    pub fn get(&self) -> Option<&T> {
+        match self {
+            Field::Value(v) | Field::Converted(v, _) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// True when the key was absent or null.
+    pub fn is_absent(&self) -> bool {
+        matches!(self, Field::Missing | Field::Null)
+    }
+}
+
+/// The result of offering one JSON value to a lenient type.
+pub enum Got<T> {
+    Value(T),
+    Converted(T, Kind),
+    Wrong(Kind),
+}
+
+/// A type that can be read leniently. Each method receives one kind of JSON
+/// value; the defaults reject it. Compound values that are rejected must be
+/// consumed, which the defaults do.
+pub trait Lenient<'de>: Sized {
+    fn from_bool(_v: bool) -> Got<Self> {
+        Got::Wrong(Kind::Boolean)
+    }
+    fn from_i64(_v: i64) -> Got<Self> {
+        Got::Wrong(Kind::Integer)
+    }
+    fn from_u64(v: u64) -> Got<Self> {
+        match i64::try_from(v) {
+            Ok(v) => Self::from_i64(v),
+            Err(_) => Got::Wrong(Kind::Integer),
+        }
+    }
+    fn from_f64(_v: f64) -> Got<Self> {
+        Got::Wrong(Kind::Float)
+    }
+    fn from_str(_v: Cow<'de, str>) -> Got<Self> {
+        Got::Wrong(Kind::String)
+    }
+    fn from_seq<A: SeqAccess<'de>>(mut seq: A) -> Result<Got<Self>, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Got::Wrong(Kind::Array))
+    }
+    fn from_map<A: MapAccess<'de>>(mut map: A) -> Result<Got<Self>, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Got::Wrong(Kind::Object))
+    }
+}
+
+impl<T> From<Got<T>> for Field<T> {
+    fn from(got: Got<T>) -> Self {
+        match got {
+            Got::Value(v) => Field::Value(v),
+            Got::Converted(v, k) => Field::Converted(v, k),
+            Got::Wrong(k) => Field::Wrong(k),
+        }
+    }
+}
+
+impl<'de, T: Lenient<'de>> Deserialize<'de> for Field<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(FieldVisitor(PhantomData))
+    }
+}
+
+struct FieldVisitor<T>(PhantomData<T>);
+
+impl<'de, T: Lenient<'de>> Visitor<'de> for FieldVisitor<T> {
+    type Value = Field<T>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_unit<E>(self) -> Result<Field<T>, E> {
+        Ok(Field::Null)
+    }
+    fn visit_none<E>(self) -> Result<Field<T>, E> {
+        Ok(Field::Null)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Field<T>, D::Error> {
+        Field::deserialize(d)
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Field<T>, E> {
+        Ok(T::from_bool(v).into())
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Field<T>, E> {
+        Ok(T::from_i64(v).into())
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Field<T>, E> {
+        Ok(T::from_u64(v).into())
+    }
+    fn visit_i128<E>(self, v: i128) -> Result<Field<T>, E> {
+        Ok(match i64::try_from(v) {
+            Ok(v) => T::from_i64(v).into(),
+            Err(_) => Field::Wrong(Kind::Integer),
+        })
+    }
+    fn visit_u128<E>(self, v: u128) -> Result<Field<T>, E> {
+        Ok(match u64::try_from(v) {
+            Ok(v) => T::from_u64(v).into(),
+            Err(_) => Field::Wrong(Kind::Integer),
+        })
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Field<T>, E> {
+        Ok(T::from_f64(v).into())
+    }
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Field<T>, E> {
+        Ok(T::from_str(Cow::Borrowed(v)).into())
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Field<T>, E> {
+        Ok(T::from_str(Cow::Owned(v.to_owned())).into())
+    }
+    fn visit_string<E>(self, v: String) -> Result<Field<T>, E> {
+        Ok(T::from_str(Cow::Owned(v)).into())
+    }
+    fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<Field<T>, E> {
+        match std::str::from_utf8(v) {
+            Ok(s) => self.visit_str(s),
+            Err(e) => Err(E::custom(format_args!("invalid UTF-8 in string: {e}"))),
+        }
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Field<T>, A::Error> {
+        Ok(T::from_seq(seq)?.into())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Field<T>, A::Error> {
+        Ok(T::from_map(map)?.into())
+    }
+}
+
+/// Text: accepts strings only.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Text<'a>(pub Cow<'a, str>);
+
+impl<'de> Lenient<'de> for Text<'de> {
+    fn from_str(v: Cow<'de, str>) -> Got<Self> {
+        Got::Value(Text(v))
+    }
+}
+
+/// A tool call id: strings, and integers converted to their decimal text
+/// (Poolside sends integer ids).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Id<'a>(pub Cow<'a, str>);
+
+impl<'de> Lenient<'de> for Id<'de> {
+    fn from_str(v: Cow<'de, str>) -> Got<Self> {
+        Got::Value(Id(v))
+    }
+    fn from_i64(v: i64) -> Got<Self> {
+        Got::Converted(Id(Cow::Owned(v.to_string())), Kind::Integer)
+    }
+    fn from_u64(v: u64) -> Got<Self> {
+        Got::Converted(Id(Cow::Owned(v.to_string())), Kind::Integer)
+    }
+}
+
+/// An integer (tool call index, token count). Integral floats and strings of
+/// digits convert.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Int(pub i64);
+
+impl<'de> Lenient<'de> for Int {
+    fn from_i64(v: i64) -> Got<Self> {
+        Got::Value(Int(v))
+    }
+    fn from_f64(v: f64) -> Got<Self> {
+        // The range check keeps the cast exact; NaN fails every comparison.
+        if v.fract() == 0.0 && (-9.0e15..=9.0e15).contains(&v) {
+            Got::Converted(Int(v as i64), Kind::Float)
+        } else {
+            Got::Wrong(Kind::Float)
+        }
+    }
+    fn from_str(v: Cow<'de, str>) -> Got<Self> {
+        match v.trim().parse::<i64>() {
+            Ok(n) => Got::Converted(Int(n), Kind::String),
+            Err(_) => Got::Wrong(Kind::String),
+        }
+    }
+}
+
+/// Any JSON value, kept whole (error payloads).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Any(pub crate::json::JsonValue);
+
+impl<'de> Lenient<'de> for Any {
+    fn from_bool(v: bool) -> Got<Self> {
+        Got::Value(Any(crate::json::JsonValue::Bool(v)))
+    }
+    fn from_i64(v: i64) -> Got<Self> {
+        Got::Value(Any(crate::json::JsonValue::Number(crate::json::Number::from_i64(v))))
+    }
+    fn from_u64(v: u64) -> Got<Self> {
+        Got::Value(Any(crate::json::JsonValue::Number(crate::json::Number::from_u64(v))))
+    }
+    fn from_f64(v: f64) -> Got<Self> {
+        Got::Value(Any(crate::json::Number::from_f64(v)
+            .map_or(crate::json::JsonValue::Null, crate::json::JsonValue::Number)))
+    }
+    fn from_str(v: Cow<'de, str>) -> Got<Self> {
+        Got::Value(Any(crate::json::JsonValue::String(v.into_owned())))
+    }
+    fn from_seq<A: SeqAccess<'de>>(seq: A) -> Result<Got<Self>, A::Error> {
+        let v = crate::json::JsonValue::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
+        Ok(Got::Value(Any(v)))
+    }
+    fn from_map<A: MapAccess<'de>>(map: A) -> Result<Got<Self>, A::Error> {
+        let v = crate::json::JsonValue::deserialize(de::value::MapAccessDeserializer::new(map))?;
+        Ok(Got::Value(Any(v)))
+    }
+}
+
+/// A JSON array whose elements are each read leniently.
+#[derive(Debug, Clone, PartialEq)]
+pub struct List<T>(pub Vec<Field<T>>);
+
+impl<T> Default for List<T> {
+    fn default() -> Self {
+        List(Vec::new())
+    }
+}
+
+impl<'de, T: Lenient<'de>> Lenient<'de> for List<T> {
+    fn from_seq<A: SeqAccess<'de>>(mut seq: A) -> Result<Got<Self>, A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(16));
+        while let Some(item) = seq.next_element::<Field<T>>()? {
+            items.push(item);
+        }
+        Ok(Got::Value(List(items)))
+    }
+}
+
+/// Declares a struct read from a JSON object: known keys are matched (the
+/// last duplicate wins, as in Ruby's `JSON.parse`), unknown keys skipped,
+/// absent keys left `Missing`. Any other JSON type is `Wrong`.
+macro_rules! lenient_struct {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident<'a> {
+            $( $(#[$fmeta:meta])* $key:literal => $field:ident : $ty:ty ),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq, Default)]
+        pub struct $name<'a> {
+            $( $(#[$fmeta])* pub $field: $ty, )*
+        }
+
+        impl<'de> $crate::chunk::lenient::Lenient<'de> for $name<'de> {
+            $crate::chunk::lenient::lenient_struct!(@from_map $( $key => $field ),*);
+        }
+    };
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            $( $(#[$fmeta:meta])* $key:literal => $field:ident : $ty:ty ),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq, Default)]
+        pub struct $name {
+            $( $(#[$fmeta])* pub $field: $ty, )*
+        }
+
+        impl<'de> $crate::chunk::lenient::Lenient<'de> for $name {
+            $crate::chunk::lenient::lenient_struct!(@from_map $( $key => $field ),*);
+        }
+    };
+    (@from_map $( $key:literal => $field:ident ),*) => {
+        fn from_map<A: serde::de::MapAccess<'de>>(
+            mut map: A,
+        ) -> Result<$crate::chunk::lenient::Got<Self>, A::Error> {
+            let mut out = Self::default();
+            while let Some(key) = map.next_key::<$crate::chunk::lenient::Key<'de>>()? {
+                match &*key.0 {
+                    $( $key => out.$field = map.next_value()?, )*
+                    _ => {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                    }
+                }
+            }
+            Ok($crate::chunk::lenient::Got::Value(out))
+        }
+    };
+}
+pub(crate) use lenient_struct;
+
+/// An object key, borrowed when the source allows.
+pub struct Key<'de>(pub Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object key")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v)))
+            }
+            // Keys that are not strings (a Ruby Hash may have Integer keys)
+            // match no field.
+            fn visit_i64<E>(self, v: i64) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_string())))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_string())))
+            }
+            fn visit_unit<E>(self) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed("")))
+            }
+            fn visit_bool<E>(self, _v: bool) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed("")))
+            }
+        }
+        deserializer.deserialize_any(KeyVisitor)
+    }
+}

@@ -1,0 +1,51 @@
+//! Errors the processor reports to its caller. Each carries what the caller
+//! needs to say what went wrong without the whole payload.
+
+use crate::json::JsonValue;
+
+/// Why a stream could not be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamErrorKind {
+    /// A data payload that starts like JSON but does not parse.
+    InvalidJson,
+    /// Invalid UTF-8 inside a data payload.
+    InvalidUtf8,
+    /// JSON nested deeper than the parser's limit.
+    TooDeep,
+    /// A line (or an event) longer than the processor's limit.
+    LineTooLong,
+    /// The value handed to the processor is not a chunk.
+    InvalidChunk,
+}
+
+impl StreamErrorKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            StreamErrorKind::InvalidJson => "invalid_json",
+            StreamErrorKind::InvalidUtf8 => "invalid_utf8",
+            StreamErrorKind::TooDeep => "too_deep",
+            StreamErrorKind::LineTooLong => "line_too_long",
+            StreamErrorKind::InvalidChunk => "invalid_chunk",
+        }
+    }
+}
+
+/// An error of the processor.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Error {
+    /// The provider sent an error inside the stream (after HTTP 200).
+    #[error("provider error: {message}")]
+    Provider { message: String, payload: JsonValue },
+    /// Bytes that cannot be read as an SSE stream of JSON chunks.
+    #[error("{message}")]
+    Stream { kind: StreamErrorKind, message: String, excerpt: String },
+    /// A tool call whose arguments do not parse, even after repair.
+    #[error("tool call {name:?} (id {id:?}) has invalid arguments: {message}")]
+    Arguments { id: String, name: String, raw: String, message: String },
+}
+
+impl Error {
+    pub(crate) fn stream(kind: StreamErrorKind, message: String, excerpt: String) -> Self {
+        Error::Stream { kind, message, excerpt }
+    }
+}

@@ -1,0 +1,440 @@
+//! SSE line framing over raw bytes read from an HTTP body.
+//!
+//! Bytes arrive in reads split anywhere. The reader finds line ends (LF, CRLF,
+//! or a lone CR, including a CRLF split across two reads), strips a leading
+//! UTF-8 BOM, splits each line into an SSE field, and never holds more than
+//! one line's worth of bytes: a line longer than the limit is reported and
+//! then skipped up to its end without being buffered.
+
+use memchr::memchr2;
+
+/// The limit on one line used when none is given: 8 MiB.
+pub const DEFAULT_MAX_LINE_BYTES: usize = 8 * 1024 * 1024;
+
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// One line of an SSE stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Line<'a> {
+    /// An empty line: the end of an event.
+    Blank,
+    /// A line starting with `:` (comments, keep-alives such as `: OPENROUTER PROCESSING`).
+    Comment(&'a [u8]),
+    /// `name: value`; one space after the colon is dropped. A line without a
+    /// colon is a field with an empty value, as the SSE standard says.
+    Field { name: &'a [u8], value: &'a [u8] },
+}
+
+impl<'a> Line<'a> {
+    /// Splits one line (without its terminator) into its SSE meaning.
+    pub fn parse(line: &'a [u8]) -> Line<'a> {
+        if line.is_empty() {
+            return Line::Blank;
+        }
+        if line[0] == b':' {
+            return Line::Comment(&line[1..]);
+        }
+        match line.iter().position(|&b| b == b':') {
+            Some(colon) => {
+                let value = &line[colon + 1..];
+                let value = value.strip_prefix(b" ").unwrap_or(value);
+                Line::Field { name: &line[..colon], value }
+            }
+            None => Line::Field { name: line, value: b"" },
+        }
+    }
+}
+
+/// A line longer than the limit.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("SSE line longer than {limit} bytes (at least {length} bytes without a line end)")]
+pub struct LineTooLong {
+    pub length: usize,
+    pub limit: usize,
+    /// The first bytes of the line, for the error message.
+    pub head: Vec<u8>,
+}
+
+/// What stopped [`LineReader::feed`]: the line was too long, or the line
+/// handler returned an error.
+#[derive(Debug)]
+pub enum FeedError<E> {
+    TooLong(LineTooLong),
+    Handler(E),
+}
+
+/// Splits bytes into lines. See the module documentation.
+#[derive(Debug)]
+pub struct LineReader {
+    /// Unprocessed bytes: normally one unterminated line; after a handler
+    /// failed, the rest of that read (`unscanned` is then true).
+    buf: Vec<u8>,
+    unscanned: bool,
+    max_line: usize,
+    /// The stream has not shown its first three bytes yet (BOM check).
+    at_start: bool,
+    /// The last line ended with a CR at the end of a read; an LF that starts
+    /// the next read belongs to it.
+    skip_lf: bool,
+    /// Inside a line that was too long: drop bytes up to its end.
+    skipping: bool,
+    skipped_bytes: usize,
+}
+
+impl Default for LineReader {
+    fn default() -> Self {
+        LineReader::new(DEFAULT_MAX_LINE_BYTES)
+    }
+}
+
+const HEAD_LEN: usize = 80;
+
+impl LineReader {
+    /// A reader that refuses lines longer than `max_line` bytes.
+    pub fn new(max_line: usize) -> Self {
+        LineReader {
+            buf: Vec::new(),
+            unscanned: false,
+            max_line: max_line.max(1),
+            at_start: true,
+            skip_lf: false,
+            skipping: false,
+            skipped_bytes: 0,
+        }
+    }
+
+    /// The line limit in bytes.
+    pub fn max_line(&self) -> usize {
+        self.max_line
+    }
+
+    /// Bytes held for an unterminated line (or left by a failed handler).
+    pub fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Bytes dropped so far because they belonged to over-long lines.
+    pub fn skipped_bytes(&self) -> usize {
+        self.skipped_bytes
+    }
+
+    /// True while the reader drops the rest of an over-long line.
+    pub fn is_skipping(&self) -> bool {
+        self.skipping
+    }
+
+    /// Feeds one read. Every complete line (without its terminator) is passed
+    /// to `on_line` in order. When `on_line` fails, the bytes after that line
+    /// stay buffered for the next call and the error is returned. A line over
+    /// the limit is reported as [`FeedError::TooLong`] once; the bytes after
+    /// it stay buffered in the same way, and its own bytes are dropped, also
+    /// those that arrive in later reads.
+    pub fn feed<E>(
+        &mut self,
+        input: &[u8],
+        on_line: &mut impl FnMut(&[u8]) -> Result<(), E>,
+    ) -> Result<(), FeedError<E>> {
+        if self.unscanned {
+            let pending = std::mem::take(&mut self.buf);
+            self.unscanned = false;
+            if let Err(e) = self.scan(&pending, on_line) {
+                self.buf.extend_from_slice(input);
+                self.unscanned = true;
+                return Err(e);
+            }
+        }
+        self.scan(input, on_line)
+    }
+
+    /// End of input: lines still buffered are passed on, then a last line
+    /// without a line end. The reader is then ready for a new stream. On an
+    /// error the reader keeps its state; calling `finish` again continues.
+    pub fn finish<E>(
+        &mut self,
+        on_line: &mut impl FnMut(&[u8]) -> Result<(), E>,
+    ) -> Result<(), FeedError<E>> {
+        if self.unscanned {
+            self.feed(&[], on_line)?;
+        }
+        let tail = std::mem::take(&mut self.buf);
+        let was_skipping = self.skipping;
+        let at_start = self.at_start;
+        self.reset();
+        if was_skipping || tail.is_empty() {
+            return Ok(());
+        }
+        let line = match tail.strip_prefix(BOM) {
+            Some(rest) if at_start => rest,
+            _ => &tail[..],
+        };
+        if line.is_empty() {
+            return Ok(());
+        }
+        on_line(line).map_err(FeedError::Handler)
+    }
+
+    /// Forgets everything buffered and starts a new stream.
+    pub fn reset(&mut self) {
+        self.buf.clear();
+        self.unscanned = false;
+        self.at_start = true;
+        self.skip_lf = false;
+        self.skipping = false;
+    }
+
+    fn scan<E>(
+        &mut self,
+        mut input: &[u8],
+        on_line: &mut impl FnMut(&[u8]) -> Result<(), E>,
+    ) -> Result<(), FeedError<E>> {
+        loop {
+            if self.skip_lf && !input.is_empty() {
+                self.skip_lf = false;
+                if input[0] == b'\n' {
+                    input = &input[1..];
+                }
+            }
+            if input.is_empty() {
+                return Ok(());
+            }
+            if self.skipping {
+                match memchr2(b'\n', b'\r', input) {
+                    None => {
+                        self.skipped_bytes += input.len();
+                        return Ok(());
+                    }
+                    Some(end) => {
+                        self.skipped_bytes += end;
+                        self.skipping = false;
+                        input = self.after_terminator(input, end);
+                        continue;
+                    }
+                }
+            }
+            if self.at_start {
+                return self.scan_start(input, on_line);
+            }
+            let Some(end) = memchr2(b'\n', b'\r', input) else {
+                if self.buf.len() + input.len() > self.max_line {
+                    let err = self.too_long(input, self.buf.len() + input.len());
+                    self.skipped_bytes += err.length;
+                    self.buf.clear();
+                    self.skipping = true;
+                    return Err(FeedError::TooLong(err));
+                }
+                self.buf.extend_from_slice(input);
+                return Ok(());
+            };
+            let line_len = self.buf.len() + end;
+            let rest = self.after_terminator(input, end);
+            if line_len > self.max_line {
+                let err = self.too_long(&input[..end], line_len);
+                self.skipped_bytes += line_len;
+                self.buf.clear();
+                self.keep_unscanned(rest);
+                return Err(FeedError::TooLong(err));
+            }
+            let result = if self.buf.is_empty() {
+                on_line(&input[..end])
+            } else {
+                self.buf.extend_from_slice(&input[..end]);
+                let r = on_line(&self.buf);
+                self.buf.clear();
+                r
+            };
+            if let Err(e) = result {
+                self.keep_unscanned(rest);
+                return Err(FeedError::Handler(e));
+            }
+            input = rest;
+        }
+    }
+
+    /// The first bytes of a stream: a UTF-8 BOM is dropped. Fewer than three
+    /// bytes that could still be a BOM are held until more arrive.
+    fn scan_start<E>(
+        &mut self,
+        input: &[u8],
+        on_line: &mut impl FnMut(&[u8]) -> Result<(), E>,
+    ) -> Result<(), FeedError<E>> {
+        let mut joined = std::mem::take(&mut self.buf);
+        joined.extend_from_slice(input);
+        if joined.len() < BOM.len() && BOM.starts_with(&joined) {
+            self.buf = joined;
+            return Ok(());
+        }
+        self.at_start = false;
+        let body = joined.strip_prefix(BOM).unwrap_or(&joined);
+        self.scan(body, on_line)
+    }
+
+    /// Consumes the line end at `input[end]` (CR, LF or CRLF) and returns
+    /// what follows it.
+    fn after_terminator<'b>(&mut self, input: &'b [u8], end: usize) -> &'b [u8] {
+        let rest = &input[end + 1..];
+        if input[end] == b'\r' {
+            match rest.first() {
+                Some(b'\n') => return &rest[1..],
+                None => self.skip_lf = true,
+                Some(_) => {}
+            }
+        }
+        rest
+    }
+
+    fn keep_unscanned(&mut self, rest: &[u8]) {
+        self.buf.extend_from_slice(rest);
+        self.unscanned = !self.buf.is_empty();
+    }
+
+    fn too_long(&self, tail: &[u8], length: usize) -> LineTooLong {
+        let mut head: Vec<u8> = self.buf.iter().take(HEAD_LEN).copied().collect();
+        let more = HEAD_LEN.saturating_sub(head.len());
+        head.extend(tail.iter().take(more));
+        LineTooLong { length, limit: self.max_line, head }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines_of(reads: &[&[u8]], max: usize) -> (Vec<String>, Vec<String>) {
+        let mut reader = LineReader::new(max);
+        let mut lines = Vec::new();
+        let mut errors = Vec::new();
+        let mut push = |l: &[u8]| -> Result<(), ()> {
+            lines.push(String::from_utf8_lossy(l).into_owned());
+            Ok(())
+        };
+        for read in reads {
+            if let Err(FeedError::TooLong(e)) = reader.feed(read, &mut push) {
+                errors.push(e.to_string());
+            }
+        }
+        if let Err(FeedError::TooLong(e)) = reader.finish(&mut push) {
+            errors.push(e.to_string());
+        }
+        (lines, errors)
+    }
+
+    #[test]
+    fn every_line_ending_is_a_line_end() {
+        let (lines, _) = lines_of(&[b"a\nb\r\nc\rd\n\ne"], 100);
+        assert_eq!(lines, ["a", "b", "c", "d", "", "e"]);
+    }
+
+    #[test]
+    fn a_crlf_split_across_reads_is_one_line_end() {
+        let (lines, _) = lines_of(&[b"data: 1\r", b"\ndata: 2\r", b"\r\n"], 100);
+        assert_eq!(lines, ["data: 1", "data: 2", ""]);
+    }
+
+    #[test]
+    fn any_split_gives_the_same_lines() {
+        let stream: &[u8] = b"\xEF\xBB\xBFdata: {\"a\":\"\xC3\xA9\"}\r\n\r\n: ping\rdata:x\n\ndata: [DONE]";
+        let (whole, _) = lines_of(&[stream], 1000);
+        assert_eq!(whole, ["data: {\"a\":\"\u{e9}\"}", "", ": ping", "data:x", "", "data: [DONE]"]);
+        for i in 0..=stream.len() {
+            for j in i..=stream.len() {
+                let (split, _) = lines_of(&[&stream[..i], &stream[i..j], &stream[j..]], 1000);
+                assert_eq!(split, whole, "split at {i} and {j}");
+            }
+        }
+        let singles: Vec<&[u8]> = stream.chunks(1).collect();
+        assert_eq!(lines_of(&singles, 1000).0, whole);
+    }
+
+    #[test]
+    fn a_bom_only_counts_at_the_start() {
+        let (lines, _) = lines_of(&[b"\xEF\xBB", b"\xBFa\n\xEF\xBB\xBFb\n"], 100);
+        assert_eq!(lines[0], "a");
+        // A BOM later in the stream is text, not framing.
+        assert_eq!(lines[1], "\u{feff}b");
+        let (short, _) = lines_of(&[b"\xEF"], 100);
+        assert_eq!(short.len(), 1, "a lone byte at EOF is still a line");
+    }
+
+    #[test]
+    fn fields_comments_and_blank_lines() {
+        assert_eq!(Line::parse(b""), Line::Blank);
+        assert_eq!(Line::parse(b": OPENROUTER PROCESSING"), Line::Comment(b" OPENROUTER PROCESSING"));
+        assert_eq!(Line::parse(b"data: {}"), Line::Field { name: b"data", value: b"{}" });
+        assert_eq!(Line::parse(b"data:{}"), Line::Field { name: b"data", value: b"{}" });
+        assert_eq!(Line::parse(b"data:  x"), Line::Field { name: b"data", value: b" x" });
+        assert_eq!(Line::parse(b"data"), Line::Field { name: b"data", value: b"" });
+        assert_eq!(Line::parse(b"event: error"), Line::Field { name: b"event", value: b"error" });
+    }
+
+    #[test]
+    fn a_long_line_is_reported_once_and_skipped_without_buffering() {
+        let mut reader = LineReader::new(10);
+        let mut lines = Vec::new();
+        let mut push = |l: &[u8]| -> Result<(), ()> {
+            lines.push(l.to_vec());
+            Ok(())
+        };
+        assert!(reader.feed(b"ok\n0123456", &mut push).is_ok());
+        match reader.feed(b"789abc", &mut push) {
+            Err(FeedError::TooLong(e)) => {
+                assert_eq!(e.limit, 10);
+                assert_eq!(e.head, b"0123456789abc");
+            }
+            other => panic!("expected TooLong, got {other:?}"),
+        }
+        for _ in 0..1000 {
+            assert!(reader.feed(&[b'x'; 1000], &mut push).is_ok());
+            assert_eq!(reader.buffered(), 0);
+        }
+        assert!(reader.feed(b"yyy\nnext\n", &mut push).is_ok());
+        assert_eq!(lines, [b"ok".to_vec(), b"next".to_vec()]);
+        assert!(reader.skipped_bytes() >= 1_000_000);
+    }
+
+    #[test]
+    fn a_long_complete_line_is_reported_and_the_rest_kept() {
+        let mut reader = LineReader::new(4);
+        let mut lines = Vec::new();
+        let mut push = |l: &[u8]| -> Result<(), ()> {
+            lines.push(l.to_vec());
+            Ok(())
+        };
+        assert!(matches!(reader.feed(b"a\n123456\nb\n", &mut push), Err(FeedError::TooLong(_))));
+        assert!(reader.feed(b"c\n", &mut push).is_ok());
+        assert_eq!(lines, [b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]);
+    }
+
+    #[test]
+    fn after_a_handler_error_the_rest_is_kept_for_the_next_feed() {
+        let mut reader = LineReader::new(100);
+        let mut seen = Vec::new();
+        let mut handler = |l: &[u8]| -> Result<(), String> {
+            if l == b"bad" {
+                return Err("bad line".into());
+            }
+            seen.push(l.to_vec());
+            Ok(())
+        };
+        match reader.feed(b"one\nbad\ntwo\nthr", &mut handler) {
+            Err(FeedError::Handler(e)) => assert_eq!(e, "bad line"),
+            other => panic!("expected a handler error, got {other:?}"),
+        }
+        assert!(reader.feed(b"ee\n", &mut handler).is_ok());
+        assert!(reader.finish(&mut handler).is_ok());
+        assert_eq!(seen, [b"one".to_vec(), b"two".to_vec(), b"three".to_vec()]);
+    }
+
+    #[test]
+    fn finish_passes_the_last_unterminated_line_and_resets() {
+        let mut reader = LineReader::new(100);
+        let mut seen = Vec::new();
+        let mut handler = |l: &[u8]| -> Result<(), ()> {
+            seen.push(l.to_vec());
+            Ok(())
+        };
+        assert!(reader.feed(b"data: 1\ndata: 2", &mut handler).is_ok());
+        assert!(reader.finish(&mut handler).is_ok());
+        assert!(reader.feed(b"\xEF\xBB\xBFdata: 3\n", &mut handler).is_ok());
+        assert_eq!(seen, [b"data: 1".to_vec(), b"data: 2".to_vec(), b"data: 3".to_vec()]);
+    }
+}

@@ -1,0 +1,201 @@
+//! Token usage, merged from every chunk that carries it.
+//!
+//! Usage may come on a `choices: []` chunk, on the finish chunk, on the last
+//! content chunk, or in Groq's `x_groq.usage`. Each field takes the latest
+//! value seen; a later `null` or absent field never erases one.
+
+use crate::chunk::{Field, Int, Usage};
+
+/// How `prompt_tokens` is reported, matching the two Discourse generations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UsageMode {
+    /// Current Discourse: `prompt_tokens` net of cache reads and writes.
+    #[default]
+    Current,
+    /// Legacy Discourse (the `cached_tokens` reader): `prompt_tokens` as the
+    /// server reported it, cache reads included.
+    Legacy,
+}
+
+/// A field of the usage totals that the caller may not read as-is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BadUsageField {
+    pub field: &'static str,
+    pub converted: bool,
+}
+
+/// Usage merged over a stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct UsageTotals {
+    seen: bool,
+    prompt: Option<u64>,
+    completion: Option<u64>,
+    cache_read: Option<u64>,
+    cache_write: Option<u64>,
+}
+
+/// The readers' values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct UsageReport {
+    pub prompt_tokens: Option<u64>,
+    pub completion_tokens: Option<u64>,
+    pub cache_read_tokens: Option<u64>,
+    pub cache_write_tokens: Option<u64>,
+    /// True when net prompt tokens would have been negative.
+    pub clamped: bool,
+}
+
+impl UsageTotals {
+    /// Merges one usage object. Fields of the wrong type are reported to
+    /// `bad` and ignored.
+    pub fn merge(&mut self, usage: &Usage, bad: &mut impl FnMut(BadUsageField)) {
+        self.seen = true;
+        take(&mut self.prompt, &usage.prompt_tokens, "usage.prompt_tokens", bad);
+        take(&mut self.completion, &usage.completion_tokens, "usage.completion_tokens", bad);
+        let details = usage.prompt_tokens_details.get();
+        // Cache reads: DeepSeek sends both fields for the same tokens, so
+        // the second is only a fallback, never added.
+        let read = details
+            .map(|d| &d.cached_tokens)
+            .filter(|f| f.get().is_some())
+            .unwrap_or(&usage.prompt_cache_hit_tokens);
+        take(&mut self.cache_read, read, "usage.prompt_tokens_details.cached_tokens", bad);
+        let write = details
+            .map(|d| &d.cache_write_tokens)
+            .filter(|f| f.get().is_some())
+            .or_else(|| details.map(|d| &d.cache_creation_tokens).filter(|f| f.get().is_some()))
+            .unwrap_or(&usage.cache_creation_tokens);
+        take(&mut self.cache_write, write, "usage.prompt_tokens_details.cache_write_tokens", bad);
+    }
+
+    /// True once any chunk carried usage.
+    pub fn seen(&self) -> bool {
+        self.seen
+    }
+
+    /// The values the readers return in `mode`. Cache counts are 0 once
+    /// usage was seen without them; everything is `None` before.
+    pub fn report(&self, mode: UsageMode) -> UsageReport {
+        if !self.seen {
+            return UsageReport::default();
+        }
+        let read = self.cache_read.unwrap_or(0);
+        let write = self.cache_write.unwrap_or(0);
+        let mut clamped = false;
+        let prompt = self.prompt.map(|gross| match mode {
+            UsageMode::Legacy => gross,
+            UsageMode::Current => {
+                let cached = read.saturating_add(write);
+                if cached > gross {
+                    clamped = true;
+                }
+                gross.saturating_sub(cached)
+            }
+        });
+        UsageReport {
+            prompt_tokens: prompt,
+            completion_tokens: self.completion,
+            cache_read_tokens: Some(read),
+            cache_write_tokens: Some(write),
+            clamped,
+        }
+    }
+}
+
+fn take(
+    slot: &mut Option<u64>,
+    field: &Field<Int>,
+    name: &'static str,
+    bad: &mut impl FnMut(BadUsageField),
+) {
+    match field {
+        Field::Value(Int(n)) | Field::Converted(Int(n), _) if *n >= 0 => {
+            if matches!(field, Field::Converted(..)) {
+                bad(BadUsageField { field: name, converted: true });
+            }
+            *slot = Some(*n as u64);
+        }
+        Field::Missing | Field::Null => {}
+        _ => bad(BadUsageField { field: name, converted: false }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chunk::Chunk;
+
+    fn usage_of(json: &str) -> Usage {
+        Chunk::from_json(json).unwrap().usage.get().cloned().unwrap()
+    }
+
+    fn merged(jsons: &[&str]) -> (UsageTotals, Vec<BadUsageField>) {
+        let mut totals = UsageTotals::default();
+        let mut bad = Vec::new();
+        for j in jsons {
+            totals.merge(&usage_of(j), &mut |b| bad.push(b));
+        }
+        (totals, bad)
+    }
+
+    #[test]
+    fn nothing_before_usage_arrives() {
+        assert_eq!(UsageTotals::default().report(UsageMode::Current), UsageReport::default());
+    }
+
+    #[test]
+    fn net_and_gross_prompt_tokens() {
+        let (t, _) = merged(&[r#"{"usage":{"prompt_tokens":100,"completion_tokens":7,
+            "prompt_tokens_details":{"cached_tokens":30,"cache_write_tokens":20}}}"#]);
+        let current = t.report(UsageMode::Current);
+        assert_eq!(current.prompt_tokens, Some(50));
+        assert_eq!(current.cache_read_tokens, Some(30));
+        assert_eq!(current.cache_write_tokens, Some(20));
+        assert_eq!(current.completion_tokens, Some(7));
+        assert_eq!(t.report(UsageMode::Legacy).prompt_tokens, Some(100));
+    }
+
+    #[test]
+    fn later_values_win_and_nulls_never_erase() {
+        let (t, _) = merged(&[
+            r#"{"usage":{"prompt_tokens":10,"completion_tokens":1}}"#,
+            r#"{"usage":{"prompt_tokens":null,"completion_tokens":23}}"#,
+            r#"{"usage":{}}"#,
+        ]);
+        let r = t.report(UsageMode::Current);
+        assert_eq!((r.prompt_tokens, r.completion_tokens), (Some(10), Some(23)));
+        assert_eq!((r.cache_read_tokens, r.cache_write_tokens), (Some(0), Some(0)));
+    }
+
+    #[test]
+    fn deepseek_cache_hits_are_not_added_twice() {
+        let (t, _) = merged(&[r#"{"usage":{"prompt_tokens":100,"prompt_cache_hit_tokens":40,
+            "prompt_tokens_details":{"cached_tokens":40}}}"#]);
+        assert_eq!(t.report(UsageMode::Current).cache_read_tokens, Some(40));
+        let (t, _) = merged(&[r#"{"usage":{"prompt_tokens":100,"prompt_cache_hit_tokens":40}}"#]);
+        assert_eq!(t.report(UsageMode::Current).prompt_tokens, Some(60));
+    }
+
+    #[test]
+    fn cache_writes_fall_back_to_cache_creation_tokens() {
+        let (t, _) = merged(&[r#"{"usage":{"prompt_tokens":100,"cache_creation_tokens":5}}"#]);
+        assert_eq!(t.report(UsageMode::Current).cache_write_tokens, Some(5));
+    }
+
+    #[test]
+    fn wrong_types_are_reported_and_negative_net_is_clamped() {
+        let (t, bad) = merged(&[r#"{"usage":{"prompt_tokens":"12","completion_tokens":-3,
+            "prompt_tokens_details":{"cached_tokens":50}}}"#]);
+        assert_eq!(
+            bad,
+            [
+                BadUsageField { field: "usage.prompt_tokens", converted: true },
+                BadUsageField { field: "usage.completion_tokens", converted: false }
+            ]
+        );
+        let r = t.report(UsageMode::Current);
+        assert_eq!(r.prompt_tokens, Some(0));
+        assert!(r.clamped);
+        assert_eq!(r.completion_tokens, None);
+    }
+}
