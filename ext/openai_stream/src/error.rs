@@ -34,8 +34,11 @@ impl StreamErrorKind {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum Error {
     /// The provider sent an error inside the stream (after HTTP 200).
+    /// `payload` is the error object (`{"error": {...}}`), or the whole
+    /// event when the error is the event itself (vLLM's `object: "error"`);
+    /// `None` when only the caller still has it (a Ruby Hash).
     #[error("provider error: {message}")]
-    Provider { message: String, payload: JsonValue },
+    Provider { message: String, payload: Option<JsonValue> },
     /// Bytes that cannot be read as an SSE stream of JSON chunks.
     #[error("{message}")]
     Stream { kind: StreamErrorKind, message: String, excerpt: String },
