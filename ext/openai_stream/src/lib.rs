@@ -9,5 +9,6 @@ pub mod anomaly;
 pub mod chunk;
 pub mod error;
 pub mod json;
+pub mod legacy;
 pub mod sse;
 pub mod usage;
