@@ -6,6 +6,7 @@
 //! incremental) and usage. The Ruby binding only converts values.
 
 pub mod anomaly;
+pub mod arguments;
 pub mod chunk;
 pub mod error;
 pub mod json;

@@ -1,7 +1,14 @@
 //! JSON values as tool arguments need them: an owned tree that keeps object
 //! keys in order (duplicates included, the way Ruby's `JSON.parse` sees them),
 //! and numbers as their source text so nothing is rounded on the way to Ruby.
+//! [`IncrementalParser`] reads such a tree from fragments and reports what
+//! became visible on the way.
 
+mod incremental;
 mod value;
 
+pub use incremental::{
+    parse_complete, ContainerKind, IncrementalParser, SyntaxError, SyntaxErrorKind, ViewEvent,
+    ViewEvents, ViewSink, DEFAULT_MAX_DEPTH,
+};
 pub use value::{JsonValue, Number};
