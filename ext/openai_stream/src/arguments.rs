@@ -266,11 +266,7 @@ fn missing_closers(text: &str) -> Option<String> {
             b'"' => in_string = true,
             b'{' => open.push(b'}'),
             b'[' => open.push(b']'),
-            b'}' | b']' => {
-                if open.pop() != Some(b) {
-                    return None;
-                }
-            }
+            b'}' | b']' if open.pop() != Some(b) => return None,
             _ => {}
         }
     }
