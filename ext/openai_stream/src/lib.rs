@@ -7,9 +7,12 @@
 
 pub mod anomaly;
 pub mod arguments;
+pub mod calls;
 pub mod chunk;
 pub mod error;
 pub mod json;
 pub mod legacy;
+pub mod output;
+pub mod processor;
 pub mod sse;
 pub mod usage;

@@ -400,7 +400,7 @@ fn consistent(view: &Node, fin: &Node) -> bool {
     }
     match (view, fin) {
         (Node::Str(v), Node::Str(f)) => f.starts_with(v.as_str()),
-        (Node::Arr(v), Node::Arr(f)) => siblings(v, f, |a, b| a == b, |a, b| consistent(a, b)),
+        (Node::Arr(v), Node::Arr(f)) => siblings(v, f, |a, b| a == b, consistent),
         (Node::Obj(v), Node::Obj(f)) => siblings(
             v,
             f,

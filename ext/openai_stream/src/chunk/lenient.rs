@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use std::fmt;
 use std::marker::PhantomData;
 
-use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
 /// The JSON type a field actually held.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,12 +99,75 @@ pub trait Lenient<'de>: Sized {
         Got::Wrong(Kind::String)
     }
     fn from_seq<A: SeqAccess<'de>>(mut seq: A) -> Result<Got<Self>, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        while seq.next_element::<Skip>()?.is_some() {}
         Ok(Got::Wrong(Kind::Array))
     }
     fn from_map<A: MapAccess<'de>>(mut map: A) -> Result<Got<Self>, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        while map.next_entry::<Skip, Skip>()?.is_some() {}
         Ok(Got::Wrong(Kind::Object))
+    }
+}
+
+/// A value that is read and thrown away. Unlike serde's `IgnoredAny` (which
+/// serde_json skips without any nesting limit) it goes through
+/// `deserialize_any`, so JSON nested deeper than the parser's recursion
+/// limit is an error wherever it is, as it is for Ruby's `JSON.parse`.
+pub struct Skip;
+
+impl<'de> Deserialize<'de> for Skip {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(SkipVisitor)
+    }
+}
+
+struct SkipVisitor;
+
+impl<'de> Visitor<'de> for SkipVisitor {
+    type Value = Skip;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_i128<E>(self, _: i128) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_u128<E>(self, _: u128) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_bytes<E>(self, _: &[u8]) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_unit<E>(self) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_none<E>(self) -> Result<Skip, E> {
+        Ok(Skip)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Skip, D::Error> {
+        Skip::deserialize(d)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Skip, A::Error> {
+        while seq.next_element::<Skip>()?.is_some() {}
+        Ok(Skip)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Skip, A::Error> {
+        while map.next_entry::<Skip, Skip>()?.is_some() {}
+        Ok(Skip)
     }
 }
 
@@ -249,14 +312,20 @@ impl<'de> Lenient<'de> for Any {
         Got::Value(Any(crate::json::JsonValue::Bool(v)))
     }
     fn from_i64(v: i64) -> Got<Self> {
-        Got::Value(Any(crate::json::JsonValue::Number(crate::json::Number::from_i64(v))))
+        Got::Value(Any(crate::json::JsonValue::Number(
+            crate::json::Number::from_i64(v),
+        )))
     }
     fn from_u64(v: u64) -> Got<Self> {
-        Got::Value(Any(crate::json::JsonValue::Number(crate::json::Number::from_u64(v))))
+        Got::Value(Any(crate::json::JsonValue::Number(
+            crate::json::Number::from_u64(v),
+        )))
     }
     fn from_f64(v: f64) -> Got<Self> {
-        Got::Value(Any(crate::json::Number::from_f64(v)
-            .map_or(crate::json::JsonValue::Null, crate::json::JsonValue::Number)))
+        Got::Value(Any(crate::json::Number::from_f64(v).map_or(
+            crate::json::JsonValue::Null,
+            crate::json::JsonValue::Number,
+        )))
     }
     fn from_str(v: Cow<'de, str>) -> Got<Self> {
         Got::Value(Any(crate::json::JsonValue::String(v.into_owned())))
@@ -336,7 +405,7 @@ macro_rules! lenient_struct {
                 match &*key.0 {
                     $( $key => out.$field = map.next_value()?, )*
                     _ => {
-                        map.next_value::<serde::de::IgnoredAny>()?;
+                        map.next_value::<$crate::chunk::lenient::Skip>()?;
                     }
                 }
             }

@@ -10,8 +10,8 @@ use std::borrow::Cow;
 use serde::de::{MapAccess, SeqAccess};
 
 use crate::json::JsonValue;
-pub use lenient::{Any, Field, Got, Id, Int, Kind, Lenient, List, Text};
 use lenient::lenient_struct;
+pub use lenient::{Any, Field, Got, Id, Int, Kind, Lenient, List, Text};
 
 lenient_struct! {
     /// One chunk (`chat.completion.chunk`) or a whole non-streamed response.
@@ -214,7 +214,8 @@ mod tests {
 
     #[test]
     fn duplicate_keys_last_wins() {
-        let c = Chunk::from_json(r#"{"choices":[{"delta":{"content":"a","content":"b"}}]}"#).unwrap();
+        let c =
+            Chunk::from_json(r#"{"choices":[{"delta":{"content":"a","content":"b"}}]}"#).unwrap();
         let choice = c.choices.get().unwrap().0[0].get().unwrap().clone();
         assert_eq!(
             choice.delta.get().unwrap().content,

@@ -1,0 +1,747 @@
+//! Tool-call accumulation: which call each streamed fragment belongs to.
+//!
+//! State is kept per call, never "the current tool", so several calls in one
+//! delta, interleaved fragments and reused indexes all come out whole. The
+//! rules are those of `stream-shapes.md` ("Slotting fragments into calls");
+//! the tests below name them by number.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::anomaly::{Anomalies, Anomaly, AnomalyKind};
+use crate::arguments::{finish_arguments, parse_arguments, ArgumentsError, ParsedArguments};
+use crate::chunk::{Arguments, Field, Id, Int, Kind, Text, ToolCallDelta};
+use crate::json::{ContainerKind, IncrementalParser, JsonValue, ViewEvents, ViewSink};
+
+/// A call's position in order of first appearance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CallId(pub u32);
+
+impl CallId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// One tool call being accumulated.
+#[derive(Debug)]
+pub struct Call {
+    /// The server's id, or a generated one (`id_generated`).
+    pub id: String,
+    pub id_generated: bool,
+    pub name: String,
+    /// The first index the call was seen at.
+    pub index: Option<i64>,
+    raw: String,
+    object: Option<JsonValue>,
+    partial: Option<PartialState>,
+    completed: bool,
+}
+
+impl Call {
+    /// True once the call has been completed (its parameters handed out).
+    pub fn is_completed(&self) -> bool {
+        self.completed
+    }
+
+    /// The arguments text received so far (empty once completed).
+    pub fn raw_arguments(&self) -> &str {
+        &self.raw
+    }
+
+    /// View events not yet consumed (partial mode).
+    pub fn view(&self) -> Option<&ViewEvents> {
+        self.partial.as_ref().map(|p| &p.events)
+    }
+
+    fn anomaly(&self, kind: AnomalyKind, message: String) -> Anomaly {
+        let mut a = Anomaly::new(kind, message);
+        a.call_id = Some(self.id.clone());
+        a.call_name = Some(self.name.clone());
+        a.index = self.index;
+        a
+    }
+}
+
+/// Incremental parse of one call's arguments, for partial tool calls.
+#[derive(Debug)]
+struct PartialState {
+    parser: IncrementalParser,
+    events: ViewEvents,
+    /// Open containers, the root object included.
+    depth: u32,
+}
+
+/// What applying one delta did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Applied {
+    /// The call the delta went to.
+    pub target: Option<CallId>,
+    /// A call whose index a new call took (rule 7): it is complete now.
+    pub replaced: Option<CallId>,
+    /// The target's visible parameters changed (partial mode).
+    pub progressed: bool,
+}
+
+/// All calls of one stream.
+#[derive(Debug, Default)]
+pub struct Calls {
+    calls: Vec<Call>,
+    by_index: HashMap<i64, u32>,
+    by_id: HashMap<String, u32>,
+    current: Option<u32>,
+    partial: bool,
+    /// Anomalies already reported: field anomalies once per field and
+    /// stream, id changes once per call.
+    reported: HashSet<(&'static str, Option<u32>)>,
+}
+
+static GENERATED: AtomicU64 = AtomicU64::new(0);
+
+fn generated_id() -> String {
+    // Unique within the process and unlike any server's ids.
+    let n = GENERATED.fetch_add(1, Ordering::Relaxed);
+    format!("call_das_{:x}_{n}", std::process::id())
+}
+
+/// The parts of a delta the rules look at, normalised.
+struct Header<'d> {
+    index: Option<i64>,
+    id: Option<&'d str>,
+    name: Option<&'d str>,
+    arguments: Option<&'d Arguments<'d>>,
+}
+
+impl Calls {
+    pub fn new(partial: bool) -> Self {
+        Calls {
+            partial,
+            ..Calls::default()
+        }
+    }
+
+    pub fn get(&self, id: CallId) -> Option<&Call> {
+        self.calls.get(id.index())
+    }
+
+    pub fn len(&self) -> usize {
+        self.calls.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.calls.is_empty()
+    }
+
+    /// Calls not yet completed, in order of first appearance.
+    pub fn open(&self) -> impl Iterator<Item = CallId> + '_ {
+        self.calls
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| !c.completed)
+            .map(|(i, _)| CallId(i as u32))
+    }
+
+    /// True when some call is still open.
+    pub fn any_open(&self) -> bool {
+        self.calls.iter().any(|c| !c.completed)
+    }
+
+    /// Forgets every call (a new stream starts).
+    pub fn clear(&mut self) {
+        self.calls.clear();
+        self.by_index.clear();
+        self.by_id.clear();
+        self.current = None;
+        self.reported.clear();
+    }
+
+    /// Drops view events the caller has consumed.
+    pub fn clear_view(&mut self, id: CallId) {
+        if let Some(p) = self
+            .calls
+            .get_mut(id.index())
+            .and_then(|c| c.partial.as_mut())
+        {
+            p.events.clear();
+        }
+    }
+
+    /// Applies one element of `delta.tool_calls`. `finishing` says the same
+    /// chunk ends the turn, so no progress is worth reporting.
+    pub fn apply(&mut self, delta: &ToolCallDelta, anomalies: &mut Anomalies) -> Applied {
+        let function = match &delta.function {
+            Field::Value(f) | Field::Converted(f, _) => Some(f),
+            Field::Wrong(kind) => {
+                self.field_anomaly("tool_calls[].function", *kind, false, anomalies);
+                None
+            }
+            Field::Missing | Field::Null => None,
+        };
+        let index = self.read_index(&delta.index, anomalies);
+        let id = self
+            .read_id(&delta.id, "tool_calls[].id", anomalies)
+            .or_else(|| {
+                function.and_then(|f| self.read_id(&f.id, "tool_calls[].function.id", anomalies))
+            });
+        let name = function.and_then(|f| self.read_name(&f.name, anomalies));
+        let arguments = function.and_then(|f| match &f.arguments {
+            Field::Value(a) | Field::Converted(a, _) => Some(a),
+            Field::Wrong(kind) => {
+                self.field_anomaly("tool_calls[].function.arguments", *kind, false, anomalies);
+                None
+            }
+            Field::Missing | Field::Null => None,
+        });
+        let header = Header {
+            index,
+            id,
+            name,
+            arguments,
+        };
+        let mut applied = Applied::default();
+        let Some(target) = self.slot(&header, &mut applied, anomalies) else {
+            return applied;
+        };
+        applied.target = Some(CallId(target));
+        self.current = Some(target);
+        applied.progressed = self.append(target, &header, anomalies);
+        applied
+    }
+
+    /// Finds (or starts) the call a delta belongs to.
+    fn slot(
+        &mut self,
+        h: &Header,
+        applied: &mut Applied,
+        anomalies: &mut Anomalies,
+    ) -> Option<u32> {
+        // Fast path: the delta continues the call of the previous delta.
+        if let Some(cur) = self.current {
+            let c = &self.calls[cur as usize];
+            if h.index.is_some()
+                && h.index == c.index
+                && h.id.is_none_or(|id| id == c.id)
+                && h.name.is_none_or(|n| n == c.name)
+            {
+                return Some(cur);
+            }
+        }
+        // Rules 8, 9, 14: an explicit id that matches a call wins.
+        if let Some(id) = h.id {
+            if let Some(&known) = self.by_id.get(id) {
+                if let Some(ix) = h.index {
+                    self.by_index.entry(ix).or_insert(known);
+                }
+                let c = &self.calls[known as usize];
+                if let Some(name) = h.name {
+                    if name != c.name {
+                        let msg = format!(
+                            "call {:?} renamed to {name:?} on a later delta; kept {:?}",
+                            c.id, c.name
+                        );
+                        anomalies.push(c.anomaly(AnomalyKind::NameChanged, msg));
+                    }
+                }
+                return Some(known);
+            }
+        }
+        let at_index = h.index.and_then(|ix| self.by_index.get(&ix).copied());
+        match (h.id, h.name, at_index) {
+            // A header with a new id: a new call. At an occupied index
+            // (rule 7: Ollama, old vLLM, SGLang) the previous call is done.
+            (Some(id), Some(name), occupied) => {
+                if let Some(prev) = occupied {
+                    if !self.calls[prev as usize].completed {
+                        applied.replaced = Some(CallId(prev));
+                    }
+                }
+                Some(self.start(id.to_owned(), false, name, h.index))
+            }
+            // A different name at an occupied index with no id: a new call.
+            (None, Some(name), Some(occ)) if name != self.calls[occ as usize].name => {
+                if !self.calls[occ as usize].completed {
+                    applied.replaced = Some(CallId(occ));
+                }
+                Some(self.start_generated(name, h.index, anomalies))
+            }
+            // Rules 5, 8: the call at this index (a changed id on an
+            // arguments-only delta is a continuation).
+            (id, _, Some(occ)) => {
+                self.note_id_change(occ, id, anomalies);
+                Some(occ)
+            }
+            // Rules 6, 10: no index and no id continues the most recent call,
+            // also when the name is repeated in full.
+            (None, name, None) if h.index.is_none() && self.current_matches(name) => self.current,
+            // Rule 8 without an index: an unknown id on an arguments-only
+            // delta continues the most recent call.
+            (Some(id), None, None) if h.index.is_none() && self.current.is_some() => {
+                let cur = self.current?;
+                self.note_id_change(cur, Some(id), anomalies);
+                Some(cur)
+            }
+            // Rule 11: a name and no id anywhere.
+            (None, Some(name), None) => Some(self.start_generated(name, h.index, anomalies)),
+            // Nothing to attach to.
+            _ => {
+                let text = match h.arguments {
+                    Some(Arguments::Text(t)) => t.to_string(),
+                    Some(Arguments::Object(v)) => v.to_json(),
+                    None => String::new(),
+                };
+                if !text.is_empty() || h.id.is_some() {
+                    let mut a = Anomaly::new(
+                        AnomalyKind::OrphanFragment,
+                        "a tool call fragment matched no call and carried no name to start one"
+                            .to_owned(),
+                    )
+                    .excerpt(&text);
+                    a.call_id = h.id.map(str::to_owned);
+                    a.index = h.index;
+                    anomalies.push(a);
+                }
+                None
+            }
+        }
+    }
+
+    fn current_matches(&self, name: Option<&str>) -> bool {
+        match (self.current, name) {
+            (Some(_), None) => true,
+            (Some(cur), Some(n)) => self.calls[cur as usize].name == n,
+            (None, _) => false,
+        }
+    }
+
+    fn note_id_change(&mut self, call: u32, id: Option<&str>, anomalies: &mut Anomalies) {
+        let Some(id) = id else { return };
+        let c = &mut self.calls[call as usize];
+        if c.id == id {
+            return;
+        }
+        if c.id_generated {
+            // The server named the call after all: use its id.
+            c.id = id.to_owned();
+            c.id_generated = false;
+            self.by_id.insert(id.to_owned(), call);
+            return;
+        }
+        if self.reported.insert(("id_changed", Some(call))) {
+            let msg = format!(
+                "continuation of call {:?} carried id {id:?}; kept the first id",
+                c.id
+            );
+            anomalies.push(c.anomaly(AnomalyKind::IdChanged, msg));
+        }
+    }
+
+    fn start(&mut self, id: String, id_generated: bool, name: &str, index: Option<i64>) -> u32 {
+        let n = self.calls.len() as u32;
+        self.by_id.insert(id.clone(), n);
+        if let Some(ix) = index {
+            self.by_index.insert(ix, n);
+        }
+        let partial = self.partial.then(|| PartialState {
+            parser: IncrementalParser::new(),
+            events: ViewEvents::default(),
+            depth: 0,
+        });
+        self.calls.push(Call {
+            id,
+            id_generated,
+            name: name.to_owned(),
+            index,
+            raw: String::new(),
+            object: None,
+            partial,
+            completed: false,
+        });
+        n
+    }
+
+    fn start_generated(
+        &mut self,
+        name: &str,
+        index: Option<i64>,
+        anomalies: &mut Anomalies,
+    ) -> u32 {
+        let n = self.start(generated_id(), true, name, index);
+        let c = &self.calls[n as usize];
+        let msg = format!(
+            "tool call {name:?} arrived without an id; generated {:?}",
+            c.id
+        );
+        anomalies.push(c.anomaly(AnomalyKind::GeneratedId, msg));
+        n
+    }
+
+    /// Adds one call of a non-streamed message, whole: no slotting, every
+    /// element is its own call. Returns `None` (with an anomaly) for an
+    /// element without a name.
+    pub fn add_whole(
+        &mut self,
+        delta: &ToolCallDelta,
+        anomalies: &mut Anomalies,
+    ) -> Option<CallId> {
+        let function = delta.function.get();
+        let id = self
+            .read_id(&delta.id, "tool_calls[].id", anomalies)
+            .or_else(|| {
+                function.and_then(|f| self.read_id(&f.id, "tool_calls[].function.id", anomalies))
+            });
+        let index = self.read_index(&delta.index, anomalies);
+        let arguments = function.and_then(|f| f.arguments.get());
+        let Some(name) = function.and_then(|f| self.read_name(&f.name, anomalies)) else {
+            let text = arguments.map(arguments_text).unwrap_or_default();
+            let mut a = Anomaly::new(
+                AnomalyKind::OrphanFragment,
+                "a tool call without a name was skipped",
+            )
+            .excerpt(&text);
+            a.call_id = id.map(str::to_owned);
+            anomalies.push(a);
+            return None;
+        };
+        let n = match id {
+            Some(id) => self.start(id.to_owned(), false, name, index),
+            None => self.start_generated(name, index, anomalies),
+        };
+        let header = Header {
+            index,
+            id,
+            name: Some(name),
+            arguments,
+        };
+        self.append(n, &header, anomalies);
+        Some(CallId(n))
+    }
+
+    /// Adds a delta's arguments to a call. Returns true when the visible
+    /// parameters changed.
+    fn append(&mut self, target: u32, h: &Header, anomalies: &mut Anomalies) -> bool {
+        let Some(arguments) = h.arguments else {
+            return false;
+        };
+        let call = &mut self.calls[target as usize];
+        if call.completed {
+            let empty = matches!(arguments, Arguments::Text(t) if t.is_empty());
+            if !empty {
+                let text = arguments_text(arguments);
+                let msg = format!(
+                    "arguments arrived after call {:?} was complete; ignored",
+                    call.id
+                );
+                anomalies.push(
+                    call.anomaly(AnomalyKind::FragmentAfterCompletion, msg)
+                        .excerpt(&text),
+                );
+            }
+            return false;
+        }
+        match arguments {
+            Arguments::Text(text) if text.is_empty() => false,
+            Arguments::Text(text) => {
+                if call.object.is_some() {
+                    let msg = format!(
+                        "call {:?} got text arguments after an object; text ignored",
+                        call.id
+                    );
+                    anomalies.push(call.anomaly(AnomalyKind::MixedArguments, msg).excerpt(text));
+                    return false;
+                }
+                call.raw.push_str(text);
+                feed_partial(call, text, anomalies)
+            }
+            Arguments::Object(value) => {
+                if let Some(existing) = &call.object {
+                    if existing != value {
+                        let msg = format!(
+                            "call {:?} got a second, different arguments object; kept the first",
+                            call.id
+                        );
+                        anomalies.push(
+                            call.anomaly(AnomalyKind::MixedArguments, msg)
+                                .excerpt(&value.to_json()),
+                        );
+                    }
+                    return false;
+                }
+                if !call.raw.is_empty() {
+                    let msg = format!(
+                        "call {:?} got an arguments object after text; object ignored",
+                        call.id
+                    );
+                    anomalies.push(
+                        call.anomaly(AnomalyKind::MixedArguments, msg)
+                            .excerpt(&value.to_json()),
+                    );
+                    return false;
+                }
+                call.object = Some(value.clone());
+                replay_partial(call, value)
+            }
+        }
+    }
+
+    /// Completes a call: its final parameters, repaired if need be.
+    pub fn complete(
+        &mut self,
+        id: CallId,
+        anomalies: &mut Anomalies,
+    ) -> Result<JsonValue, ArgumentsError> {
+        let Some(call) = self.calls.get_mut(id.index()) else {
+            return Ok(JsonValue::Object(Vec::new()));
+        };
+        call.completed = true;
+        let parsed = if let Some(object) = call.object.take() {
+            Ok(ParsedArguments {
+                value: object,
+                repair: None,
+            })
+        } else if let Some(p) = call.partial.take() {
+            finish_arguments(p.parser, &call.raw)
+        } else {
+            parse_arguments(&call.raw)
+        };
+        match parsed {
+            Ok(ParsedArguments { value, repair }) => {
+                if let Some(repair) = repair {
+                    let msg = format!("arguments of call {:?} repaired: {repair}", call.id);
+                    anomalies.push(
+                        call.anomaly(AnomalyKind::RepairedArguments, msg)
+                            .excerpt(&call.raw),
+                    );
+                }
+                call.raw = String::new();
+                Ok(value)
+            }
+            Err(e) => {
+                let msg = format!(
+                    "arguments of call {:?} ({}) are invalid: {e}",
+                    call.id, call.name
+                );
+                anomalies.push(
+                    call.anomaly(AnomalyKind::InvalidArguments, msg)
+                        .excerpt(&call.raw),
+                );
+                Err(e)
+            }
+        }
+    }
+
+    /// The raw arguments of a call, taken (for an error report).
+    pub fn take_raw(&mut self, id: CallId) -> String {
+        self.calls
+            .get_mut(id.index())
+            .map(|c| std::mem::take(&mut c.raw))
+            .unwrap_or_default()
+    }
+
+    fn read_index(&mut self, field: &Field<Int>, anomalies: &mut Anomalies) -> Option<i64> {
+        match field {
+            Field::Value(Int(n)) => Some(*n),
+            Field::Converted(Int(n), kind) => {
+                self.field_anomaly("tool_calls[].index", *kind, true, anomalies);
+                Some(*n)
+            }
+            Field::Wrong(kind) => {
+                self.field_anomaly("tool_calls[].index", *kind, false, anomalies);
+                None
+            }
+            Field::Missing | Field::Null => None,
+        }
+    }
+
+    fn read_id<'d>(
+        &mut self,
+        field: &'d Field<Id<'d>>,
+        name: &'static str,
+        anomalies: &mut Anomalies,
+    ) -> Option<&'d str> {
+        match field {
+            Field::Value(Id(id)) if !id.is_empty() => Some(id),
+            Field::Converted(Id(id), kind) => {
+                self.field_anomaly(name, *kind, true, anomalies);
+                Some(id)
+            }
+            Field::Wrong(kind) => {
+                self.field_anomaly(name, *kind, false, anomalies);
+                None
+            }
+            _ => None,
+        }
+    }
+
+    fn read_name<'d>(
+        &mut self,
+        field: &'d Field<Text<'d>>,
+        anomalies: &mut Anomalies,
+    ) -> Option<&'d str> {
+        match field {
+            Field::Value(Text(name)) if !name.is_empty() => Some(name),
+            Field::Wrong(kind) => {
+                self.field_anomaly("tool_calls[].function.name", *kind, false, anomalies);
+                None
+            }
+            _ => None,
+        }
+    }
+
+    fn field_anomaly(
+        &mut self,
+        field: &'static str,
+        kind: Kind,
+        converted: bool,
+        anomalies: &mut Anomalies,
+    ) {
+        if !self.reported.insert((field, None)) {
+            return;
+        }
+        let (anomaly_kind, verb) = if converted {
+            (AnomalyKind::ConvertedField, "converted")
+        } else {
+            (AnomalyKind::IgnoredField, "ignored")
+        };
+        anomalies.push(
+            Anomaly::new(
+                anomaly_kind,
+                format!("{field} was a {}; {verb}", kind.name()),
+            )
+            .field(field),
+        );
+    }
+}
+
+fn arguments_text(arguments: &Arguments) -> String {
+    match arguments {
+        Arguments::Text(t) => t.to_string(),
+        Arguments::Object(v) => v.to_json(),
+    }
+}
+
+/// Feeds text to the call's incremental parser; returns whether the visible
+/// parameters changed. A parse error ends partial updates for the call.
+fn feed_partial(call: &mut Call, text: &str, anomalies: &mut Anomalies) -> bool {
+    let Some(state) = call.partial.as_mut() else {
+        return false;
+    };
+    let mut view = RootView {
+        events: &mut state.events,
+        depth: &mut state.depth,
+        changed: false,
+        not_an_object: false,
+    };
+    let result = state.parser.feed(text, &mut view);
+    let (changed, not_an_object) = (view.changed, view.not_an_object);
+    let problem = match result {
+        Err(e) => Some(format!(
+            "arguments stopped parsing ({e}); partial updates stopped"
+        )),
+        Ok(()) if not_an_object => {
+            Some("arguments are not a JSON object; partial updates stopped".to_owned())
+        }
+        Ok(()) => None,
+    };
+    match problem {
+        Some(msg) => {
+            call.partial = None;
+            let msg = format!("call {:?}: {msg}", call.id);
+            anomalies.push(
+                call.anomaly(AnomalyKind::PartialArgumentsBroken, msg)
+                    .excerpt(&call.raw),
+            );
+            false
+        }
+        None => changed,
+    }
+}
+
+/// Arguments that arrived as an object: shown whole.
+fn replay_partial(call: &mut Call, value: &JsonValue) -> bool {
+    let Some(state) = call.partial.as_mut() else {
+        return false;
+    };
+    let JsonValue::Object(pairs) = value else {
+        return false;
+    };
+    for (k, v) in pairs {
+        replay(&mut state.events, Some(k), v);
+    }
+    !pairs.is_empty()
+}
+
+/// Emits the view events that build `value` at `key`. Recursion depth is
+/// bounded by the depth limit of whatever deserialized `value`.
+fn replay(sink: &mut impl ViewSink, key: Option<&str>, value: &JsonValue) {
+    match value {
+        JsonValue::String(s) => {
+            sink.open(key, ContainerKind::String);
+            if !s.is_empty() {
+                sink.append(s);
+            }
+            sink.close();
+        }
+        JsonValue::Array(items) => {
+            sink.open(key, ContainerKind::Array);
+            for item in items {
+                replay(sink, None, item);
+            }
+            sink.close();
+        }
+        JsonValue::Object(pairs) => {
+            sink.open(key, ContainerKind::Object);
+            for (k, v) in pairs {
+                replay(sink, Some(k), v);
+            }
+            sink.close();
+        }
+        scalar => sink.scalar(key, scalar),
+    }
+}
+
+/// Passes events inside the root object to the call's view and notes
+/// whether anything visible happened. The root object itself is the
+/// ToolCall's parameters Hash, which always exists.
+struct RootView<'a> {
+    events: &'a mut ViewEvents,
+    depth: &'a mut u32,
+    changed: bool,
+    not_an_object: bool,
+}
+
+impl ViewSink for RootView<'_> {
+    fn open(&mut self, key: Option<&str>, kind: ContainerKind) {
+        if *self.depth == 0 && kind != ContainerKind::Object {
+            self.not_an_object = true;
+        }
+        *self.depth += 1;
+        if *self.depth > 1 && !self.not_an_object {
+            self.events.open(key, kind);
+            self.changed = true;
+        }
+    }
+
+    fn append(&mut self, text: &str) {
+        if *self.depth > 1 && !self.not_an_object {
+            self.events.append(text);
+            self.changed = true;
+        }
+    }
+
+    fn scalar(&mut self, key: Option<&str>, value: &JsonValue) {
+        if *self.depth == 0 {
+            self.not_an_object = true;
+        } else if !self.not_an_object {
+            self.events.scalar(key, value);
+            self.changed = true;
+        }
+    }
+
+    fn close(&mut self) {
+        *self.depth = self.depth.saturating_sub(1);
+        if *self.depth >= 1 && !self.not_an_object {
+            self.events.close();
+            self.changed = true;
+        }
+    }
+}

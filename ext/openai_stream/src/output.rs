@@ -1,0 +1,182 @@
+//! What one call into the processor produced, kept in reusable buffers so a
+//! steady stream allocates nothing per event: text in one arena, final
+//! parameters in a list, items as small records pointing into both.
+//!
+//! A tool call appears at most once per output (the position of its first
+//! appearance), which is what Discourse's `decode_chunk` does with a `Set` of
+//! the ToolCall objects a raw chunk produced.
+
+use crate::calls::CallId;
+use crate::json::JsonValue;
+
+#[derive(Debug, Clone, Copy)]
+enum Slot {
+    Text {
+        start: u32,
+        end: u32,
+    },
+    Call {
+        call: CallId,
+        completed: Option<u32>,
+    },
+}
+
+/// One item of an output.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Item<'a> {
+    /// Text, whitespace kept.
+    Text(&'a str),
+    /// A partial call whose visible parameters changed (view events on the call).
+    Progress(CallId),
+    /// A completed call with its final parameters.
+    Completed(CallId, &'a JsonValue),
+}
+
+/// The items of one processor call.
+#[derive(Debug, Default)]
+pub struct Output {
+    slots: Vec<Slot>,
+    text: String,
+    params: Vec<JsonValue>,
+    /// Per call: (epoch, slot) of its appearance in this output.
+    positions: Vec<(u64, u32)>,
+    epoch: u64,
+}
+
+impl Output {
+    /// Empties the output for the next call (buffers are kept).
+    pub fn clear(&mut self) {
+        self.slots.clear();
+        self.text.clear();
+        self.params.clear();
+        self.epoch += 1;
+    }
+
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// The items, in order.
+    pub fn items(&self) -> impl ExactSizeIterator<Item = Item<'_>> + '_ {
+        self.slots.iter().map(|slot| match *slot {
+            Slot::Text { start, end } => Item::Text(&self.text[start as usize..end as usize]),
+            Slot::Call {
+                call,
+                completed: None,
+            } => Item::Progress(call),
+            Slot::Call {
+                call,
+                completed: Some(p),
+            } => Item::Completed(call, &self.params[p as usize]),
+        })
+    }
+
+    pub(crate) fn push_text(&mut self, text: &str) {
+        let start = self.text.len() as u32;
+        self.text.push_str(text);
+        self.slots.push(Slot::Text {
+            start,
+            end: self.text.len() as u32,
+        });
+    }
+
+    /// Text made of several pieces (content parts), as one item.
+    pub(crate) fn push_text_parts<'p>(&mut self, parts: impl Iterator<Item = &'p str>) {
+        let start = self.text.len() as u32;
+        for p in parts {
+            self.text.push_str(p);
+        }
+        if self.text.len() as u32 > start {
+            self.slots.push(Slot::Text {
+                start,
+                end: self.text.len() as u32,
+            });
+        }
+    }
+
+    pub(crate) fn push_progress(&mut self, call: CallId) {
+        if self.position(call).is_none() {
+            self.remember(call);
+            self.slots.push(Slot::Call {
+                call,
+                completed: None,
+            });
+        }
+    }
+
+    pub(crate) fn push_completed(&mut self, call: CallId, params: JsonValue) {
+        let p = self.params.len() as u32;
+        self.params.push(params);
+        match self.position(call) {
+            Some(slot) => {
+                self.slots[slot] = Slot::Call {
+                    call,
+                    completed: Some(p),
+                }
+            }
+            None => {
+                self.remember(call);
+                self.slots.push(Slot::Call {
+                    call,
+                    completed: Some(p),
+                });
+            }
+        }
+    }
+
+    fn position(&self, call: CallId) -> Option<usize> {
+        match self.positions.get(call.index()) {
+            Some(&(epoch, slot)) if epoch == self.epoch => Some(slot as usize),
+            _ => None,
+        }
+    }
+
+    fn remember(&mut self, call: CallId) {
+        let i = call.index();
+        if self.positions.len() <= i {
+            self.positions.resize(i + 1, (0, 0));
+        }
+        self.positions[i] = (self.epoch, self.slots.len() as u32);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_appears_once_at_its_first_position() {
+        let mut out = Output::default();
+        out.clear();
+        out.push_progress(CallId(0));
+        out.push_text("x");
+        out.push_progress(CallId(0));
+        out.push_completed(CallId(0), JsonValue::Null);
+        out.push_completed(CallId(1), JsonValue::Bool(true));
+        let items: Vec<_> = out.items().collect();
+        assert_eq!(
+            items,
+            [
+                Item::Completed(CallId(0), &JsonValue::Null),
+                Item::Text("x"),
+                Item::Completed(CallId(1), &JsonValue::Bool(true))
+            ]
+        );
+        out.clear();
+        out.push_progress(CallId(1));
+        assert_eq!(out.items().collect::<Vec<_>>(), [Item::Progress(CallId(1))]);
+    }
+
+    #[test]
+    fn empty_parts_make_no_item() {
+        let mut out = Output::default();
+        out.push_text_parts(["", ""].into_iter());
+        assert!(out.is_empty());
+        out.push_text_parts(["a", "b"].into_iter());
+        assert_eq!(out.items().collect::<Vec<_>>(), [Item::Text("ab")]);
+    }
+}

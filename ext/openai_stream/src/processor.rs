@@ -1,0 +1,846 @@
+//! The processor: chunks (parsed by the caller, or decoded here from raw SSE
+//! bytes) in, items out. It owns the calls of one stream, the usage totals
+//! and the anomalies.
+
+use crate::anomaly::{excerpt, excerpt_bytes, Anomalies, Anomaly, AnomalyKind};
+use crate::calls::{CallId, Calls};
+use crate::chunk::{Any, Choice, Chunk, Content, Delta, Field, Kind, List, Text};
+use crate::error::{Error, StreamErrorKind};
+use crate::json::JsonValue;
+use crate::output::Output;
+use crate::sse::{FeedError, Line, LineReader, DEFAULT_MAX_LINE_BYTES};
+use crate::usage::{UsageMode, UsageReport, UsageTotals};
+
+/// How a processor behaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    /// Report calls while their arguments stream (Discourse's
+    /// `partial_tool_calls: true`).
+    pub partial_tool_calls: bool,
+    pub usage_mode: UsageMode,
+    /// Longest SSE line (and event) accepted by [`Processor::decode`].
+    pub max_line_bytes: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            partial_tool_calls: false,
+            usage_mode: UsageMode::Current,
+            max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+        }
+    }
+}
+
+/// See the module documentation.
+#[derive(Debug)]
+pub struct Processor {
+    reader: LineReader,
+    state: State,
+}
+
+/// Everything but the line reader, so the reader can feed lines to it.
+#[derive(Debug)]
+struct State {
+    options: Options,
+    calls: Calls,
+    usage: UsageTotals,
+    anomalies: Anomalies,
+    out: Output,
+    /// Data lines of an event whose JSON is not complete yet.
+    pending: Vec<u8>,
+    /// The current event is `event: error`.
+    error_event: bool,
+    saw_finish_reason: bool,
+    saw_done: bool,
+    /// `finish` ran: the next call starts a new stream. (The calls stay
+    /// until then, so the caller can read `finish`'s output.)
+    ended: bool,
+    /// Calls whose view events the caller has been shown.
+    shown_views: Vec<CallId>,
+    /// SSE anomalies reported once per stream.
+    reported_unprefixed: bool,
+    reported_fields: Vec<Vec<u8>>,
+    reported_choices: bool,
+    reported_usage_clamp: bool,
+}
+
+impl Default for Processor {
+    fn default() -> Self {
+        Processor::new(Options::default())
+    }
+}
+
+impl Processor {
+    pub fn new(options: Options) -> Self {
+        Processor {
+            reader: LineReader::new(options.max_line_bytes),
+            state: State {
+                options,
+                calls: Calls::new(options.partial_tool_calls),
+                usage: UsageTotals::default(),
+                anomalies: Anomalies::default(),
+                out: Output::default(),
+                pending: Vec::new(),
+                error_event: false,
+                saw_finish_reason: false,
+                saw_done: false,
+                ended: false,
+                shown_views: Vec::new(),
+                reported_unprefixed: false,
+                reported_fields: Vec::new(),
+                reported_choices: false,
+                reported_usage_clamp: false,
+            },
+        }
+    }
+
+    pub fn options(&self) -> Options {
+        self.state.options
+    }
+
+    /// One parsed streamed chunk (the Hash path).
+    pub fn process_chunk(&mut self, chunk: &Chunk) -> Result<&Output, Error> {
+        self.state.begin();
+        self.state.apply_chunk(chunk)?;
+        Ok(&self.state.out)
+    }
+
+    /// A value that is not a chunk object was given where a chunk was expected.
+    pub fn process_non_object(&mut self, kind: Kind) -> Result<&Output, Error> {
+        self.state.begin();
+        Err(Error::stream(
+            StreamErrorKind::InvalidChunk,
+            format!("expected a chunk object, got {}", kind.name()),
+            String::new(),
+        ))
+    }
+
+    /// A whole non-streamed response: every tool call of the message.
+    pub fn process_message(&mut self, chunk: &Chunk) -> Result<&Output, Error> {
+        self.state.begin();
+        self.state.apply_message(chunk)?;
+        Ok(&self.state.out)
+    }
+
+    /// Raw bytes from the HTTP body, split anywhere.
+    pub fn decode(&mut self, bytes: &[u8]) -> Result<&Output, Error> {
+        self.state.begin();
+        let state = &mut self.state;
+        let result = self.reader.feed(bytes, &mut |line| state.on_line(line));
+        match result {
+            Ok(()) => Ok(&self.state.out),
+            Err(FeedError::Handler(e)) => Err(e),
+            Err(FeedError::TooLong(e)) => {
+                self.state.pending.clear();
+                Err(Error::stream(
+                    StreamErrorKind::LineTooLong,
+                    e.to_string(),
+                    excerpt_bytes(&e.head),
+                ))
+            }
+        }
+    }
+
+    /// End of stream: the last buffered event is read, every open call is
+    /// completed in order of first appearance, and the processor is ready for
+    /// a new stream (usage and anomalies are kept). An error found on the
+    /// way is returned after the calls are completed, so they are in
+    /// [`Processor::output`].
+    pub fn finish(&mut self) -> Result<&Output, Error> {
+        self.state.begin();
+        let mut first_error = None;
+        loop {
+            let state = &mut self.state;
+            match self.reader.finish(&mut |line| state.on_line(line)) {
+                Ok(()) => break,
+                Err(FeedError::Handler(e)) => {
+                    first_error.get_or_insert(e);
+                }
+                Err(FeedError::TooLong(e)) => {
+                    first_error.get_or_insert(Error::stream(
+                        StreamErrorKind::LineTooLong,
+                        e.to_string(),
+                        excerpt_bytes(&e.head),
+                    ));
+                }
+            }
+        }
+        if let Err(e) = self.state.flush_pending() {
+            first_error.get_or_insert(e);
+        }
+        let state = &mut self.state;
+        if state.calls.any_open() && !state.saw_finish_reason && !state.saw_done {
+            let open: Vec<String> = state
+                .calls
+                .open()
+                .filter_map(|c| state.calls.get(c))
+                .map(|c| c.id.clone())
+                .collect();
+            state.anomalies.push(Anomaly::new(
+                AnomalyKind::Truncated,
+                format!(
+                    "stream ended without finish_reason or [DONE]; completed {} open call(s) from what arrived: {}",
+                    open.len(),
+                    open.join(", ")
+                ),
+            ));
+        }
+        if let Err(e) = state.complete_open() {
+            first_error.get_or_insert(e);
+        }
+        state.ended = true;
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(&self.state.out),
+        }
+    }
+
+    /// The items of the last call (also after it returned an error).
+    pub fn output(&self) -> &Output {
+        &self.state.out
+    }
+
+    pub fn calls(&self) -> &Calls {
+        &self.state.calls
+    }
+
+    /// Usage as the readers report it.
+    pub fn usage(&self) -> UsageReport {
+        self.state.usage.report(self.state.options.usage_mode)
+    }
+
+    pub fn anomalies(&self) -> &Anomalies {
+        &self.state.anomalies
+    }
+
+    pub fn anomalies_mut(&mut self) -> &mut Anomalies {
+        &mut self.state.anomalies
+    }
+
+    /// Records an anomaly found by the caller (the binding's conversions).
+    pub fn push_anomaly(&mut self, anomaly: Anomaly) {
+        self.state.anomalies.push(anomaly);
+    }
+}
+
+impl State {
+    /// Starts an output: view events shown last time are dropped.
+    fn begin(&mut self) {
+        self.out.clear();
+        if self.ended {
+            self.end_stream();
+        }
+        for call in self.shown_views.drain(..) {
+            self.calls.clear_view(call);
+        }
+    }
+
+    fn end_stream(&mut self) {
+        self.ended = false;
+        self.shown_views.clear();
+        self.calls.clear();
+        self.pending.clear();
+        self.error_event = false;
+        self.saw_finish_reason = false;
+        self.saw_done = false;
+        self.reported_unprefixed = false;
+        self.reported_fields.clear();
+        self.reported_choices = false;
+        self.reported_usage_clamp = false;
+    }
+
+    // ---- SSE events -------------------------------------------------------
+
+    fn on_line(&mut self, line: &[u8]) -> Result<(), Error> {
+        match Line::parse(line) {
+            Line::Blank => {
+                let r = self.flush_pending();
+                self.error_event = false;
+                r
+            }
+            Line::Comment(_) => Ok(()),
+            Line::Field {
+                name: b"data",
+                value,
+            } => self.on_data(value),
+            Line::Field {
+                name: b"event",
+                value,
+            } => {
+                self.error_event = value == b"error";
+                Ok(())
+            }
+            Line::Field {
+                name: b"id" | b"retry",
+                ..
+            } => Ok(()),
+            Line::Field { name, .. } if line.first() == Some(&b'{') => {
+                let _ = name;
+                if !self.reported_unprefixed {
+                    self.reported_unprefixed = true;
+                    self.anomalies.push(
+                        Anomaly::new(
+                            AnomalyKind::UnprefixedData,
+                            "a JSON line without \"data:\" was read as data",
+                        )
+                        .excerpt(&String::from_utf8_lossy(&line[..line.len().min(200)])),
+                    );
+                }
+                self.on_data(line)
+            }
+            Line::Field { name, .. } => {
+                if !self.reported_fields.iter().any(|f| f == name)
+                    && self.reported_fields.len() < 16
+                {
+                    self.reported_fields.push(name.to_vec());
+                    self.anomalies.push(
+                        Anomaly::new(
+                            AnomalyKind::UnknownSseField,
+                            format!("SSE field {:?} is not known; skipped", excerpt_bytes(name)),
+                        )
+                        .excerpt(&excerpt_bytes(line)),
+                    );
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn on_data(&mut self, value: &[u8]) -> Result<(), Error> {
+        if !self.pending.is_empty() {
+            if self.pending.len() + 1 + value.len() > self.options.max_line_bytes {
+                let len = self.pending.len() + 1 + value.len();
+                let head = excerpt_bytes(&self.pending);
+                self.pending.clear();
+                return Err(Error::stream(
+                    StreamErrorKind::LineTooLong,
+                    format!(
+                        "SSE event longer than {} bytes ({len} bytes of data lines)",
+                        self.options.max_line_bytes
+                    ),
+                    head,
+                ));
+            }
+            self.pending.push(b'\n');
+            self.pending.extend_from_slice(value);
+            let data = std::mem::take(&mut self.pending);
+            return match self.payload(&data) {
+                Ok(true) => Ok(()),
+                Ok(false) => {
+                    self.pending = data;
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            };
+        }
+        let trimmed = value.trim_ascii();
+        match trimmed.first() {
+            None => Ok(()),
+            Some(_) if trimmed == b"[DONE]" => {
+                self.saw_done = true;
+                Ok(())
+            }
+            Some(b'{' | b'[') => match self.payload(trimmed)? {
+                true => Ok(()),
+                false => {
+                    self.pending.extend_from_slice(trimmed);
+                    Ok(())
+                }
+            },
+            Some(_) if self.error_event => Err(Error::Provider {
+                message: String::from_utf8_lossy(trimmed).into_owned(),
+                payload: Some(JsonValue::String(
+                    String::from_utf8_lossy(trimmed).into_owned(),
+                )),
+            }),
+            Some(_) => {
+                self.anomalies.push(
+                    Anomaly::new(
+                        AnomalyKind::NonJsonData,
+                        "a data payload that is not JSON was skipped",
+                    )
+                    .excerpt(&excerpt_bytes(trimmed)),
+                );
+                Ok(())
+            }
+        }
+    }
+
+    /// The end of an event: data still pending must be complete now.
+    fn flush_pending(&mut self) -> Result<(), Error> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let data = std::mem::take(&mut self.pending);
+        match self.payload(&data) {
+            Ok(true) => Ok(()),
+            Ok(false) => {
+                self.anomalies.push(
+                    Anomaly::new(
+                        AnomalyKind::TruncatedEvent,
+                        "an event ended before its JSON was complete; skipped",
+                    )
+                    .excerpt(&excerpt_bytes(&data)),
+                );
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Parses and applies one JSON payload. `Ok(false)`: the JSON is not
+    /// complete yet (more data lines may follow).
+    fn payload(&mut self, data: &[u8]) -> Result<bool, Error> {
+        let text = std::str::from_utf8(data).map_err(|e| {
+            Error::stream(
+                StreamErrorKind::InvalidUtf8,
+                format!(
+                    "invalid UTF-8 at byte {} of a data line: {}",
+                    e.valid_up_to(),
+                    excerpt_bytes(data)
+                ),
+                excerpt_bytes(data),
+            )
+        })?;
+        let field: Field<Chunk> = match serde_json::from_str(text) {
+            Ok(f) => f,
+            Err(e) if e.is_eof() => return Ok(false),
+            Err(e) => {
+                let message = e.to_string();
+                let kind = if message.contains("recursion limit") {
+                    StreamErrorKind::TooDeep
+                } else {
+                    StreamErrorKind::InvalidJson
+                };
+                return Err(Error::stream(
+                    kind,
+                    format!("data line is not valid JSON ({message}): {}", excerpt(text)),
+                    excerpt(text),
+                ));
+            }
+        };
+        let chunk = match field {
+            Field::Value(c) | Field::Converted(c, _) => c,
+            other => {
+                let kind = match other {
+                    Field::Wrong(k) => k,
+                    _ => Kind::Null,
+                };
+                if self.error_event {
+                    return Err(Error::Provider {
+                        message: excerpt(text),
+                        payload: serde_json::from_str(text).ok(),
+                    });
+                }
+                self.anomalies.push(
+                    Anomaly::new(
+                        AnomalyKind::UnexpectedPayload,
+                        format!("a data payload that is a JSON {} was skipped", kind.name()),
+                    )
+                    .excerpt(text),
+                );
+                return Ok(true);
+            }
+        };
+        let result = if self.error_event {
+            Err(
+                provider_error_of(&chunk).unwrap_or_else(|| Error::Provider {
+                    message: format!("error event: {}", excerpt(text)),
+                    payload: None,
+                }),
+            )
+        } else {
+            self.apply_chunk(&chunk)
+        };
+        match result {
+            // The whole event is the payload when the error is the event.
+            Err(Error::Provider {
+                message,
+                payload: None,
+            }) => Err(Error::Provider {
+                message,
+                payload: serde_json::from_str(text).ok(),
+            }),
+            Err(e) => Err(e),
+            Ok(()) => Ok(true),
+        }
+    }
+
+    // ---- chunks -----------------------------------------------------------
+
+    fn apply_chunk(&mut self, chunk: &Chunk) -> Result<(), Error> {
+        if let Some(e) = provider_error_of(chunk) {
+            return Err(e);
+        }
+        let mut result = Ok(());
+        if let Some(choice) = self.first_choice(&chunk.choices) {
+            result = self.apply_choice(choice);
+        }
+        self.apply_usage(chunk);
+        result
+    }
+
+    fn first_choice<'c, 'a>(
+        &mut self,
+        choices: &'c Field<List<Choice<'a>>>,
+    ) -> Option<&'c Choice<'a>> {
+        match choices {
+            Field::Value(List(list)) | Field::Converted(List(list), _) => {
+                if list.len() > 1 && !self.reported_choices {
+                    self.reported_choices = true;
+                    self.anomalies.push(
+                        Anomaly::new(
+                            AnomalyKind::IgnoredChoices,
+                            format!("{} choices in a chunk; only the first is read", list.len()),
+                        )
+                        .field("choices"),
+                    );
+                }
+                match list.first() {
+                    Some(Field::Value(c) | Field::Converted(c, _)) => Some(c),
+                    Some(Field::Wrong(kind)) => {
+                        self.ignored("choices[0]", *kind);
+                        None
+                    }
+                    _ => None,
+                }
+            }
+            Field::Wrong(kind) => {
+                self.ignored("choices", *kind);
+                None
+            }
+            Field::Missing | Field::Null => None,
+        }
+    }
+
+    fn apply_choice(&mut self, choice: &Choice) -> Result<(), Error> {
+        let finish_reason = match &choice.finish_reason {
+            Field::Value(Text(r)) => Some(&**r).filter(|r| !r.is_empty()),
+            Field::Wrong(kind) => {
+                self.ignored("choices[0].finish_reason", *kind);
+                None
+            }
+            _ => None,
+        };
+        let finishing = finish_reason.is_some();
+        if let Some(delta) = self.delta_of(&choice.delta, "choices[0].delta") {
+            self.apply_content(&delta.content);
+            self.apply_tool_calls(delta, finishing)?;
+        }
+        let choice_error = match &choice.error {
+            Field::Value(Any(v)) | Field::Converted(Any(v), _) => Some(v),
+            _ => None,
+        };
+        if finish_reason == Some("error") || choice_error.is_some() {
+            // OpenRouter: the turn ended in an error. Calls that had
+            // completed stay in the output; the error is raised.
+            let message = choice_error.map(error_message).unwrap_or_else(|| {
+                "the provider ended the response with finish_reason \"error\"".to_owned()
+            });
+            return Err(Error::Provider {
+                message,
+                payload: choice_error.cloned(),
+            });
+        }
+        if finishing {
+            self.saw_finish_reason = true;
+            self.complete_open()?;
+        }
+        Ok(())
+    }
+
+    fn delta_of<'c, 'a>(
+        &mut self,
+        field: &'c Field<Delta<'a>>,
+        name: &'static str,
+    ) -> Option<&'c Delta<'a>> {
+        match field {
+            Field::Value(d) | Field::Converted(d, _) => Some(d),
+            Field::Wrong(kind) => {
+                self.ignored(name, *kind);
+                None
+            }
+            _ => None,
+        }
+    }
+
+    fn apply_content(&mut self, content: &Field<Content>) {
+        match content {
+            Field::Value(Content::Text(t)) if !t.is_empty() => self.out.push_text(t),
+            Field::Value(Content::Parts(parts)) => {
+                let mut texts: Vec<&str> = Vec::new();
+                for part in parts {
+                    match part {
+                        Field::Value(p) => match p.kind.get().map(|t| &*t.0) {
+                            Some("text") => {
+                                if let Some(Text(t)) = p.text.get() {
+                                    texts.push(t);
+                                }
+                            }
+                            // Reasoning is not content.
+                            Some("thinking" | "reasoning") => {}
+                            other => {
+                                let what = other.map_or("untyped".to_owned(), |t| format!("{t:?}"));
+                                self.anomalies.push(
+                                    Anomaly::new(
+                                        AnomalyKind::IgnoredContentPart,
+                                        format!("a content part of type {what} was ignored"),
+                                    )
+                                    .field("choices[0].delta.content[]"),
+                                );
+                            }
+                        },
+                        Field::Wrong(kind) => self.ignored("choices[0].delta.content[]", *kind),
+                        _ => {}
+                    }
+                }
+                self.out.push_text_parts(texts.into_iter());
+            }
+            Field::Wrong(kind) => self.ignored("choices[0].delta.content", *kind),
+            _ => {}
+        }
+    }
+
+    fn apply_tool_calls(&mut self, delta: &Delta, finishing: bool) -> Result<(), Error> {
+        let list = match &delta.tool_calls {
+            Field::Value(List(list)) | Field::Converted(List(list), _) => list,
+            Field::Wrong(kind) => {
+                self.ignored("choices[0].delta.tool_calls", *kind);
+                return Ok(());
+            }
+            _ => return Ok(()),
+        };
+        let mut first_error = Ok(());
+        for item in list {
+            let d = match item {
+                Field::Value(d) | Field::Converted(d, _) => d,
+                Field::Wrong(kind) => {
+                    self.ignored("choices[0].delta.tool_calls[]", *kind);
+                    continue;
+                }
+                _ => continue,
+            };
+            let applied = self.calls.apply(d, &mut self.anomalies);
+            if let Some(replaced) = applied.replaced {
+                if let Err(e) = self.complete(replaced) {
+                    if first_error.is_ok() {
+                        first_error = Err(e);
+                    }
+                }
+            }
+            if let (Some(target), true, false) = (applied.target, applied.progressed, finishing) {
+                self.out.push_progress(target);
+                self.shown_views.push(target);
+            }
+        }
+        first_error
+    }
+
+    fn apply_usage(&mut self, chunk: &Chunk) {
+        let groq = match &chunk.x_groq {
+            Field::Value(x) => x.usage.get(),
+            _ => None,
+        };
+        let mut bad = Vec::new();
+        for (usage, name) in [
+            (groq, "x_groq.usage"),
+            (self.usage_of(&chunk.usage), "usage"),
+        ] {
+            let Some(usage) = usage else { continue };
+            let _ = name;
+            self.usage.merge(usage, &mut |b| bad.push(b));
+        }
+        for b in bad {
+            let kind = if b.converted {
+                AnomalyKind::ConvertedField
+            } else {
+                AnomalyKind::IgnoredField
+            };
+            let verb = if b.converted {
+                "converted to an integer"
+            } else {
+                "ignored"
+            };
+            self.anomalies.push(
+                Anomaly::new(
+                    kind,
+                    format!("{} is not a non-negative integer; {verb}", b.field),
+                )
+                .field(b.field),
+            );
+        }
+        if !self.reported_usage_clamp && self.usage.report(self.options.usage_mode).clamped {
+            self.reported_usage_clamp = true;
+            self.anomalies.push(Anomaly::new(
+                AnomalyKind::NegativePromptTokens,
+                "cache tokens exceed prompt_tokens; net prompt tokens reported as 0",
+            ));
+        }
+    }
+
+    fn usage_of<'c>(
+        &mut self,
+        field: &'c Field<crate::chunk::Usage>,
+    ) -> Option<&'c crate::chunk::Usage> {
+        match field {
+            Field::Value(u) | Field::Converted(u, _) => Some(u),
+            Field::Wrong(kind) => {
+                self.ignored("usage", *kind);
+                None
+            }
+            _ => None,
+        }
+    }
+
+    // ---- non-streamed responses -------------------------------------------
+
+    fn apply_message(&mut self, chunk: &Chunk) -> Result<(), Error> {
+        if let Some(e) = provider_error_of(chunk) {
+            return Err(e);
+        }
+        let mut result = Ok(());
+        if let Some(choice) = self.first_choice(&chunk.choices) {
+            if let Some(message) = self.delta_of(&choice.message, "choices[0].message") {
+                self.apply_content(&message.content);
+                result = self.apply_whole_calls(message);
+            }
+        }
+        self.apply_usage(chunk);
+        result
+    }
+
+    /// Every element of a non-streamed `tool_calls` is one call, by
+    /// position (no slotting: two calls may even share an id).
+    fn apply_whole_calls(&mut self, message: &Delta) -> Result<(), Error> {
+        let list = match &message.tool_calls {
+            Field::Value(List(list)) | Field::Converted(List(list), _) => list,
+            Field::Wrong(kind) => {
+                self.ignored("choices[0].message.tool_calls", *kind);
+                return Ok(());
+            }
+            _ => return Ok(()),
+        };
+        let mut first_error = Ok(());
+        for item in list {
+            let Some(d) = item.get() else {
+                if let Field::Wrong(kind) = item {
+                    self.ignored("choices[0].message.tool_calls[]", *kind);
+                }
+                continue;
+            };
+            let Some(call) = self.calls.add_whole(d, &mut self.anomalies) else {
+                continue;
+            };
+            if let Err(e) = self.complete(call) {
+                if first_error.is_ok() {
+                    first_error = Err(e);
+                }
+            }
+        }
+        first_error
+    }
+
+    // ---- completion -------------------------------------------------------
+
+    fn complete(&mut self, call: CallId) -> Result<(), Error> {
+        match self.calls.complete(call, &mut self.anomalies) {
+            Ok(params) => {
+                self.out.push_completed(call, params);
+                Ok(())
+            }
+            Err(e) => {
+                let raw = self.calls.take_raw(call);
+                let (id, name) = self
+                    .calls
+                    .get(call)
+                    .map(|c| (c.id.clone(), c.name.clone()))
+                    .unwrap_or_default();
+                Err(Error::Arguments {
+                    id,
+                    name,
+                    raw,
+                    message: e.to_string(),
+                })
+            }
+        }
+    }
+
+    /// Completes every open call in order of first appearance. All are
+    /// completed even when one fails; the first failure is returned.
+    fn complete_open(&mut self) -> Result<(), Error> {
+        let open: Vec<CallId> = self.calls.open().collect();
+        let mut first_error = Ok(());
+        for call in open {
+            if let Err(e) = self.complete(call) {
+                if first_error.is_ok() {
+                    first_error = Err(e);
+                }
+            }
+        }
+        first_error
+    }
+
+    fn ignored(&mut self, field: &'static str, kind: Kind) {
+        self.anomalies.push(
+            Anomaly::new(
+                AnomalyKind::IgnoredField,
+                format!("{field} was a {}; ignored", kind.name()),
+            )
+            .field(field),
+        );
+    }
+}
+
+/// An in-band error in a chunk: `{"error": ...}` or vLLM's `object: "error"`.
+fn provider_error_of(chunk: &Chunk) -> Option<Error> {
+    match &chunk.error {
+        Field::Value(Any(v)) | Field::Converted(Any(v), _) if !is_empty_error(v) => {
+            return Some(Error::Provider {
+                message: error_message(v),
+                payload: Some(v.clone()),
+            });
+        }
+        _ => {}
+    }
+    if let Field::Value(Text(object)) = &chunk.object {
+        if object == "error" {
+            let message = match &chunk.message {
+                Field::Value(Text(m)) if !m.is_empty() => m.to_string(),
+                _ => "the provider sent an error event".to_owned(),
+            };
+            return Some(Error::Provider {
+                message,
+                payload: None,
+            });
+        }
+    }
+    None
+}
+
+fn is_empty_error(v: &JsonValue) -> bool {
+    match v {
+        JsonValue::Null | JsonValue::Bool(false) => true,
+        JsonValue::String(s) => s.is_empty(),
+        JsonValue::Object(pairs) => pairs.is_empty(),
+        _ => false,
+    }
+}
+
+/// The human message of an error payload: its `message` (also nested in
+/// `error`), else the payload as JSON.
+fn error_message(v: &JsonValue) -> String {
+    match v {
+        JsonValue::String(s) => s.clone(),
+        JsonValue::Object(_) => {
+            if let Some(m) = v.get("message").and_then(JsonValue::as_str) {
+                return m.to_owned();
+            }
+            if let Some(inner) = v.get("error") {
+                return error_message(inner);
+            }
+            excerpt(&v.to_json())
+        }
+        other => excerpt(&other.to_json()),
+    }
+}

@@ -1,0 +1,285 @@
+//! The raw path: SSE framing rules and bad bytes, through Processor::decode.
+
+mod common;
+
+use common::*;
+use openai_stream::anomaly::AnomalyKind;
+use openai_stream::error::{Error, StreamErrorKind};
+use openai_stream::processor::Options;
+use serde_json::json;
+
+fn decode_all(h: &mut Harness, reads: &[&[u8]]) -> Vec<Out> {
+    let mut items = Vec::new();
+    for r in reads {
+        items.extend(h.raw(r).expect("decodes"));
+    }
+    items.extend(h.finish().expect("finishes"));
+    items
+}
+
+const HEADER: &str = r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","function":{"name":"f","arguments":""}}]}}]}"#;
+const ARGS: &str = r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"q\":\"héllo \\u00e9\"}"}}]}}]}"#;
+const END: &str = r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#;
+
+fn expected_call() -> serde_json::Value {
+    json!({"q": "héllo é"})
+}
+
+#[test]
+fn every_line_ending_works() {
+    for sep in ["\n", "\r\n", "\r"] {
+        let stream = format!("data: {HEADER}{sep}{sep}data: {ARGS}{sep}{sep}data: {END}{sep}{sep}data: [DONE]{sep}{sep}");
+        let mut h = Harness::new(false);
+        let items = decode_all(&mut h, &[stream.as_bytes()]);
+        assert_eq!(
+            final_calls(&items)[0].params,
+            expected_call(),
+            "separator {sep:?}"
+        );
+    }
+}
+
+#[test]
+fn any_split_of_the_bytes_gives_the_same_items() {
+    let stream = format!(
+        "\u{feff}: OPENROUTER PROCESSING\r\n\r\ndata:{HEADER}\r\n\r\ndata: {ARGS}\r\n\r\n{}data: {END}\r\n\r\ndata: [DONE]\r\n\r\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"\\u00e9\\ud83d\\ude00 ok\"}}]}\r\n\r\n"
+    );
+    let bytes = stream.as_bytes();
+    let whole = decode_all(&mut Harness::new(false), &[bytes]);
+    assert_eq!(texts(&whole), ["é😀 ok"]);
+    assert_eq!(final_calls(&whole)[0].params, expected_call());
+    for i in 0..=bytes.len() {
+        let split = decode_all(&mut Harness::new(false), &[&bytes[..i], &bytes[i..]]);
+        assert_eq!(split, whole, "split at byte {i}");
+    }
+    let singles: Vec<&[u8]> = bytes.chunks(1).collect();
+    assert_eq!(decode_all(&mut Harness::new(false), &singles), whole);
+}
+
+#[test]
+fn data_with_or_without_a_space_and_multi_line_data() {
+    let stream = format!(
+        "data:{}\n\ndata: {{\"choices\":[{{\"index\":0,\n data: \"delta\":{{\"content\":\"b\"}}}}]}}\n\n",
+        text_chunk("a")
+    );
+    // The second event spans two data lines joined with "\n".
+    let stream = stream.replace("\n data: ", "\ndata: ");
+    let items = decode_all(&mut Harness::new(false), &[stream.as_bytes()]);
+    assert_eq!(texts(&items), ["a", "b"]);
+}
+
+#[test]
+fn events_without_blank_lines_between_them_still_work() {
+    let stream = format!("data: {}\ndata: {}\n", text_chunk("a"), text_chunk("b"));
+    assert_eq!(
+        texts(&decode_all(&mut Harness::new(false), &[stream.as_bytes()])),
+        ["a", "b"]
+    );
+}
+
+#[test]
+fn comments_keep_alives_and_empty_data_are_skipped() {
+    let stream = format!(
+        ": OPENROUTER PROCESSING\n\ndata:\n\ndata: \n\nid: 7\nretry: 100\nevent: message\ndata: {}\n\n",
+        text_chunk("x")
+    );
+    let mut h = Harness::new(false);
+    assert_eq!(texts(&decode_all(&mut h, &[stream.as_bytes()])), ["x"]);
+    assert!(h.anomaly_kinds().is_empty(), "{:?}", h.anomaly_kinds());
+}
+
+#[test]
+fn non_json_data_is_skipped_and_reported() {
+    let mut h = Harness::new(false);
+    let items = decode_all(
+        &mut h,
+        &[format!("data: ping\n\ndata: {}\n\n", text_chunk("x")).as_bytes()],
+    );
+    assert_eq!(texts(&items), ["x"]);
+    assert_eq!(h.anomaly_kinds(), [AnomalyKind::NonJsonData]);
+}
+
+#[test]
+fn done_or_eof_ends_the_stream() {
+    let with_done = sse(&[HEADER, ARGS]);
+    let mut h = Harness::new(false);
+    let items = decode_all(&mut h, &[&with_done]);
+    assert_eq!(final_calls(&items)[0].params, expected_call());
+    assert!(!h.anomaly_kinds().contains(&AnomalyKind::Truncated));
+
+    // No finish_reason, no [DONE], and the last line has no newline.
+    let truncated = format!("data: {HEADER}\n\ndata: {ARGS}");
+    let mut h = Harness::new(false);
+    let items = decode_all(&mut h, &[truncated.as_bytes()]);
+    assert_eq!(final_calls(&items)[0].params, expected_call());
+    assert!(h.anomaly_kinds().contains(&AnomalyKind::Truncated));
+}
+
+#[test]
+fn an_error_event_raises_a_provider_error_and_keeps_earlier_text() {
+    let stream = format!(
+        "data: {}\n\nevent: error\ndata: {{\"error\":{{\"message\":\"overloaded\",\"code\":529}}}}\n\n",
+        text_chunk("partial answer")
+    );
+    let mut h = Harness::new(false);
+    match h.raw(stream.as_bytes()) {
+        Err(Error::Provider { message, payload }) => {
+            assert_eq!(message, "overloaded");
+            assert!(payload.is_some());
+        }
+        other => panic!("expected a provider error, got {other:?}"),
+    }
+    let earlier: Vec<_> = h.processor.output().items().collect();
+    assert_eq!(
+        earlier.len(),
+        1,
+        "the text decoded before the error is in the output"
+    );
+}
+
+#[test]
+fn in_band_error_objects_in_data_lines() {
+    for (line, message) in [
+        (
+            r#"{"error":{"message":"Rate limit","type":"rate_limit"}}"#,
+            "Rate limit",
+        ),
+        (
+            r#"{"object":"error","message":"bad request","type":"BadRequestError","param":null,"code":400}"#,
+            "bad request",
+        ),
+    ] {
+        let mut h = Harness::new(false);
+        match h.raw(format!("data: {line}\n\n").as_bytes()) {
+            Err(Error::Provider {
+                message: m,
+                payload,
+            }) => {
+                assert_eq!(m, message);
+                let payload = payload.expect("payload kept");
+                assert!(payload.is_object());
+            }
+            other => panic!("expected a provider error, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn invalid_json_raises_naming_the_line_and_keeps_completed_calls() {
+    let mistral = tool_chunk(
+        r#"[{"id":"a","function":{"name":"f","arguments":"{}"}}]"#,
+        Some("tool_calls"),
+    );
+    let stream = format!(
+        "data: {mistral}\n\ndata: {{\"choices\": [oops]}}\n\ndata: {}\n\n",
+        text_chunk("after")
+    );
+    let mut h = Harness::new(false);
+    match h.raw(stream.as_bytes()) {
+        Err(Error::Stream {
+            kind,
+            message,
+            excerpt,
+        }) => {
+            assert_eq!(kind, StreamErrorKind::InvalidJson);
+            assert!(message.contains("oops"), "{message}");
+            assert!(excerpt.contains("oops"));
+        }
+        other => panic!("expected a stream error, got {other:?}"),
+    }
+    // The call completed before the bad line is in the failing call's output.
+    assert_eq!(h.processor.output().items().count(), 1);
+    // The rest of the stream is still read on the next call.
+    assert_eq!(texts(&h.raw(b"").unwrap()), ["after"]);
+    assert!(h.finish().unwrap().is_empty());
+}
+
+#[test]
+fn a_line_over_the_limit_raises_without_buffering_it() {
+    let mut h = Harness::with(Options {
+        max_line_bytes: 1024,
+        ..Options::default()
+    });
+    h.raw(format!("data: {HEADER}\n\n").as_bytes()).unwrap();
+    let big = vec![b'x'; 4096];
+    match h.raw(&big) {
+        Err(Error::Stream {
+            kind: StreamErrorKind::LineTooLong,
+            ..
+        }) => {}
+        other => panic!("expected line_too_long, got {other:?}"),
+    }
+    for _ in 0..100 {
+        h.raw(&big).expect("the rest of the long line is skipped");
+    }
+    let items = h
+        .raw(format!("\ndata: {ARGS}\n\ndata: {END}\n\n").as_bytes())
+        .unwrap();
+    assert_eq!(final_calls(&items)[0].params, expected_call());
+}
+
+#[test]
+fn invalid_utf8_raises() {
+    let mut h = Harness::new(false);
+    let mut bytes = b"data: {\"choices\":[{\"delta\":{\"content\":\"a".to_vec();
+    bytes.extend_from_slice(&[0xff, 0xfe]);
+    bytes.extend_from_slice(b"\"}}]}\n\n");
+    match h.raw(&bytes) {
+        Err(Error::Stream {
+            kind: StreamErrorKind::InvalidUtf8,
+            message,
+            ..
+        }) => {
+            assert!(message.contains("UTF-8"), "{message}")
+        }
+        other => panic!("expected invalid_utf8, got {other:?}"),
+    }
+}
+
+#[test]
+fn json_nested_too_deep_raises() {
+    let deep = format!(
+        "data: {{\"x\":{}{}}}\n\n",
+        "[".repeat(10_000),
+        "]".repeat(10_000)
+    );
+    let mut h = Harness::new(false);
+    match h.raw(deep.as_bytes()) {
+        Err(Error::Stream {
+            kind: StreamErrorKind::TooDeep,
+            ..
+        }) => {}
+        other => panic!("expected too_deep, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_truncated_event_at_eof_is_reported_not_raised() {
+    let mut h = Harness::new(false);
+    h.raw(format!("data: {HEADER}\n\ndata: {{\"choices\":[{{\"delta\"").as_bytes())
+        .unwrap();
+    let out = h.finish().unwrap();
+    assert_eq!(ids(&out), ["c1"]);
+    let kinds = h.anomaly_kinds();
+    assert!(kinds.contains(&AnomalyKind::TruncatedEvent), "{kinds:?}");
+    assert!(kinds.contains(&AnomalyKind::Truncated), "{kinds:?}");
+}
+
+#[test]
+fn a_tool_call_repeated_within_one_read_is_returned_once() {
+    let mut h = Harness::new(true);
+    let stream = format!(
+        "data: {}\n\ndata: {}\n\ndata: {}\n\n",
+        tool_chunk(
+            r#"[{"index":0,"id":"p","function":{"name":"f","arguments":"{\"a\":\"x"}}]"#,
+            None
+        ),
+        tool_chunk(r#"[{"index":0,"function":{"arguments":"y"}}]"#, None),
+        tool_chunk(r#"[{"index":0,"function":{"arguments":"z\"}"}}]"#, None),
+    );
+    let items = h.raw(stream.as_bytes()).unwrap();
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0].call().unwrap().params, json!({"a": "xyz"}));
+    assert!(items[0].call().unwrap().partial);
+}

@@ -1,0 +1,720 @@
+//! One test per rule of stream-shapes.md, each with its own small stream,
+//! through the Hash path (parsed chunks). The raw path is covered in
+//! `framing.rs` and the equivalence property tests.
+
+mod common;
+
+use common::*;
+use openai_stream::anomaly::AnomalyKind;
+use openai_stream::error::Error;
+use serde_json::json;
+
+const MISTRAL: &str = r#"{"id":"cmpl-e5cc70bb28c444948073e77776eb30ef","object":"chat.completion.chunk","created":1702256327,"model":"mistral-large-latest","choices":[{"index":0,"delta":{"content":"","tool_calls":[{"id":"bM0Xl0KSh","function":{"name":"get_weather","arguments":"{\"city\": \"Paris\"}"},"index":0},{"id":"kgOYVL46d","function":{"name":"get_local_time","arguments":"{\"timezone\": \"Europe/Paris\"}"},"index":1}]},"finish_reason":"tool_calls","logprobs":null}],"usage":{"prompt_tokens":172,"total_tokens":195,"completion_tokens":23},"p":"abcdefghijklmnopq"}"#;
+
+#[test]
+fn bug_report_two_calls_in_one_chunk_both_come_out() {
+    let chunk = tool_chunk(
+        r#"[{"index":0,"id":"call_1","type":"function","function":{"name":"echo","arguments":"{\"text\":\"a\"}"}},
+            {"index":1,"id":"call_2","type":"function","function":{"name":"echo","arguments":"{\"text\":\"b\"}"}}]"#,
+        Some("tool_calls"),
+    );
+    for partial in [false, true] {
+        let mut h = Harness::new(partial);
+        let items = h.stream(&[&chunk]);
+        let calls = final_calls(&items);
+        assert_eq!(
+            ids(&calls.iter().cloned().map(Out::Call).collect::<Vec<_>>()),
+            ["call_1", "call_2"]
+        );
+        assert_eq!(calls[0].params, json!({"text": "a"}));
+        assert_eq!(calls[1].params, json!({"text": "b"}));
+        assert_eq!(calls.len(), 2, "partial={partial}");
+    }
+}
+
+#[test]
+fn rule_1_mistral_parallel_calls_with_usage_and_unknown_fields() {
+    for partial in [false, true] {
+        let mut h = Harness::new(partial);
+        let items = h.stream(&[MISTRAL]);
+        let calls = final_calls(&items);
+        assert_eq!(calls.len(), 2);
+        assert_eq!(
+            (calls[0].id.as_str(), calls[0].name.as_str()),
+            ("bM0Xl0KSh", "get_weather")
+        );
+        assert_eq!(
+            (calls[1].id.as_str(), calls[1].name.as_str()),
+            ("kgOYVL46d", "get_local_time")
+        );
+        assert_eq!(calls[0].params, json!({"city": "Paris"}));
+        assert_eq!(calls[1].params, json!({"timezone": "Europe/Paris"}));
+        assert!(texts(&items).is_empty(), "empty content is no text");
+        assert_eq!(h.usage().prompt_tokens, Some(172));
+        assert_eq!(h.usage().completion_tokens, Some(23));
+        // The calls completed in the chunk itself, not at finish.
+        let mut h = Harness::new(partial);
+        assert_eq!(final_calls(&h.chunk(MISTRAL).unwrap()).len(), 2);
+        assert!(h.finish().unwrap().is_empty());
+    }
+}
+
+#[test]
+fn three_calls_in_one_chunk() {
+    let chunk = tool_chunk(
+        r#"[{"id":"a","function":{"name":"search","arguments":"{\"q\":\"1\"}"}},
+            {"id":"b","function":{"name":"search","arguments":"{\"q\":\"2\"}"}},
+            {"id":"c","function":{"name":"search","arguments":"{\"q\":\"3\"}"}}]"#,
+        Some("tool_calls"),
+    );
+    let items = Harness::new(false).stream(&[&chunk]);
+    assert_eq!(
+        final_calls(&items)
+            .iter()
+            .map(|c| c.params["q"].clone())
+            .collect::<Vec<_>>(),
+        ["1", "2", "3"]
+    );
+}
+
+#[test]
+fn reference_shape_fragments_build_one_call() {
+    let mut h = Harness::new(false);
+    let items = h.stream(&[
+        &tool_chunk(r#"[{"index":0,"id":"call_1","type":"function","function":{"name":"lookup","arguments":""}}]"#, None),
+        &tool_chunk(r#"[{"index":0,"function":{"arguments":"{\""}}]"#, None),
+        &tool_chunk(r#"[{"index":0,"function":{"arguments":"lo"}}]"#, None),
+        &tool_chunk(r#"[{"index":0,"function":{"arguments":"catio"}}]"#, None),
+        &tool_chunk(r#"[{"index":0,"function":{"arguments":"n\": \"B"}}]"#, None),
+        &tool_chunk(r#"[{"index":0,"function":{"arguments":"erlin\"}"}}]"#, None),
+        &finish_chunk("tool_calls"),
+        r#"{"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":5}}"#,
+    ]);
+    assert_eq!(final_calls(&items).len(), 1);
+    assert_eq!(final_calls(&items)[0].params, json!({"location": "Berlin"}));
+    assert!(h.anomaly_kinds().is_empty(), "{:?}", h.anomaly_kinds());
+}
+
+#[test]
+fn rule_2_complete_arguments_on_the_header_are_appended_once() {
+    let mut h = Harness::new(false);
+    let items = h.stream(&[
+        &tool_chunk(
+            r#"[{"index":0,"id":"x1","function":{"name":"f","arguments":"{\"a\":1}"}}]"#,
+            None,
+        ),
+        &finish_chunk("tool_calls"),
+    ]);
+    assert_eq!(final_calls(&items)[0].params, json!({"a": 1}));
+}
+
+#[test]
+fn rule_3_arguments_omitted_or_null_on_the_header() {
+    for header in [
+        r#"[{"index":0,"id":"x1","function":{"name":"f"}}]"#,
+        r#"[{"index":0,"id":"x1","function":{"name":"f","arguments":null}}]"#,
+    ] {
+        let mut h = Harness::new(false);
+        let items = h.stream(&[
+            &tool_chunk(header, None),
+            &tool_chunk(r#"[{"index":0,"function":{"arguments":"{\"a\":"}}]"#, None),
+            &tool_chunk(r#"[{"index":0,"function":{"arguments":"true}"}}]"#, None),
+            &finish_chunk("tool_calls"),
+        ]);
+        assert_eq!(final_calls(&items)[0].params, json!({"a": true}));
+    }
+    // A tool without parameters: nothing but the header.
+    let items = Harness::new(false).stream(&[
+        &tool_chunk(r#"[{"index":0,"id":"x1","function":{"name":"now"}}]"#, None),
+        &finish_chunk("tool_calls"),
+    ]);
+    assert_eq!(final_calls(&items)[0].params, json!({}));
+}
+
+#[test]
+fn rule_4_arguments_as_an_object() {
+    for partial in [false, true] {
+        let mut h = Harness::new(partial);
+        let items = h.stream(&[
+            &tool_chunk(r#"[{"index":0,"id":"t1","function":{"name":"f","arguments":{"q":"x","n":[1,2]}}}]"#, None),
+            &finish_chunk("tool_calls"),
+        ]);
+        assert_eq!(
+            final_calls(&items)[0].params,
+            json!({"q": "x", "n": [1, 2]})
+        );
+        if partial {
+            let progress: Vec<_> = items
+                .iter()
+                .filter_map(Out::call)
+                .filter(|c| c.partial)
+                .collect();
+            assert_eq!(progress.len(), 1);
+            assert_eq!(progress[0].params, json!({"q": "x", "n": [1, 2]}));
+        }
+    }
+}
+
+#[test]
+fn rule_5_interleaved_fragments_are_keyed_by_index() {
+    let mut h = Harness::new(false);
+    let items = h.stream(&[
+        &tool_chunk(
+            r#"[{"index":0,"id":"a","function":{"name":"f","arguments":""}},
+                {"index":1,"id":"b","function":{"name":"g","arguments":""}}]"#,
+            None,
+        ),
+        &tool_chunk(r#"[{"index":1,"function":{"arguments":"{\"y\":"}}]"#, None),
+        &tool_chunk(r#"[{"index":0,"function":{"arguments":"{\"x\":"}}]"#, None),
+        &tool_chunk(r#"[{"index":1,"function":{"arguments":"2}"}}]"#, None),
+        &tool_chunk(r#"[{"index":0,"function":{"arguments":"1}"}}]"#, None),
+        &finish_chunk("tool_calls"),
+    ]);
+    let calls = final_calls(&items);
+    assert_eq!(calls.len(), 2);
+    assert_eq!(
+        (calls[0].id.as_str(), &calls[0].params),
+        ("a", &json!({"x": 1}))
+    );
+    assert_eq!(
+        (calls[1].id.as_str(), &calls[1].params),
+        ("b", &json!({"y": 2}))
+    );
+    // Switching index did not complete anything early.
+    let mut h = Harness::new(false);
+    h.chunk(&tool_chunk(
+        r#"[{"index":0,"id":"a","function":{"name":"f","arguments":"{}"}}]"#,
+        None,
+    ))
+    .unwrap();
+    let out = h
+        .chunk(&tool_chunk(
+            r#"[{"index":1,"id":"b","function":{"name":"g","arguments":"{}"}}]"#,
+            None,
+        ))
+        .unwrap();
+    assert!(out.is_empty());
+}
+
+#[test]
+fn rule_6_index_missing_matches_by_id_or_continues_the_latest() {
+    let mut h = Harness::new(false);
+    let items = h.stream(&[
+        &tool_chunk(
+            r#"[{"id":"g1","function":{"name":"f","arguments":"{\"a\""}}]"#,
+            None,
+        ),
+        &tool_chunk(
+            r#"[{"id":"g2","function":{"name":"g","arguments":"{\"b\":2}"}}]"#,
+            None,
+        ),
+        &tool_chunk(r#"[{"id":"g1","function":{"arguments":":1}"}}]"#, None),
+        &tool_chunk(r#"[{"function":{"arguments":""}}]"#, None),
+        &finish_chunk("stop"),
+    ]);
+    let calls = final_calls(&items);
+    assert_eq!(
+        calls.iter().map(|c| c.params.clone()).collect::<Vec<_>>(),
+        [json!({"a": 1}), json!({"b": 2})]
+    );
+    let items = Harness::new(false).stream(&[
+        &tool_chunk(
+            r#"[{"id":"g1","function":{"name":"f","arguments":"{\"a\""}}]"#,
+            None,
+        ),
+        &tool_chunk(r#"[{"function":{"arguments":":1}"}}]"#, None),
+    ]);
+    assert_eq!(final_calls(&items)[0].params, json!({"a": 1}));
+}
+
+#[test]
+fn rule_7_a_reused_index_with_a_new_id_and_name_starts_a_new_call() {
+    let mut h = Harness::new(false);
+    let first = h
+        .chunk(&tool_chunk(
+            r#"[{"index":0,"id":"o1","function":{"name":"f","arguments":"{\"a\":1}"}}]"#,
+            None,
+        ))
+        .unwrap();
+    assert!(first.is_empty());
+    let second = h
+        .chunk(&tool_chunk(
+            r#"[{"index":0,"id":"o2","function":{"name":"g","arguments":"{\"b\":2}"}}]"#,
+            None,
+        ))
+        .unwrap();
+    // The first call is complete once its index is taken.
+    assert_eq!(ids(&second), ["o1"]);
+    let rest = h.stream(&[&finish_chunk("tool_calls")]);
+    assert_eq!(ids(&rest), ["o2"]);
+    assert_eq!(final_calls(&rest)[0].params, json!({"b": 2}));
+}
+
+#[test]
+fn rule_8_a_changed_id_on_an_arguments_only_delta_is_a_continuation() {
+    let mut h = Harness::new(false);
+    let items = h.stream(&[
+        &tool_chunk(
+            r#"[{"index":0,"id":"first","function":{"name":"f","arguments":"{\"a\":"}}]"#,
+            None,
+        ),
+        &tool_chunk(
+            r#"[{"index":0,"id":"other","function":{"arguments":"1}"}}]"#,
+            None,
+        ),
+        &finish_chunk("tool_calls"),
+    ]);
+    let calls = final_calls(&items);
+    assert_eq!(calls.len(), 1);
+    assert_eq!(
+        (calls[0].id.as_str(), &calls[0].params),
+        ("first", &json!({"a": 1}))
+    );
+    assert!(h.anomaly_kinds().contains(&AnomalyKind::IdChanged));
+}
+
+#[test]
+fn rule_8_an_explicit_matching_id_wins_over_a_conflicting_index() {
+    let mut h = Harness::new(false);
+    let items = h.stream(&[
+        &tool_chunk(
+            r#"[{"index":0,"id":"a","function":{"name":"f","arguments":"{\"x\":"}},
+                {"index":1,"id":"b","function":{"name":"g","arguments":"{\"y\":"}}]"#,
+            None,
+        ),
+        &tool_chunk(
+            r#"[{"index":1,"id":"a","function":{"arguments":"1}"}}]"#,
+            None,
+        ),
+        &tool_chunk(
+            r#"[{"index":1,"id":"b","function":{"arguments":"2}"}}]"#,
+            None,
+        ),
+        &finish_chunk("tool_calls"),
+    ]);
+    let calls = final_calls(&items);
+    assert_eq!(calls[0].params, json!({"x": 1}));
+    assert_eq!(calls[1].params, json!({"y": 2}));
+}
+
+#[test]
+fn rule_9_ids_repeated_empty_null_or_integer() {
+    let mut h = Harness::new(false);
+    let items = h.stream(&[
+        &tool_chunk(
+            r#"[{"index":0,"id":"0","function":{"name":"f","arguments":"{\"a\""}}]"#,
+            None,
+        ),
+        &tool_chunk(
+            r#"[{"index":0,"id":"0","function":{"arguments":":"}}]"#,
+            None,
+        ),
+        &tool_chunk(
+            r#"[{"index":0,"id":"","function":{"arguments":"1"}}]"#,
+            None,
+        ),
+        &tool_chunk(
+            r#"[{"index":0,"id":null,"function":{"arguments":"}"}}]"#,
+            None,
+        ),
+        &finish_chunk("tool_calls"),
+    ]);
+    let calls = final_calls(&items);
+    assert_eq!(calls.len(), 1);
+    assert_eq!(
+        (calls[0].id.as_str(), &calls[0].params),
+        ("0", &json!({"a": 1}))
+    );
+    // Integer ids (Poolside) become strings.
+    let mut h = Harness::new(false);
+    let items = h.stream(&[
+        &tool_chunk(
+            r#"[{"index":0,"id":7,"function":{"name":"f","arguments":"{}"}}]"#,
+            None,
+        ),
+        &tool_chunk(r#"[{"index":0,"id":7,"function":{"arguments":""}}]"#, None),
+        &finish_chunk("tool_calls"),
+    ]);
+    assert_eq!(ids(&items), ["7"]);
+    let converted = h
+        .anomaly_kinds()
+        .iter()
+        .filter(|k| **k == AnomalyKind::ConvertedField)
+        .count();
+    assert_eq!(converted, 1, "reported once per field, not per delta");
+}
+
+#[test]
+fn rule_10_names_repeated_in_full_or_empty_on_continuations() {
+    let mut h = Harness::new(false);
+    let items = h.stream(&[
+        &tool_chunk(
+            r#"[{"index":0,"id":"c","function":{"name":"get_weather","arguments":"{\"a\""}}]"#,
+            None,
+        ),
+        &tool_chunk(
+            r#"[{"index":0,"function":{"name":"get_weather","arguments":":"}}]"#,
+            None,
+        ),
+        &tool_chunk(
+            r#"[{"index":0,"function":{"name":"","arguments":"1}"}}]"#,
+            None,
+        ),
+        &finish_chunk("tool_calls"),
+    ]);
+    let calls = final_calls(&items);
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].name, "get_weather");
+    assert_eq!(calls[0].params, json!({"a": 1}));
+}
+
+#[test]
+fn rule_11_id_nested_in_function_or_generated() {
+    let items = Harness::new(false).stream(&[
+        &tool_chunk(
+            r#"[{"index":0,"function":{"id":"nested","name":"f","arguments":"{}"}}]"#,
+            None,
+        ),
+        &finish_chunk("tool_calls"),
+    ]);
+    assert_eq!(ids(&items), ["nested"]);
+    let mut h = Harness::new(false);
+    let items = h.stream(&[
+        &tool_chunk(
+            r#"[{"index":0,"function":{"name":"f","arguments":"{}"}}]"#,
+            None,
+        ),
+        &finish_chunk("tool_calls"),
+    ]);
+    let calls = final_calls(&items);
+    assert_eq!(calls.len(), 1);
+    assert!(calls[0].id.starts_with("call_das_"), "{}", calls[0].id);
+    assert_eq!(h.anomaly_kinds(), [AnomalyKind::GeneratedId]);
+}
+
+#[test]
+fn rule_12_type_is_ignored() {
+    let items = Harness::new(false).stream(&[
+        &tool_chunk(
+            r#"[{"index":0,"id":"a","type":"function","function":{"name":"f","arguments":""}}]"#,
+            None,
+        ),
+        &tool_chunk(
+            r#"[{"index":0,"type":"","function":{"arguments":"{\"a\":1}"}}]"#,
+            None,
+        ),
+        &tool_chunk(
+            r#"[{"index":0,"type":"function","function":{"arguments":""}}]"#,
+            None,
+        ),
+        &finish_chunk("tool_calls"),
+    ]);
+    assert_eq!(final_calls(&items)[0].params, json!({"a": 1}));
+}
+
+#[test]
+fn rule_13_sparse_indexes_come_out_in_order_of_first_appearance() {
+    let items = Harness::new(false).stream(&[
+        &tool_chunk(
+            r#"[{"index":3,"id":"late","function":{"name":"f","arguments":"{}"}}]"#,
+            None,
+        ),
+        &tool_chunk(
+            r#"[{"index":1,"id":"early","function":{"name":"g","arguments":"{}"}}]"#,
+            None,
+        ),
+        &finish_chunk("tool_calls"),
+    ]);
+    assert_eq!(ids(&items), ["late", "early"]);
+}
+
+#[test]
+fn rule_14_the_same_call_at_several_indexes_is_one_call() {
+    let items = Harness::new(false).stream(&[
+        &tool_chunk(
+            r#"[{"index":0,"id":"same","function":{"name":"f","arguments":"{\"a\":"}}]"#,
+            None,
+        ),
+        &tool_chunk(
+            r#"[{"index":1,"id":"same","function":{"name":"f","arguments":"1}"}}]"#,
+            None,
+        ),
+        &finish_chunk("tool_calls"),
+    ]);
+    let calls = final_calls(&items);
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].params, json!({"a": 1}));
+}
+
+#[test]
+fn completion_only_on_a_non_empty_finish_reason() {
+    for noise in [r#""finish_reason":null"#, r#""finish_reason":"""#, ""] {
+        let mut h = Harness::new(false);
+        h.chunk(&tool_chunk(
+            r#"[{"index":0,"id":"a","function":{"name":"f","arguments":"{}"}}]"#,
+            None,
+        ))
+        .unwrap();
+        let sep = if noise.is_empty() { "" } else { "," };
+        let chunk =
+            format!(r#"{{"choices":[{{"index":0,"delta":{{"content":"x"}}{sep}{noise}}}]}}"#);
+        let out = h.chunk(&chunk).unwrap();
+        assert_eq!(out, [Out::Text("x".into())], "{noise}");
+    }
+    // "stop" although tools were called.
+    let mut h = Harness::new(false);
+    h.chunk(&tool_chunk(
+        r#"[{"index":0,"id":"a","function":{"name":"f","arguments":"{}"}}]"#,
+        None,
+    ))
+    .unwrap();
+    assert_eq!(ids(&h.chunk(&finish_chunk("stop")).unwrap()), ["a"]);
+}
+
+#[test]
+fn an_empty_tool_calls_list_ends_nothing() {
+    let mut h = Harness::new(false);
+    h.chunk(&tool_chunk(
+        r#"[{"index":0,"id":"a","function":{"name":"f","arguments":"{\"a\":"}}]"#,
+        None,
+    ))
+    .unwrap();
+    let out = h
+        .chunk(r#"{"choices":[{"index":0,"delta":{"content":"\n","tool_calls":[]}}]}"#)
+        .unwrap();
+    assert_eq!(out, [Out::Text("\n".into())]);
+    let rest = h.stream(&[
+        &tool_chunk(r#"[{"index":0,"function":{"arguments":"2}"}}]"#, None),
+        &finish_chunk("tool_calls"),
+    ]);
+    assert_eq!(final_calls(&rest)[0].params, json!({"a": 2}));
+}
+
+#[test]
+fn chunks_after_finish_reason_keep_being_read() {
+    let mut h = Harness::new(false);
+    let items = h.stream(&[
+        &tool_chunk(
+            r#"[{"index":0,"id":"a","function":{"name":"f","arguments":"{}"}}]"#,
+            None,
+        ),
+        &finish_chunk("tool_calls"),
+        r#"{"choices":[{"index":0,"content_filter_results":{"hate":{"filtered":false}}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"content":"late"}}]}"#,
+        r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4}}"#,
+    ]);
+    assert_eq!(ids(&items), ["a"]);
+    assert_eq!(texts(&items), ["late"]);
+    assert_eq!(h.usage().completion_tokens, Some(4));
+}
+
+#[test]
+fn finish_completes_every_open_call_in_order() {
+    let mut h = Harness::new(false);
+    h.chunks(&[
+        &tool_chunk(
+            r#"[{"index":5,"id":"x","function":{"name":"f","arguments":"{\"n\":1}"}}]"#,
+            None,
+        ),
+        &tool_chunk(
+            r#"[{"index":2,"id":"y","function":{"name":"f","arguments":"{\"n\":2}"}}]"#,
+            None,
+        ),
+        &tool_chunk(
+            r#"[{"index":9,"id":"z","function":{"name":"f","arguments":"{\"n\":3}"}}]"#,
+            None,
+        ),
+    ]);
+    let out = h.finish().unwrap();
+    assert_eq!(ids(&out), ["x", "y", "z"]);
+    assert!(h.anomaly_kinds().contains(&AnomalyKind::Truncated));
+}
+
+#[test]
+fn a_valid_prefix_does_not_complete_a_call() {
+    let mut h = Harness::new(false);
+    let out = h
+        .chunk(&tool_chunk(
+            r#"[{"index":0,"id":"a","function":{"name":"f","arguments":"{\"a\":1}"}}]"#,
+            None,
+        ))
+        .unwrap();
+    assert!(out.is_empty());
+    let out = h
+        .chunk(&tool_chunk(
+            r#"[{"index":0,"function":{"arguments":" "}}]"#,
+            None,
+        ))
+        .unwrap();
+    assert!(out.is_empty());
+}
+
+#[test]
+fn empty_arguments_mean_no_parameters() {
+    let items = Harness::new(false).stream(&[
+        &tool_chunk(
+            r#"[{"index":0,"id":"a","function":{"name":"now","arguments":""}}]"#,
+            None,
+        ),
+        &finish_chunk("tool_calls"),
+    ]);
+    assert_eq!(final_calls(&items)[0].params, json!({}));
+}
+
+#[test]
+fn broken_arguments_are_repaired_and_reported() {
+    for (args, expected) in [
+        (r#"\"city\": \"Paris\"}"#, json!({"city": "Paris"})),
+        (r#"{\"city\": \"Paris\""#, json!({"city": "Paris"})),
+        (r#"{\"a\": {\"b\": [1"#, json!({"a": {"b": [1]}})),
+    ] {
+        let mut h = Harness::new(false);
+        let items = h.stream(&[
+            &tool_chunk(
+                &format!(
+                    r#"[{{"index":0,"id":"a","function":{{"name":"f","arguments":"{args}"}}}}]"#
+                ),
+                None,
+            ),
+            &finish_chunk("tool_calls"),
+        ]);
+        assert_eq!(final_calls(&items)[0].params, expected, "{args}");
+        assert_eq!(h.anomaly_kinds(), [AnomalyKind::RepairedArguments]);
+    }
+}
+
+#[test]
+fn unrepairable_arguments_raise_naming_the_tool_and_keep_the_rest() {
+    let mut h = Harness::new(false);
+    h.chunk(&tool_chunk(
+        r#"[{"index":0,"id":"good","function":{"name":"ok","arguments":"{}"}},
+            {"index":1,"id":"bad","function":{"name":"broken","arguments":"{\"a\": tru"}}]"#,
+        None,
+    ))
+    .unwrap();
+    let err = h.chunk(&finish_chunk("tool_calls")).unwrap_err();
+    match &err {
+        Error::Arguments { id, name, raw, .. } => {
+            assert_eq!(
+                (id.as_str(), name.as_str(), raw.as_str()),
+                ("bad", "broken", r#"{"a": tru"#)
+            );
+        }
+        other => panic!("expected an arguments error, got {other:?}"),
+    }
+    // The good call completed in the same chunk is still in the output.
+    let good: Vec<_> = h.processor.output().items().collect();
+    assert_eq!(good.len(), 1);
+    assert!(h.anomaly_kinds().contains(&AnomalyKind::InvalidArguments));
+    assert!(h.finish().unwrap().is_empty());
+}
+
+#[test]
+fn content_shapes() {
+    let mut h = Harness::new(false);
+    let items = h.stream(&[
+        r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":null}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"content":""}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"content":"\n"}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"content":[{"type":"thinking","thinking":[{"type":"text","text":"hmm"}]},{"type":"text","text":"3"}]}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"reasoning_content":"secret","reasoning":"more"}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"content":" ok"}}]}"#,
+    ]);
+    assert_eq!(texts(&items), ["\n", "3", " ok"]);
+    assert!(h.anomaly_kinds().is_empty());
+}
+
+#[test]
+fn content_and_tool_calls_in_one_delta_give_the_text_first() {
+    let items = Harness::new(false).stream(&[
+        r#"{"choices":[{"index":0,"delta":{"content":"Let me check.","tool_calls":[{"index":0,"id":"a","function":{"name":"f","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}"#,
+    ]);
+    assert_eq!(items[0], Out::Text("Let me check.".into()));
+    assert_eq!(ids(&items), ["a"]);
+}
+
+#[test]
+fn usage_from_any_chunk_and_groq() {
+    let mut h = Harness::new(false);
+    h.stream(&[
+        r#"{"choices":[{"index":0,"delta":{"content":"a"}}],"usage":null}"#,
+        r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"x_groq":{"usage":{"prompt_tokens":11,"completion_tokens":2}}}"#,
+        r#"{"choices":[],"usage":null}"#,
+    ]);
+    assert_eq!(
+        (h.usage().prompt_tokens, h.usage().completion_tokens),
+        (Some(11), Some(2))
+    );
+}
+
+#[test]
+fn in_band_errors_raise_with_the_providers_message() {
+    let cases = [
+        (
+            r#"{"error":{"message":"Rate limit reached","code":429}}"#,
+            "Rate limit reached",
+        ),
+        (
+            r#"{"object":"error","message":"context too long","type":"BadRequestError","code":400}"#,
+            "context too long",
+        ),
+        (
+            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"error","error":{"message":"upstream died"}}]}"#,
+            "upstream died",
+        ),
+    ];
+    for (chunk, message) in cases {
+        let mut h = Harness::new(false);
+        assert_eq!(
+            h.chunk(&text_chunk("before")).unwrap(),
+            [Out::Text("before".into())]
+        );
+        match h.chunk(chunk).unwrap_err() {
+            Error::Provider { message: m, .. } => assert_eq!(m, message),
+            other => panic!("expected a provider error, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn non_streamed_message_gives_every_call() {
+    let mut h = Harness::new(false);
+    let items = h
+        .message(
+            r#"{"choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[
+                {"id":"call_1","type":"function","function":{"name":"echo","arguments":"{\"text\":\"a\"}"}},
+                {"id":"call_2","type":"function","function":{"name":"echo","arguments":"{\"text\":\"b\"}"}}]},
+                "finish_reason":"tool_calls"}],"usage":{"prompt_tokens":5,"completion_tokens":6}}"#,
+        )
+        .unwrap();
+    assert_eq!(ids(&items), ["call_1", "call_2"]);
+    assert_eq!(final_calls(&items)[1].params, json!({"text": "b"}));
+    assert_eq!(h.usage().prompt_tokens, Some(5));
+}
+
+#[test]
+fn wrong_types_never_fail_the_chunk() {
+    let mut h = Harness::new(false);
+    let items = h.stream(&[
+        r#"{"choices":[{"index":0,"delta":{"content":5,"tool_calls":[7,{"index":"0","id":"a","function":{"name":"f","arguments":5}}]}}]}"#,
+        &tool_chunk(r#"[{"index":"0","function":{"arguments":"{}"}}]"#, None),
+        r#"{"choices":"nope","usage":[1]}"#,
+        &finish_chunk("tool_calls"),
+    ]);
+    assert_eq!(ids(&items), ["a"]);
+    let kinds = h.anomaly_kinds();
+    assert!(kinds.contains(&AnomalyKind::IgnoredField));
+    assert!(kinds.contains(&AnomalyKind::ConvertedField));
+}
+
+#[test]
+fn an_orphan_fragment_is_reported_with_its_text() {
+    let mut h = Harness::new(false);
+    h.stream(&[&tool_chunk(
+        r#"[{"index":4,"function":{"arguments":"{\"lost\":1}"}}]"#,
+        None,
+    )]);
+    let a = &h.processor.anomalies().all()[0];
+    assert_eq!(a.kind, AnomalyKind::OrphanFragment);
+    assert_eq!(a.excerpt.as_deref(), Some(r#"{"lost":1}"#));
+}
