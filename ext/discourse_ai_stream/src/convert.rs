@@ -1,0 +1,74 @@
+//! Core values as Ruby objects: parameters as Hashes with Symbol keys (what
+//! `JSON.parse(..., symbolize_names: true)` builds), anomalies as Hashes.
+
+use magnus::value::ReprValue;
+use magnus::{Error, IntoValue, RHash, Ruby, Value};
+use openai_stream::anomaly::Anomaly;
+use openai_stream::json::{JsonValue, Number};
+
+/// A JSON value as Ruby: objects become Hashes with Symbol keys (a repeated
+/// key keeps its first position and its last value), numbers become
+/// Integers (of any size) or Floats.
+pub fn json_to_ruby(ruby: &Ruby, value: &JsonValue) -> Result<Value, Error> {
+    Ok(match value {
+        JsonValue::Null => ruby.qnil().as_value(),
+        JsonValue::Bool(true) => ruby.qtrue().as_value(),
+        JsonValue::Bool(false) => ruby.qfalse().as_value(),
+        JsonValue::Number(n) => number(ruby, n)?,
+        JsonValue::String(s) => ruby.str_new(s).as_value(),
+        JsonValue::Array(items) => {
+            let array = ruby.ary_new_capa(items.len());
+            for item in items {
+                array.push(json_to_ruby(ruby, item)?)?;
+            }
+            array.as_value()
+        }
+        JsonValue::Object(pairs) => object_to_hash(ruby, pairs)?.as_value(),
+    })
+}
+
+/// An object's pairs as a Hash with Symbol keys.
+pub fn object_to_hash(ruby: &Ruby, pairs: &[(String, JsonValue)]) -> Result<RHash, Error> {
+    let hash = ruby.hash_new();
+    for (k, v) in pairs {
+        hash.aset(ruby.to_symbol(k), json_to_ruby(ruby, v)?)?;
+    }
+    Ok(hash)
+}
+
+fn number(ruby: &Ruby, n: &Number) -> Result<Value, Error> {
+    if n.is_integer() {
+        if let Some(i) = n.as_i64() {
+            return Ok(ruby.integer_from_i64(i).as_value());
+        }
+        // Bigger than 64 bits: Ruby's own Integer parser keeps every digit.
+        let text = ruby.str_new(n.as_str());
+        return text.funcall("to_i", ());
+    }
+    Ok(ruby.float_from_f64(n.as_f64()).as_value())
+}
+
+/// An anomaly as a frozen Hash: `{kind: :generated_id, message: "...", id:, name:, index:, field:, excerpt:}`
+/// (absent details are left out).
+pub fn anomaly_to_ruby(ruby: &Ruby, a: &Anomaly) -> Result<Value, Error> {
+    let h = ruby.hash_new();
+    h.aset(ruby.to_symbol("kind"), ruby.to_symbol(a.kind.name()))?;
+    h.aset(ruby.to_symbol("message"), ruby.str_new(&a.message))?;
+    if let Some(id) = &a.call_id {
+        h.aset(ruby.to_symbol("id"), ruby.str_new(id))?;
+    }
+    if let Some(name) = &a.call_name {
+        h.aset(ruby.to_symbol("name"), ruby.str_new(name))?;
+    }
+    if let Some(index) = a.index {
+        h.aset(ruby.to_symbol("index"), index.into_value_with(ruby))?;
+    }
+    if let Some(field) = a.field {
+        h.aset(ruby.to_symbol("field"), ruby.str_new(field))?;
+    }
+    if let Some(excerpt) = &a.excerpt {
+        h.aset(ruby.to_symbol("excerpt"), ruby.str_new(excerpt))?;
+    }
+    h.freeze();
+    Ok(h.as_value())
+}

@@ -1,0 +1,34 @@
+//! No panic crosses into Ruby. magnus itself turns a panic into `fatal`,
+//! which ends the Ruby process; every entry point goes through [`guard`]
+//! instead, which turns it into `DiscourseAiStream::InternalError`.
+
+use std::any::Any;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use magnus::{Error, Ruby};
+
+use crate::errors;
+
+/// Runs `f`, turning a panic into a Ruby exception.
+pub fn guard<T>(ruby: &Ruby, f: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(result) => result,
+        Err(panic) => Err(errors::internal(ruby, &panic_message(&panic))),
+    }
+}
+
+fn panic_message(panic: &Box<dyn Any + Send>) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic".to_owned()
+    }
+}
+
+/// `DiscourseAiStream::Native.panic_for_tests(message)`: panics inside the
+/// guard, so the specs can prove a panic becomes a Ruby exception.
+pub fn panic_for_tests(ruby: &Ruby, message: String) -> Result<(), Error> {
+    guard(ruby, || -> Result<(), Error> { panic!("{message}") })
+}

@@ -1,0 +1,470 @@
+//! `DiscourseAiStream::OpenAiMessageProcessor`: the core's processor held in
+//! a Ruby object. Ruby-facing conveniences (keyword arguments, hooks,
+//! `inspect`) live in lib/discourse_ai_stream/open_ai_message_processor.rb.
+
+use std::cell::{Cell, RefCell};
+
+use magnus::gc::Marker;
+use magnus::prelude::*;
+use magnus::typed_data::Obj;
+use magnus::value::{Opaque, ReprValue};
+use magnus::{
+    DataTypeFunctions, Error, KwArgs, RArray, RHash, RString, Ruby, Symbol, TypedData, Value,
+};
+use openai_stream::anomaly::{Anomaly, AnomalyKind};
+use openai_stream::calls::CallId;
+use openai_stream::chunk::{Chunk, Field};
+use openai_stream::json::JsonValue;
+use openai_stream::output::Item;
+use openai_stream::processor::{Options, Processor};
+use openai_stream::usage::UsageMode;
+use serde::Deserialize;
+
+use crate::convert::{anomaly_to_ruby, object_to_hash};
+use crate::errors;
+use crate::guard::guard;
+use crate::ruby_de::{RubyDe, Unsupported};
+use crate::view;
+
+/// Slots of the `objects` Array.
+const TOOL_CALL_CLASS: isize = 0;
+const CALLS: isize = 1;
+
+#[derive(TypedData, Default)]
+#[magnus(
+    class = "DiscourseAiStream::OpenAiMessageProcessor",
+    free_immediately,
+    mark
+)]
+pub struct RbProcessor {
+    core: RefCell<Option<Processor>>,
+    /// `[tool_call_class, calls]`; `calls[i]` is `[tool_call, stack]` for
+    /// the call `CallId(i)` of the current stream. Marked for the GC; the
+    /// Array itself never changes after `__setup`, so marking needs no
+    /// borrow of `core` (which may be borrowed while Ruby runs a GC).
+    objects: Cell<Option<Opaque<RArray>>>,
+    /// A panic happened inside: the state cannot be trusted any more.
+    poisoned: Cell<bool>,
+}
+
+impl DataTypeFunctions for RbProcessor {
+    fn mark(&self, marker: &Marker) {
+        if let Some(objects) = self.objects.get() {
+            marker.mark(objects);
+        }
+    }
+}
+
+/// What a call into the core returns to Ruby.
+enum Shape {
+    /// `process_streamed_message`: nil, one item, or an Array.
+    Streamed,
+    /// Everything else: an Array.
+    Array,
+}
+
+impl RbProcessor {
+    /// `__setup(partial_tool_calls, usage_mode, max_line_bytes, tool_call_class)`.
+    pub fn setup(
+        ruby: &Ruby,
+        rb_self: Obj<RbProcessor>,
+        partial: bool,
+        usage: Symbol,
+        max_line_bytes: usize,
+        tool_call_class: Value,
+    ) -> Result<(), Error> {
+        guard(ruby, || {
+            let usage_mode = match &*usage.name()? {
+                "current" => UsageMode::Current,
+                "legacy" => UsageMode::Legacy,
+                other => {
+                    return Err(Error::new(
+                        ruby.exception_arg_error(),
+                        format!("usage must be :current or :legacy, not {other:?}"),
+                    ))
+                }
+            };
+            if max_line_bytes == 0 {
+                return Err(Error::new(
+                    ruby.exception_arg_error(),
+                    "max_line_bytes must be positive",
+                ));
+            }
+            let options = Options {
+                partial_tool_calls: partial,
+                usage_mode,
+                max_line_bytes,
+            };
+            let mut core = rb_self
+                .core
+                .try_borrow_mut()
+                .map_err(|_| errors::busy(ruby))?;
+            let objects = ruby.ary_new_from_values(&[tool_call_class, ruby.ary_new().as_value()]);
+            rb_self.objects.set(Some(objects.into()));
+            *core = Some(Processor::new(options));
+            Ok(())
+        })
+    }
+
+    pub fn process_streamed_message(
+        ruby: &Ruby,
+        rb_self: Obj<RbProcessor>,
+        chunk: Value,
+    ) -> Result<Value, Error> {
+        Self::with_chunk(ruby, rb_self, chunk, Shape::Streamed, |core, c| {
+            core.process_chunk(c).map(|_| ())
+        })
+    }
+
+    pub fn process_message(
+        ruby: &Ruby,
+        rb_self: Obj<RbProcessor>,
+        message: Value,
+    ) -> Result<Value, Error> {
+        Self::with_chunk(ruby, rb_self, message, Shape::Array, |core, c| {
+            core.process_message(c).map(|_| ())
+        })
+    }
+
+    pub fn decode_chunk(
+        ruby: &Ruby,
+        rb_self: Obj<RbProcessor>,
+        raw: Value,
+    ) -> Result<Value, Error> {
+        let Some(raw) = RString::from_value(raw) else {
+            return Err(errors::type_error(
+                ruby,
+                format!(
+                    "decode_chunk expects a String of response bytes, got {}",
+                    unsafe { raw.classname() }
+                ),
+            ));
+        };
+        Self::run(ruby, rb_self, Shape::Array, None, |core| {
+            // SAFETY: no Ruby code runs while the core reads the bytes.
+            let bytes = unsafe { raw.as_slice() };
+            core.decode(bytes).map(|_| ())
+        })
+    }
+
+    pub fn finish(ruby: &Ruby, rb_self: Obj<RbProcessor>) -> Result<Value, Error> {
+        let result = Self::run(ruby, rb_self, Shape::Array, None, |core| {
+            core.finish().map(|_| ())
+        });
+        // A new stream starts: its calls are numbered from 0 again.
+        if let Some(calls) = rb_self.calls_array(ruby) {
+            let _ = calls.funcall::<_, _, Value>("clear", ());
+        }
+        result
+    }
+
+    fn with_chunk(
+        ruby: &Ruby,
+        rb_self: Obj<RbProcessor>,
+        value: Value,
+        shape: Shape,
+        f: impl FnOnce(&mut Processor, &Chunk) -> Result<(), openai_stream::error::Error>,
+    ) -> Result<Value, Error> {
+        if RHash::from_value(value).is_none() {
+            return Err(errors::type_error(
+                ruby,
+                format!("expected a Hash (a parsed chunk), got {}", unsafe {
+                    value.classname()
+                }),
+            ));
+        }
+        let unsupported = Unsupported::default();
+        let field = guard(ruby, || {
+            Field::<Chunk<'static>>::deserialize(RubyDe::new(ruby, value, &unsupported))
+                .map_err(|e| stream_error(ruby, &e.to_string()))
+        })?;
+        let chunk = Chunk::from_field(field);
+        Self::run(ruby, rb_self, shape, Some(value), |core| {
+            for class in unsupported.into_inner() {
+                core.push_anomaly(Anomaly::new(
+                    AnomalyKind::UnsupportedValue,
+                    format!("a value of class {class} has no JSON meaning; read as nil"),
+                ));
+            }
+            f(core, &chunk)
+        })
+    }
+
+    /// Runs `f` on the core, builds the Ruby items of its output, raises its
+    /// error with those items attached, then hands new anomalies to Ruby.
+    fn run(
+        ruby: &Ruby,
+        rb_self: Obj<RbProcessor>,
+        shape: Shape,
+        payload: Option<Value>,
+        f: impl FnOnce(&mut Processor) -> Result<(), openai_stream::error::Error>,
+    ) -> Result<Value, Error> {
+        if rb_self.poisoned.get() {
+            return Err(errors::internal(
+                ruby,
+                "this processor stopped after an earlier internal error",
+            ));
+        }
+        let (result, anomalies) = {
+            let this: &RbProcessor = &rb_self;
+            let guarded = guard(ruby, || {
+                let mut borrow = this.core.try_borrow_mut().map_err(|_| errors::busy(ruby))?;
+                let core = borrow
+                    .as_mut()
+                    .ok_or_else(|| errors::internal(ruby, "processor used before initialize"))?;
+                let outcome = f(core);
+                let items = this.build_items(ruby, core)?;
+                let anomalies = new_anomalies(ruby, core)?;
+                let result = match outcome {
+                    Ok(()) => Ok(shape_items(ruby, items, &shape)),
+                    Err(e) => Err(errors::from_core(ruby, &e, items, payload)),
+                };
+                Ok((result, anomalies))
+            });
+            match guarded {
+                Ok(pair) => pair,
+                Err(e) => {
+                    if is_internal(ruby, &e) {
+                        this.poisoned.set(true);
+                    }
+                    return Err(e);
+                }
+            }
+        };
+        if let Some(anomalies) = anomalies {
+            let _: Value = rb_self
+                .as_value()
+                .funcall("__deliver_anomalies", (anomalies,))?;
+        }
+        result
+    }
+
+    fn calls_array(&self, ruby: &Ruby) -> Option<RArray> {
+        let objects = ruby.get_inner(self.objects.get()?);
+        objects.entry::<RArray>(CALLS).ok()
+    }
+
+    fn build_items(&self, ruby: &Ruby, core: &Processor) -> Result<RArray, Error> {
+        let out = core.output();
+        let items = ruby.ary_new_capa(out.len());
+        if out.is_empty() {
+            return Ok(items);
+        }
+        let objects = ruby.get_inner(
+            self.objects
+                .get()
+                .ok_or_else(|| errors::internal(ruby, "no setup"))?,
+        );
+        let class: Value = objects.entry(TOOL_CALL_CLASS)?;
+        let calls: RArray = objects.entry(CALLS)?;
+        for item in out.items() {
+            let value = match item {
+                Item::Text(text) => ruby.str_new(text).as_value(),
+                Item::Progress(call) => progress(ruby, core, class, calls, call)?,
+                Item::Completed(call, params) => completed(ruby, core, class, calls, call, params)?,
+            };
+            items.push(value)?;
+        }
+        Ok(items)
+    }
+
+    fn with_core<T>(
+        ruby: &Ruby,
+        rb_self: &RbProcessor,
+        f: impl FnOnce(&Processor) -> T,
+    ) -> Result<T, Error> {
+        let borrow = rb_self.core.try_borrow().map_err(|_| errors::busy(ruby))?;
+        let core = borrow
+            .as_ref()
+            .ok_or_else(|| errors::internal(ruby, "processor used before initialize"))?;
+        Ok(f(core))
+    }
+
+    pub fn prompt_tokens(ruby: &Ruby, rb_self: &RbProcessor) -> Result<Option<u64>, Error> {
+        Self::with_core(ruby, rb_self, |c| c.usage().prompt_tokens)
+    }
+
+    pub fn completion_tokens(ruby: &Ruby, rb_self: &RbProcessor) -> Result<Option<u64>, Error> {
+        Self::with_core(ruby, rb_self, |c| c.usage().completion_tokens)
+    }
+
+    pub fn cache_read_tokens(ruby: &Ruby, rb_self: &RbProcessor) -> Result<Option<u64>, Error> {
+        Self::with_core(ruby, rb_self, |c| c.usage().cache_read_tokens)
+    }
+
+    pub fn cache_write_tokens(ruby: &Ruby, rb_self: &RbProcessor) -> Result<Option<u64>, Error> {
+        Self::with_core(ruby, rb_self, |c| c.usage().cache_write_tokens)
+    }
+
+    pub fn partial_tool_calls(ruby: &Ruby, rb_self: &RbProcessor) -> Result<bool, Error> {
+        Self::with_core(ruby, rb_self, |c| c.options().partial_tool_calls)
+    }
+
+    pub fn max_line_bytes(ruby: &Ruby, rb_self: &RbProcessor) -> Result<usize, Error> {
+        Self::with_core(ruby, rb_self, |c| c.options().max_line_bytes)
+    }
+
+    pub fn usage_mode(ruby: &Ruby, rb_self: &RbProcessor) -> Result<Symbol, Error> {
+        let mode = Self::with_core(ruby, rb_self, |c| c.options().usage_mode)?;
+        Ok(ruby.to_symbol(match mode {
+            UsageMode::Current => "current",
+            UsageMode::Legacy => "legacy",
+        }))
+    }
+
+    /// Every anomaly recorded so far, as frozen Hashes.
+    pub fn anomalies(ruby: &Ruby, rb_self: &RbProcessor) -> Result<RArray, Error> {
+        let borrow = rb_self.core.try_borrow().map_err(|_| errors::busy(ruby))?;
+        let core = borrow
+            .as_ref()
+            .ok_or_else(|| errors::internal(ruby, "processor used before initialize"))?;
+        let list = ruby.ary_new_capa(core.anomalies().len());
+        for a in core.anomalies().all() {
+            list.push(anomaly_to_ruby(ruby, a)?)?;
+        }
+        Ok(list)
+    }
+
+    /// Anomalies past the per-processor limit, counted but not kept.
+    pub fn dropped_anomalies(ruby: &Ruby, rb_self: &RbProcessor) -> Result<u64, Error> {
+        Self::with_core(ruby, rb_self, |c| c.anomalies().dropped())
+    }
+
+    /// `__panic_for_tests`: a panic inside a processor call, to prove the
+    /// guard and the poisoning.
+    pub fn panic_for_tests(ruby: &Ruby, rb_self: Obj<RbProcessor>) -> Result<Value, Error> {
+        Self::run(ruby, rb_self, Shape::Array, None, |_| {
+            panic!("deliberate panic for tests")
+        })
+    }
+}
+
+/// New anomalies as an Array of Hashes, or None.
+fn new_anomalies(ruby: &Ruby, core: &mut Processor) -> Result<Option<RArray>, Error> {
+    let anomalies = core.anomalies_mut();
+    if !anomalies.has_new() {
+        return Ok(None);
+    }
+    let fresh = anomalies.take_new();
+    let list = ruby.ary_new_capa(fresh.len());
+    for a in fresh {
+        list.push(anomaly_to_ruby(ruby, a)?)?;
+    }
+    Ok(Some(list))
+}
+
+fn shape_items(ruby: &Ruby, items: RArray, shape: &Shape) -> Value {
+    match shape {
+        Shape::Array => items.as_value(),
+        Shape::Streamed => match items.len() {
+            0 => ruby.qnil().as_value(),
+            1 => items.entry(0).unwrap_or_else(|_| ruby.qnil().as_value()),
+            _ => items.as_value(),
+        },
+    }
+}
+
+fn stream_error(ruby: &Ruby, message: &str) -> Error {
+    let err = openai_stream::error::Error::Stream {
+        kind: openai_stream::error::StreamErrorKind::InvalidChunk,
+        message: message.to_owned(),
+        excerpt: String::new(),
+    };
+    errors::from_core(ruby, &err, ruby.ary_new(), None)
+}
+
+fn is_internal(ruby: &Ruby, e: &Error) -> bool {
+    let Some(value) = e.value() else { return false };
+    let class = ruby
+        .class_object()
+        .const_get::<_, magnus::RModule>("DiscourseAiStream")
+        .and_then(|m| m.const_get::<_, magnus::RClass>("InternalError"));
+    match class {
+        Ok(c) => value.is_kind_of(c),
+        Err(_) => false,
+    }
+}
+
+/// The Ruby ToolCall for a call, created on first use.
+fn tool_call_entry(calls: RArray, call: CallId) -> Result<Option<RArray>, Error> {
+    let entry: Value = calls.entry(call.0 as isize)?;
+    Ok(RArray::from_value(entry))
+}
+
+fn new_tool_call(
+    ruby: &Ruby,
+    class: Value,
+    core: &Processor,
+    call: CallId,
+    params: Option<RHash>,
+) -> Result<Value, Error> {
+    let info = core
+        .calls()
+        .get(call)
+        .ok_or_else(|| errors::internal(ruby, "an item names an unknown call"))?;
+    let kwargs = ruby.hash_new();
+    kwargs.aset(ruby.to_symbol("id"), ruby.str_new(&info.id))?;
+    kwargs.aset(ruby.to_symbol("name"), ruby.str_new(&info.name))?;
+    if let Some(params) = params {
+        kwargs.aset(ruby.to_symbol("parameters"), params)?;
+    }
+    class.funcall("new", (KwArgs(kwargs),))
+}
+
+fn progress(
+    ruby: &Ruby,
+    core: &Processor,
+    class: Value,
+    calls: RArray,
+    call: CallId,
+) -> Result<Value, Error> {
+    let entry = match tool_call_entry(calls, call)? {
+        Some(entry) => entry,
+        None => {
+            let tool_call = new_tool_call(ruby, class, core, call, None)?;
+            let _: Value = tool_call.funcall("partial=", (true,))?;
+            let params: Value = tool_call.funcall("parameters", ())?;
+            if RHash::from_value(params).is_none() {
+                return Err(errors::type_error(
+                    ruby,
+                    "ToolCall#parameters must return a Hash".to_owned(),
+                ));
+            }
+            let stack = ruby.ary_new_from_values(&[params]);
+            let entry = ruby.ary_new_from_values(&[tool_call, stack.as_value()]);
+            calls.store(call.0 as isize, entry)?;
+            entry
+        }
+    };
+    let tool_call: Value = entry.entry(0)?;
+    let stack: RArray = entry.entry(1)?;
+    if let Some(events) = core.calls().get(call).and_then(|c| c.view()) {
+        view::apply(ruby, stack, events)?;
+    }
+    Ok(tool_call)
+}
+
+fn completed(
+    ruby: &Ruby,
+    core: &Processor,
+    class: Value,
+    calls: RArray,
+    call: CallId,
+    params: &JsonValue,
+) -> Result<Value, Error> {
+    let hash = match params {
+        JsonValue::Object(pairs) => object_to_hash(ruby, pairs)?,
+        _ => ruby.hash_new(),
+    };
+    match tool_call_entry(calls, call)? {
+        Some(entry) => {
+            let tool_call: Value = entry.entry(0)?;
+            let _: Value = tool_call.funcall("parameters=", (hash,))?;
+            let _: Value = tool_call.funcall("partial=", (false,))?;
+            // Nothing streams into this call any more.
+            calls.store(call.0 as isize, ruby.qnil())?;
+            Ok(tool_call)
+        }
+        None => new_tool_call(ruby, class, core, call, Some(hash)),
+    }
+}

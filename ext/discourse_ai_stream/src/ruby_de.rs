@@ -1,0 +1,250 @@
+//! A serde `Deserializer` over Ruby values, so a Hash from `JSON.parse` goes
+//! through the very same lenient chunk types as raw JSON bytes do.
+//!
+//! Symbols and Strings read as strings, Integers and Floats as numbers, Arrays
+//! as sequences, Hashes as maps (any key type). Values of other classes have no
+//! JSON meaning: they read as null and their class is recorded, so the caller
+//! can report an anomaly. Nesting is bounded like serde_json's recursion limit.
+
+use std::cell::RefCell;
+use std::fmt;
+
+use magnus::prelude::*;
+use magnus::value::ReprValue;
+use magnus::{Float, Integer, RArray, RHash, RString, Ruby, Symbol, Value};
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+
+/// The deepest nesting accepted, as in serde_json.
+pub const MAX_DEPTH: usize = 128;
+
+/// Why a Ruby value could not be read.
+#[derive(Debug)]
+pub struct DeError(pub String);
+
+impl fmt::Display for DeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for DeError {}
+
+impl de::Error for DeError {
+    fn custom<T: fmt::Display>(msg: T) -> Self {
+        DeError(msg.to_string())
+    }
+}
+
+/// Classes of values read as null, for anomaly reports.
+pub type Unsupported = RefCell<Vec<String>>;
+
+/// Reads one Ruby value.
+pub struct RubyDe<'r> {
+    ruby: &'r Ruby,
+    value: Value,
+    depth: usize,
+    unsupported: &'r Unsupported,
+}
+
+impl<'r> RubyDe<'r> {
+    pub fn new(ruby: &'r Ruby, value: Value, unsupported: &'r Unsupported) -> Self {
+        RubyDe {
+            ruby,
+            value,
+            depth: 0,
+            unsupported,
+        }
+    }
+
+    fn child(&self, value: Value) -> RubyDe<'r> {
+        RubyDe {
+            ruby: self.ruby,
+            value,
+            depth: self.depth + 1,
+            unsupported: self.unsupported,
+        }
+    }
+
+    fn enter(&self) -> Result<(), DeError> {
+        if self.depth >= MAX_DEPTH {
+            return Err(DeError(format!(
+                "the chunk is nested deeper than {MAX_DEPTH} levels"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// A Ruby String that is not valid UTF-8 as it is: text in another
+/// encoding is transcoded, anything else is an error.
+fn transcoded_text(ruby: &Ruby, s: RString) -> Result<String, DeError> {
+    // SAFETY: read before any Ruby code runs.
+    let bytes = unsafe { s.as_slice() };
+    if !s.is_utf8_compatible_encoding() && s.enc_get() != ruby.ascii8bit_encindex() {
+        // UTF-16 and friends: let Ruby transcode.
+        let utf8: Result<RString, _> = s.funcall("encode", ("UTF-8",));
+        if let Ok(utf8) = utf8 {
+            // SAFETY: as above.
+            let bytes = unsafe { utf8.as_slice() };
+            if let Ok(text) = std::str::from_utf8(bytes) {
+                return Ok(text.to_owned());
+            }
+        }
+    }
+    let valid = std::str::from_utf8(bytes)
+        .map_err(|e| e.valid_up_to())
+        .err()
+        .unwrap_or(0);
+    Err(DeError(format!(
+        "invalid UTF-8 in a String at byte {valid}: {}",
+        openai_stream::anomaly::excerpt_bytes(bytes)
+    )))
+}
+
+impl<'de> Deserializer<'de> for RubyDe<'_> {
+    type Error = DeError;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        let ruby = self.ruby;
+        let v = self.value;
+        if v.is_nil() {
+            return visitor.visit_unit();
+        }
+        if let Some(s) = RString::from_value(v) {
+            // SAFETY: the visitors copy or ignore the text and never call
+            // into Ruby, so the String cannot change while it is borrowed.
+            let bytes = unsafe { s.as_slice() };
+            if let Ok(text) = std::str::from_utf8(bytes) {
+                return visitor.visit_str(text);
+            }
+            return visitor.visit_string(transcoded_text(ruby, s)?);
+        }
+        if let Some(h) = RHash::from_value(v) {
+            self.enter()?;
+            let mut pairs: Vec<(Value, Value)> = Vec::with_capacity(h.len());
+            h.foreach(|k: Value, val: Value| {
+                pairs.push((k, val));
+                Ok(magnus::r_hash::ForEach::Continue)
+            })
+            .map_err(|e| DeError(format!("could not read a Hash: {e}")))?;
+            return visitor.visit_map(HashAccess {
+                de: &self,
+                pairs: pairs.into_iter(),
+                value: None,
+            });
+        }
+        if let Some(a) = RArray::from_value(v) {
+            self.enter()?;
+            return visitor.visit_seq(ArrayAccess {
+                de: &self,
+                array: a,
+                next: 0,
+            });
+        }
+        if let Some(sym) = Symbol::from_value(v) {
+            let name = sym
+                .name()
+                .map_err(|e| DeError(format!("unreadable Symbol: {e}")))?;
+            return visitor.visit_string(name.into_owned());
+        }
+        if v.is_kind_of(ruby.class_true_class()) {
+            return visitor.visit_bool(true);
+        }
+        if v.is_kind_of(ruby.class_false_class()) {
+            return visitor.visit_bool(false);
+        }
+        if let Some(i) = Integer::from_value(v) {
+            if let Ok(n) = i.to_i64() {
+                return visitor.visit_i64(n);
+            }
+            if let Ok(n) = i.to_u64() {
+                return visitor.visit_u64(n);
+            }
+            // Beyond 64 bits: no field of a chunk is that large; read it as
+            // its decimal text so nothing is made up.
+            let text: String = v.funcall("to_s", ()).map_err(|e| DeError(e.to_string()))?;
+            return visitor.visit_string(text);
+        }
+        if let Some(f) = Float::from_value(v) {
+            return visitor.visit_f64(f.to_f64());
+        }
+        let class = unsafe { v.classname() }.into_owned();
+        self.unsupported.borrow_mut().push(class);
+        visitor.visit_unit()
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf option unit unit_struct newtype_struct seq tuple
+        tuple_struct map struct enum identifier
+    }
+
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        // Skipped fields cost nothing: they are never looked at.
+        visitor.visit_unit()
+    }
+}
+
+struct ArrayAccess<'a, 'r> {
+    de: &'a RubyDe<'r>,
+    array: RArray,
+    next: usize,
+}
+
+impl<'de> SeqAccess<'de> for ArrayAccess<'_, '_> {
+    type Error = DeError;
+
+    fn next_element_seed<T: DeserializeSeed<'de>>(
+        &mut self,
+        seed: T,
+    ) -> Result<Option<T::Value>, DeError> {
+        if self.next >= self.array.len() {
+            return Ok(None);
+        }
+        let item: Value = self
+            .array
+            .entry(self.next as isize)
+            .map_err(|e| DeError(format!("could not read an Array: {e}")))?;
+        self.next += 1;
+        seed.deserialize(self.de.child(item)).map(Some)
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        Some(self.array.len().saturating_sub(self.next))
+    }
+}
+
+struct HashAccess<'a, 'r> {
+    de: &'a RubyDe<'r>,
+    pairs: std::vec::IntoIter<(Value, Value)>,
+    value: Option<Value>,
+}
+
+impl<'de> MapAccess<'de> for HashAccess<'_, '_> {
+    type Error = DeError;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, DeError> {
+        match self.pairs.next() {
+            None => Ok(None),
+            Some((k, v)) => {
+                self.value = Some(v);
+                seed.deserialize(self.de.child(k)).map(Some)
+            }
+        }
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, DeError> {
+        let v = self
+            .value
+            .take()
+            .ok_or_else(|| DeError("a Hash value was read before its key".into()))?;
+        seed.deserialize(self.de.child(v))
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        Some(self.pairs.len())
+    }
+}

@@ -1,0 +1,77 @@
+//! Partial parameters, updated in place: the core's view events applied to
+//! the Ruby Hash a partial ToolCall holds. Strings being streamed are appended
+//! to (never rebuilt), so the cost is linear in the argument bytes.
+//!
+//! `stack` is a Ruby Array of the open containers; its first element is the
+//! ToolCall's parameters Hash.
+
+use magnus::value::ReprValue;
+use magnus::{Error, RArray, RHash, RString, Ruby, Value};
+use openai_stream::json::{ContainerKind, ViewEvent, ViewEvents};
+
+use crate::convert::json_to_ruby;
+
+pub fn apply(ruby: &Ruby, stack: RArray, events: &ViewEvents) -> Result<(), Error> {
+    for event in events.iter() {
+        match event {
+            ViewEvent::Open { key, kind } => {
+                let value = match kind {
+                    ContainerKind::Object => ruby.hash_new().as_value(),
+                    ContainerKind::Array => ruby.ary_new().as_value(),
+                    ContainerKind::String => ruby.str_new("").as_value(),
+                };
+                insert(ruby, top(stack)?, key, value)?;
+                stack.push(value)?;
+            }
+            ViewEvent::Append(text) => {
+                let Some(s) = RString::from_value(top(stack)?) else {
+                    return Err(inconsistent(
+                        ruby,
+                        "text for a container that is not a String",
+                    ));
+                };
+                if s.is_frozen() {
+                    return Err(Error::new(
+                        ruby.exception_frozen_error(),
+                        "a partial tool call parameter was frozen while its value was still streaming",
+                    ));
+                }
+                s.cat(text);
+            }
+            ViewEvent::Scalar { key, value } => {
+                insert(ruby, top(stack)?, key, json_to_ruby(ruby, value)?)?;
+            }
+            ViewEvent::Close => {
+                if stack.len() <= 1 {
+                    return Err(inconsistent(ruby, "a close without an open container"));
+                }
+                let _: Value = stack.pop()?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn top(stack: RArray) -> Result<Value, Error> {
+    stack.entry(-1)
+}
+
+fn insert(ruby: &Ruby, parent: Value, key: Option<&str>, value: Value) -> Result<(), Error> {
+    if let Some(hash) = RHash::from_value(parent) {
+        return hash.aset(ruby.to_symbol(key.unwrap_or("")), value);
+    }
+    if let Some(array) = RArray::from_value(parent) {
+        return array.push(value);
+    }
+    Err(inconsistent(
+        ruby,
+        "a value inside something that is not a Hash or an Array",
+    ))
+}
+
+fn inconsistent(ruby: &Ruby, what: &str) -> Error {
+    crate::errors::internal(
+        ruby,
+        &format!("partial parameters out of step with the parser: {what}"),
+    )
+}

@@ -1,0 +1,59 @@
+# frozen_string_literal: true
+
+module DiscourseAiStream
+  # Drop-in replacement for DiscourseAi::Completions::OpenAiMessageProcessor.
+  # The decoding lives in Rust (defined by the native extension); this file
+  # adds the Ruby-side conveniences.
+  class OpenAiMessageProcessor
+    USAGE_MODES = %i[current legacy].freeze
+
+    # partial_tool_calls: stream tool parameters as they arrive (the same
+    #   ToolCall object, updated in place, partial? true until complete).
+    # usage: :current (prompt_tokens net of cache reads and writes, as
+    #   current Discourse reports) or :legacy (prompt_tokens as sent, the
+    #   older Discourse that reads cached_tokens). Default: DiscourseAiStream.default_usage.
+    # max_line_bytes: longest SSE line decode_chunk accepts (8 MiB).
+    # tool_call_class: the class of returned tool calls; by default
+    #   DiscourseAiStream.tool_call_class, resolved now (not at load time).
+    # on_anomaly: a callable receiving each anomaly Hash; by default
+    #   DiscourseAiStream.on_anomaly.
+    def initialize(partial_tool_calls: false, usage: DiscourseAiStream.default_usage,
+                   max_line_bytes: Native::MAX_LINE_BYTES, tool_call_class: nil, on_anomaly: nil)
+      usage = usage.to_sym
+      unless USAGE_MODES.include?(usage)
+        raise ArgumentError, "usage must be one of #{USAGE_MODES.inspect}, not #{usage.inspect}"
+      end
+
+      @on_anomaly = on_anomaly
+      klass = tool_call_class || DiscourseAiStream.tool_call_class
+      __setup(!!partial_tool_calls, usage, Integer(max_line_bytes), klass)
+    end
+
+    attr_accessor :on_anomaly
+
+    # The legacy reader: cache reads (what older Discourse logs as cached_tokens).
+    def cached_tokens
+      cache_read_tokens
+    end
+
+    def inspect
+      "#<#{self.class.name} partial_tool_calls=#{partial_tool_calls?} usage=#{usage_mode} " \
+        "anomalies=#{anomalies.size}>"
+    end
+
+    private
+
+    # Called by the native code with the anomalies a call recorded.
+    def __deliver_anomalies(list)
+      hook = @on_anomaly || DiscourseAiStream.on_anomaly
+      return unless hook
+
+      list.each do |anomaly|
+        hook.call(anomaly)
+      rescue StandardError => e
+        warn "discourse_ai_stream: on_anomaly hook raised #{e.class}: #{e.message}"
+      end
+      nil
+    end
+  end
+end
