@@ -1,0 +1,128 @@
+# frozen_string_literal: true
+
+require "fileutils"
+require "json"
+require "open3"
+require "rbconfig"
+require "rubygems/package"
+require "tmpdir"
+
+# Builds the source gem and installs it the way a user would, once per rspec
+# run (the first example that asks pays for it; the compile takes a while).
+module PackagingBuild
+  ROOT = File.expand_path("..", __dir__)
+
+  # Runs in a fresh ruby that sees only the installed gem.
+  PROBE = <<~RUBY
+    require "json"
+    require "discourse_ai_stream"
+    dlext = RbConfig::CONFIG["DLEXT"]
+    puts JSON.generate(
+      version: DiscourseAiStream::VERSION,
+      native: defined?(DiscourseAiStream::Native),
+      extensions: $LOADED_FEATURES.grep(%r{/discourse_ai_stream\\.\#{dlext}\\z}),
+      gem_files: $LOADED_FEATURES.grep(%r{/discourse_ai_stream[/.]}),
+      load_path: $LOAD_PATH
+    )
+  RUBY
+
+  class << self
+    def tmp
+      @tmp ||= File.realpath(Dir.mktmpdir("discourse_ai_stream-packaging-")).tap do |dir|
+        at_exit { FileUtils.rm_rf(dir) }
+      end
+    end
+
+    def gem_file
+      @gem_file ||= File.join(tmp, "discourse_ai_stream.gem").tap do |path|
+        run!({}, "gem", "build", "--norc", "discourse_ai_stream.gemspec", "--output", path)
+      end
+    end
+
+    def package
+      @package ||= Gem::Package.new(gem_file)
+    end
+
+    def install_dir
+      @install_dir ||= File.join(tmp, "gems").tap do |dir|
+        started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+        # The repo's target/ keeps the registry crates compiled; only the two
+        # crates of the installed copy are compiled again.
+        run!({ "CARGO_TARGET_DIR" => File.join(ROOT, "target") },
+             "gem", "install", "--norc", "--local", "--install-dir", dir, "--no-document", gem_file)
+        seconds = Process.clock_gettime(Process::CLOCK_MONOTONIC) - started
+        RSpec.configuration.reporter.message(format("packaging: gem install (cargo build) took %.1f s", seconds))
+      end
+    end
+
+    # What a fresh ruby process with only the installed gem loads.
+    def probe
+      @probe ||= begin
+        env = { "GEM_HOME" => install_dir, "GEM_PATH" => install_dir }
+        JSON.parse(run!(env, RbConfig.ruby, "-e", PROBE, chdir: tmp).lines.last)
+      end
+    end
+
+    def cargo_workspace_version
+      File.read(File.join(ROOT, "Cargo.toml"))[/^\[workspace\.package\][^\[]*?^version\s*=\s*"([^"]+)"/m, 1]
+    end
+
+    def cargo_workspace_members
+      members = File.read(File.join(ROOT, "Cargo.toml"))[/^members\s*=\s*\[([^\]]*)\]/m, 1]
+      members.to_s.scan(/"([^"]+)"/).flatten
+    end
+
+    private
+
+    # `gem` is run by this ruby. Bundler's environment is dropped, or its
+    # setup (RUBYOPT=-rbundler/setup) would put this checkout's lib/ on the
+    # load path of the child processes.
+    def run!(env, *command, chdir: ROOT)
+      command = [RbConfig.ruby, "-S", *command] if command.first == "gem"
+      output, status = unbundled do
+        Open3.capture2e({ "RUBYOPT" => nil, "RUBYLIB" => nil }.merge(env), *command, chdir: chdir)
+      end
+      raise "`#{command.join(" ")}` failed (#{status}):\n#{output}" unless status.success?
+
+      output
+    end
+
+    def unbundled(&)
+      defined?(Bundler) ? Bundler.with_unbundled_env(&) : yield
+    end
+  end
+end
+
+RSpec.describe "the source gem", :packaging do
+  let(:files) { PackagingBuild.package.contents }
+
+  it "carries the whole cargo workspace and the Ruby code" do
+    expected = %w[Cargo.toml Cargo.lock ext/discourse_ai_stream/extconf.rb lib/discourse_ai_stream.rb
+                  lib/discourse_ai_stream/version.rb LICENSE README.md]
+    PackagingBuild.cargo_workspace_members.each do |member|
+      expected << "#{member}/Cargo.toml" << "#{member}/src/lib.rs"
+    end
+    expect(files).to include(*expected)
+  end
+
+  it "carries no build products" do
+    expect(files.grep(%r{(\A|/)(target|tmp)/|\.(so|bundle|dylib|dll|o)\z|(\A|/)Makefile\z|mkmf\.log})).to eq([])
+  end
+
+  it "builds the extension at install time" do
+    expect(PackagingBuild.package.spec.extensions).to eq(["ext/discourse_ai_stream/extconf.rb"])
+  end
+
+  it "has the version of the cargo workspace" do
+    expect(PackagingBuild.package.spec.version.to_s).to eq(PackagingBuild.cargo_workspace_version)
+  end
+
+  it "installs with gem install and loads its native extension from the installed copy" do
+    probe = PackagingBuild.probe
+    install_dir = PackagingBuild.install_dir
+    expect(probe).to include("version" => DiscourseAiStream::VERSION, "native" => "constant")
+    expect(probe["extensions"]).to contain_exactly(start_with("#{install_dir}/"))
+    expect(probe["gem_files"]).to all(start_with("#{install_dir}/"))
+    expect(probe["load_path"]).not_to include(start_with(PackagingBuild::ROOT))
+  end
+end
