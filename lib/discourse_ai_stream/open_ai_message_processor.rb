@@ -17,8 +17,11 @@ module DiscourseAiStream
     #   DiscourseAiStream.tool_call_class, resolved now (not at load time).
     # on_anomaly: a callable receiving each anomaly Hash; by default
     #   DiscourseAiStream.on_anomaly.
+    # simulate_legacy: also follow the stream as the legacy Discourse
+    #   processor did; after finish, legacy_tool_call_ids lists what it ran.
     def initialize(partial_tool_calls: false, usage: DiscourseAiStream.default_usage,
-                   max_line_bytes: Native::MAX_LINE_BYTES, tool_call_class: nil, on_anomaly: nil)
+                   max_line_bytes: Native::MAX_LINE_BYTES, tool_call_class: nil, on_anomaly: nil,
+                   simulate_legacy: false)
       usage = usage.to_sym
       unless USAGE_MODES.include?(usage)
         raise ArgumentError, "usage must be one of #{USAGE_MODES.inspect}, not #{usage.inspect}"
@@ -26,7 +29,7 @@ module DiscourseAiStream
 
       @on_anomaly = on_anomaly
       klass = tool_call_class || DiscourseAiStream.tool_call_class
-      __setup(!!partial_tool_calls, usage, Integer(max_line_bytes), klass)
+      __setup(!!partial_tool_calls, usage, Integer(max_line_bytes), klass, !!simulate_legacy)
     end
 
     attr_accessor :on_anomaly

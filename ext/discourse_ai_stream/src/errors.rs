@@ -30,35 +30,21 @@ pub fn from_core(ruby: &Ruby, err: &CoreError, items: RArray, payload: Option<Va
     let kwargs = ruby.hash_new();
     let _ = kwargs.aset(ruby.to_symbol("items"), items);
     match err {
-        CoreError::Provider {
-            message,
-            payload: p,
-        } => {
+        CoreError::Provider { message, payload: p } => {
             let value = match (p, payload) {
-                (Some(p), _) => {
-                    convert::json_to_ruby(ruby, p).unwrap_or_else(|_| ruby.qnil().as_value())
-                }
+                (Some(p), _) => convert::json_to_ruby(ruby, p).unwrap_or_else(|_| ruby.qnil().as_value()),
                 (None, Some(v)) => v,
                 (None, None) => ruby.qnil().as_value(),
             };
             let _ = kwargs.aset(ruby.to_symbol("payload"), value);
             build(ruby, "ProviderError", message.clone(), kwargs)
         }
-        CoreError::Stream {
-            kind,
-            message,
-            excerpt,
-        } => {
+        CoreError::Stream { kind, message, excerpt } => {
             let _ = kwargs.aset(ruby.to_symbol("kind"), ruby.to_symbol(kind.name()));
             let _ = kwargs.aset(ruby.to_symbol("excerpt"), ruby.str_new(excerpt));
             build(ruby, "StreamError", message.clone(), kwargs)
         }
-        CoreError::Arguments {
-            id,
-            name,
-            raw,
-            message,
-        } => {
+        CoreError::Arguments { id, name, raw, message } => {
             let _ = kwargs.aset(ruby.to_symbol("tool_id"), ruby.str_new(id));
             let _ = kwargs.aset(ruby.to_symbol("tool_name"), ruby.str_new(name));
             let _ = kwargs.aset(ruby.to_symbol("raw_arguments"), ruby.str_new(raw));
@@ -70,12 +56,7 @@ pub fn from_core(ruby: &Ruby, err: &CoreError, items: RArray, payload: Option<Va
 
 /// `DiscourseAiStream::InternalError`: a bug in the gem (a caught panic).
 pub fn internal(ruby: &Ruby, message: &str) -> Error {
-    build(
-        ruby,
-        "InternalError",
-        format!("internal error in discourse_ai_stream: {message}"),
-        ruby.hash_new(),
-    )
+    build(ruby, "InternalError", format!("internal error in discourse_ai_stream: {message}"), ruby.hash_new())
 }
 
 /// `DiscourseAiStream::ConcurrencyError`: the processor is already busy.

@@ -23,41 +23,21 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
 
     let class = module.define_class("OpenAiMessageProcessor", ruby.class_object())?;
     class.define_alloc_func::<RbProcessor>();
-    class.define_private_method("__setup", method!(RbProcessor::setup, 4))?;
-    class.define_private_method(
-        "__panic_for_tests",
-        method!(RbProcessor::panic_for_tests, 0),
-    )?;
-    class.define_method(
-        "process_streamed_message",
-        method!(RbProcessor::process_streamed_message, 1),
-    )?;
+    class.define_private_method("__setup", method!(RbProcessor::setup, 5))?;
+    class.define_private_method("__panic_for_tests", method!(RbProcessor::panic_for_tests, 0))?;
+    class.define_method("process_streamed_message", method!(RbProcessor::process_streamed_message, 1))?;
     class.define_method("process_message", method!(RbProcessor::process_message, 1))?;
     class.define_method("decode_chunk", method!(RbProcessor::decode_chunk, 1))?;
     class.define_method("finish", method!(RbProcessor::finish, 0))?;
     class.define_method("prompt_tokens", method!(RbProcessor::prompt_tokens, 0))?;
-    class.define_method(
-        "completion_tokens",
-        method!(RbProcessor::completion_tokens, 0),
-    )?;
-    class.define_method(
-        "cache_read_tokens",
-        method!(RbProcessor::cache_read_tokens, 0),
-    )?;
-    class.define_method(
-        "cache_write_tokens",
-        method!(RbProcessor::cache_write_tokens, 0),
-    )?;
-    class.define_method(
-        "partial_tool_calls?",
-        method!(RbProcessor::partial_tool_calls, 0),
-    )?;
+    class.define_method("completion_tokens", method!(RbProcessor::completion_tokens, 0))?;
+    class.define_method("cache_read_tokens", method!(RbProcessor::cache_read_tokens, 0))?;
+    class.define_method("cache_write_tokens", method!(RbProcessor::cache_write_tokens, 0))?;
+    class.define_method("partial_tool_calls?", method!(RbProcessor::partial_tool_calls, 0))?;
     class.define_method("max_line_bytes", method!(RbProcessor::max_line_bytes, 0))?;
     class.define_method("usage_mode", method!(RbProcessor::usage_mode, 0))?;
     class.define_method("anomalies", method!(RbProcessor::anomalies, 0))?;
-    class.define_method(
-        "dropped_anomalies",
-        method!(RbProcessor::dropped_anomalies, 0),
-    )?;
+    class.define_method("dropped_anomalies", method!(RbProcessor::dropped_anomalies, 0))?;
+    class.define_method("legacy_tool_call_ids", method!(RbProcessor::legacy_tool_call_ids, 0))?;
     Ok(())
 }

@@ -8,9 +8,7 @@ use magnus::gc::Marker;
 use magnus::prelude::*;
 use magnus::typed_data::Obj;
 use magnus::value::{Opaque, ReprValue};
-use magnus::{
-    DataTypeFunctions, Error, KwArgs, RArray, RHash, RString, Ruby, Symbol, TypedData, Value,
-};
+use magnus::{DataTypeFunctions, Error, KwArgs, RArray, RHash, RString, Ruby, Symbol, TypedData, Value};
 use openai_stream::anomaly::{Anomaly, AnomalyKind};
 use openai_stream::calls::CallId;
 use openai_stream::chunk::{Chunk, Field};
@@ -31,11 +29,7 @@ const TOOL_CALL_CLASS: isize = 0;
 const CALLS: isize = 1;
 
 #[derive(TypedData, Default)]
-#[magnus(
-    class = "DiscourseAiStream::OpenAiMessageProcessor",
-    free_immediately,
-    mark
-)]
+#[magnus(class = "DiscourseAiStream::OpenAiMessageProcessor", free_immediately, mark)]
 pub struct RbProcessor {
     core: RefCell<Option<Processor>>,
     /// `[tool_call_class, calls]`; `calls[i]` is `[tool_call, stack]` for
@@ -64,7 +58,7 @@ enum Shape {
 }
 
 impl RbProcessor {
-    /// `__setup(partial_tool_calls, usage_mode, max_line_bytes, tool_call_class)`.
+    /// `__setup(partial_tool_calls, usage_mode, max_line_bytes, tool_call_class, simulate_legacy)`.
     pub fn setup(
         ruby: &Ruby,
         rb_self: Obj<RbProcessor>,
@@ -72,6 +66,7 @@ impl RbProcessor {
         usage: Symbol,
         max_line_bytes: usize,
         tool_call_class: Value,
+        simulate_legacy: bool,
     ) -> Result<(), Error> {
         guard(ruby, || {
             let usage_mode = match &*usage.name()? {
@@ -85,20 +80,11 @@ impl RbProcessor {
                 }
             };
             if max_line_bytes == 0 {
-                return Err(Error::new(
-                    ruby.exception_arg_error(),
-                    "max_line_bytes must be positive",
-                ));
+                return Err(Error::new(ruby.exception_arg_error(), "max_line_bytes must be positive"));
             }
-            let options = Options {
-                partial_tool_calls: partial,
-                usage_mode,
-                max_line_bytes,
-            };
-            let mut core = rb_self
-                .core
-                .try_borrow_mut()
-                .map_err(|_| errors::busy(ruby))?;
+            let options =
+                Options { partial_tool_calls: partial, usage_mode, max_line_bytes, simulate_legacy };
+            let mut core = rb_self.core.try_borrow_mut().map_err(|_| errors::busy(ruby))?;
             let objects = ruby.ary_new_from_values(&[tool_call_class, ruby.ary_new().as_value()]);
             rb_self.objects.set(Some(objects.into()));
             *core = Some(Processor::new(options));
@@ -111,33 +97,20 @@ impl RbProcessor {
         rb_self: Obj<RbProcessor>,
         chunk: Value,
     ) -> Result<Value, Error> {
-        Self::with_chunk(ruby, rb_self, chunk, Shape::Streamed, |core, c| {
-            core.process_chunk(c).map(|_| ())
-        })
+        Self::with_chunk(ruby, rb_self, chunk, Shape::Streamed, |core, c| core.process_chunk(c).map(|_| ()))
     }
 
-    pub fn process_message(
-        ruby: &Ruby,
-        rb_self: Obj<RbProcessor>,
-        message: Value,
-    ) -> Result<Value, Error> {
-        Self::with_chunk(ruby, rb_self, message, Shape::Array, |core, c| {
-            core.process_message(c).map(|_| ())
-        })
+    pub fn process_message(ruby: &Ruby, rb_self: Obj<RbProcessor>, message: Value) -> Result<Value, Error> {
+        Self::with_chunk(ruby, rb_self, message, Shape::Array, |core, c| core.process_message(c).map(|_| ()))
     }
 
-    pub fn decode_chunk(
-        ruby: &Ruby,
-        rb_self: Obj<RbProcessor>,
-        raw: Value,
-    ) -> Result<Value, Error> {
+    pub fn decode_chunk(ruby: &Ruby, rb_self: Obj<RbProcessor>, raw: Value) -> Result<Value, Error> {
         let Some(raw) = RString::from_value(raw) else {
             return Err(errors::type_error(
                 ruby,
-                format!(
-                    "decode_chunk expects a String of response bytes, got {}",
-                    unsafe { raw.classname() }
-                ),
+                format!("decode_chunk expects a String of response bytes, got {}", unsafe {
+                    raw.classname()
+                }),
             ));
         };
         Self::run(ruby, rb_self, Shape::Array, None, |core| {
@@ -148,9 +121,7 @@ impl RbProcessor {
     }
 
     pub fn finish(ruby: &Ruby, rb_self: Obj<RbProcessor>) -> Result<Value, Error> {
-        let result = Self::run(ruby, rb_self, Shape::Array, None, |core| {
-            core.finish().map(|_| ())
-        });
+        let result = Self::run(ruby, rb_self, Shape::Array, None, |core| core.finish().map(|_| ()));
         // A new stream starts: its calls are numbered from 0 again.
         if let Some(calls) = rb_self.calls_array(ruby) {
             let _ = calls.funcall::<_, _, Value>("clear", ());
@@ -168,9 +139,7 @@ impl RbProcessor {
         if RHash::from_value(value).is_none() {
             return Err(errors::type_error(
                 ruby,
-                format!("expected a Hash (a parsed chunk), got {}", unsafe {
-                    value.classname()
-                }),
+                format!("expected a Hash (a parsed chunk), got {}", unsafe { value.classname() }),
             ));
         }
         let unsupported = Unsupported::default();
@@ -200,10 +169,7 @@ impl RbProcessor {
         f: impl FnOnce(&mut Processor) -> Result<(), openai_stream::error::Error>,
     ) -> Result<Value, Error> {
         if rb_self.poisoned.get() {
-            return Err(errors::internal(
-                ruby,
-                "this processor stopped after an earlier internal error",
-            ));
+            return Err(errors::internal(ruby, "this processor stopped after an earlier internal error"));
         }
         let (result, anomalies) = {
             let this: &RbProcessor = &rb_self;
@@ -232,9 +198,7 @@ impl RbProcessor {
             }
         };
         if let Some(anomalies) = anomalies {
-            let _: Value = rb_self
-                .as_value()
-                .funcall("__deliver_anomalies", (anomalies,))?;
+            let _: Value = rb_self.as_value().funcall("__deliver_anomalies", (anomalies,))?;
         }
         result
     }
@@ -250,11 +214,7 @@ impl RbProcessor {
         if out.is_empty() {
             return Ok(items);
         }
-        let objects = ruby.get_inner(
-            self.objects
-                .get()
-                .ok_or_else(|| errors::internal(ruby, "no setup"))?,
-        );
+        let objects = ruby.get_inner(self.objects.get().ok_or_else(|| errors::internal(ruby, "no setup"))?);
         let class: Value = objects.entry(TOOL_CALL_CLASS)?;
         let calls: RArray = objects.entry(CALLS)?;
         for item in out.items() {
@@ -268,15 +228,10 @@ impl RbProcessor {
         Ok(items)
     }
 
-    fn with_core<T>(
-        ruby: &Ruby,
-        rb_self: &RbProcessor,
-        f: impl FnOnce(&Processor) -> T,
-    ) -> Result<T, Error> {
+    fn with_core<T>(ruby: &Ruby, rb_self: &RbProcessor, f: impl FnOnce(&Processor) -> T) -> Result<T, Error> {
         let borrow = rb_self.core.try_borrow().map_err(|_| errors::busy(ruby))?;
-        let core = borrow
-            .as_ref()
-            .ok_or_else(|| errors::internal(ruby, "processor used before initialize"))?;
+        let core =
+            borrow.as_ref().ok_or_else(|| errors::internal(ruby, "processor used before initialize"))?;
         Ok(f(core))
     }
 
@@ -315,14 +270,26 @@ impl RbProcessor {
     /// Every anomaly recorded so far, as frozen Hashes.
     pub fn anomalies(ruby: &Ruby, rb_self: &RbProcessor) -> Result<RArray, Error> {
         let borrow = rb_self.core.try_borrow().map_err(|_| errors::busy(ruby))?;
-        let core = borrow
-            .as_ref()
-            .ok_or_else(|| errors::internal(ruby, "processor used before initialize"))?;
+        let core =
+            borrow.as_ref().ok_or_else(|| errors::internal(ruby, "processor used before initialize"))?;
         let list = ruby.ary_new_capa(core.anomalies().len());
         for a in core.anomalies().all() {
             list.push(anomaly_to_ruby(ruby, a)?)?;
         }
         Ok(list)
+    }
+
+    /// With `simulate_legacy: true`: the ids of the calls the legacy
+    /// processor would have run in the last finished stream (nil before).
+    pub fn legacy_tool_call_ids(ruby: &Ruby, rb_self: &RbProcessor) -> Result<Option<RArray>, Error> {
+        let ids = Self::with_core(ruby, rb_self, |c| c.legacy_outcome().map(|o| o.emitted.clone()))?;
+        Ok(ids.map(|ids| {
+            let list = ruby.ary_new_capa(ids.len());
+            for id in ids {
+                let _ = list.push(ruby.str_new(&id));
+            }
+            list
+        }))
     }
 
     /// Anomalies past the per-processor limit, counted but not kept.
@@ -333,9 +300,7 @@ impl RbProcessor {
     /// `__panic_for_tests`: a panic inside a processor call, to prove the
     /// guard and the poisoning.
     pub fn panic_for_tests(ruby: &Ruby, rb_self: Obj<RbProcessor>) -> Result<Value, Error> {
-        Self::run(ruby, rb_self, Shape::Array, None, |_| {
-            panic!("deliberate panic for tests")
-        })
+        Self::run(ruby, rb_self, Shape::Array, None, |_| panic!("deliberate panic for tests"))
     }
 }
 
@@ -398,10 +363,8 @@ fn new_tool_call(
     call: CallId,
     params: Option<RHash>,
 ) -> Result<Value, Error> {
-    let info = core
-        .calls()
-        .get(call)
-        .ok_or_else(|| errors::internal(ruby, "an item names an unknown call"))?;
+    let info =
+        core.calls().get(call).ok_or_else(|| errors::internal(ruby, "an item names an unknown call"))?;
     let kwargs = ruby.hash_new();
     kwargs.aset(ruby.to_symbol("id"), ruby.str_new(&info.id))?;
     kwargs.aset(ruby.to_symbol("name"), ruby.str_new(&info.name))?;
@@ -425,10 +388,7 @@ fn progress(
             let _: Value = tool_call.funcall("partial=", (true,))?;
             let params: Value = tool_call.funcall("parameters", ())?;
             if RHash::from_value(params).is_none() {
-                return Err(errors::type_error(
-                    ruby,
-                    "ToolCall#parameters must return a Hash".to_owned(),
-                ));
+                return Err(errors::type_error(ruby, "ToolCall#parameters must return a Hash".to_owned()));
             }
             let stack = ruby.ary_new_from_values(&[params]);
             let entry = ruby.ary_new_from_values(&[tool_call, stack.as_value()]);

@@ -48,28 +48,16 @@ pub struct RubyDe<'r> {
 
 impl<'r> RubyDe<'r> {
     pub fn new(ruby: &'r Ruby, value: Value, unsupported: &'r Unsupported) -> Self {
-        RubyDe {
-            ruby,
-            value,
-            depth: 0,
-            unsupported,
-        }
+        RubyDe { ruby, value, depth: 0, unsupported }
     }
 
     fn child(&self, value: Value) -> RubyDe<'r> {
-        RubyDe {
-            ruby: self.ruby,
-            value,
-            depth: self.depth + 1,
-            unsupported: self.unsupported,
-        }
+        RubyDe { ruby: self.ruby, value, depth: self.depth + 1, unsupported: self.unsupported }
     }
 
     fn enter(&self) -> Result<(), DeError> {
         if self.depth >= MAX_DEPTH {
-            return Err(DeError(format!(
-                "the chunk is nested deeper than {MAX_DEPTH} levels"
-            )));
+            return Err(DeError(format!("the chunk is nested deeper than {MAX_DEPTH} levels")));
         }
         Ok(())
     }
@@ -91,10 +79,7 @@ fn transcoded_text(ruby: &Ruby, s: RString) -> Result<String, DeError> {
             }
         }
     }
-    let valid = std::str::from_utf8(bytes)
-        .map_err(|e| e.valid_up_to())
-        .err()
-        .unwrap_or(0);
+    let valid = std::str::from_utf8(bytes).map_err(|e| e.valid_up_to()).err().unwrap_or(0);
     Err(DeError(format!(
         "invalid UTF-8 in a String at byte {valid}: {}",
         openai_stream::anomaly::excerpt_bytes(bytes)
@@ -127,24 +112,14 @@ impl<'de> Deserializer<'de> for RubyDe<'_> {
                 Ok(magnus::r_hash::ForEach::Continue)
             })
             .map_err(|e| DeError(format!("could not read a Hash: {e}")))?;
-            return visitor.visit_map(HashAccess {
-                de: &self,
-                pairs: pairs.into_iter(),
-                value: None,
-            });
+            return visitor.visit_map(HashAccess { de: &self, pairs: pairs.into_iter(), value: None });
         }
         if let Some(a) = RArray::from_value(v) {
             self.enter()?;
-            return visitor.visit_seq(ArrayAccess {
-                de: &self,
-                array: a,
-                next: 0,
-            });
+            return visitor.visit_seq(ArrayAccess { de: &self, array: a, next: 0 });
         }
         if let Some(sym) = Symbol::from_value(v) {
-            let name = sym
-                .name()
-                .map_err(|e| DeError(format!("unreadable Symbol: {e}")))?;
+            let name = sym.name().map_err(|e| DeError(format!("unreadable Symbol: {e}")))?;
             return visitor.visit_string(name.into_owned());
         }
         if v.is_kind_of(ruby.class_true_class()) {
@@ -194,10 +169,7 @@ struct ArrayAccess<'a, 'r> {
 impl<'de> SeqAccess<'de> for ArrayAccess<'_, '_> {
     type Error = DeError;
 
-    fn next_element_seed<T: DeserializeSeed<'de>>(
-        &mut self,
-        seed: T,
-    ) -> Result<Option<T::Value>, DeError> {
+    fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>, DeError> {
         if self.next >= self.array.len() {
             return Ok(None);
         }
@@ -223,10 +195,7 @@ struct HashAccess<'a, 'r> {
 impl<'de> MapAccess<'de> for HashAccess<'_, '_> {
     type Error = DeError;
 
-    fn next_key_seed<K: DeserializeSeed<'de>>(
-        &mut self,
-        seed: K,
-    ) -> Result<Option<K::Value>, DeError> {
+    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, DeError> {
         match self.pairs.next() {
             None => Ok(None),
             Some((k, v)) => {
@@ -237,10 +206,7 @@ impl<'de> MapAccess<'de> for HashAccess<'_, '_> {
     }
 
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, DeError> {
-        let v = self
-            .value
-            .take()
-            .ok_or_else(|| DeError("a Hash value was read before its key".into()))?;
+        let v = self.value.take().ok_or_else(|| DeError("a Hash value was read before its key".into()))?;
         seed.deserialize(self.de.child(v))
     }
 

@@ -25,10 +25,7 @@ pub fn apply(ruby: &Ruby, stack: RArray, events: &ViewEvents) -> Result<(), Erro
             }
             ViewEvent::Append(text) => {
                 let Some(s) = RString::from_value(top(stack)?) else {
-                    return Err(inconsistent(
-                        ruby,
-                        "text for a container that is not a String",
-                    ));
+                    return Err(inconsistent(ruby, "text for a container that is not a String"));
                 };
                 if s.is_frozen() {
                     return Err(Error::new(
@@ -63,15 +60,9 @@ fn insert(ruby: &Ruby, parent: Value, key: Option<&str>, value: Value) -> Result
     if let Some(array) = RArray::from_value(parent) {
         return array.push(value);
     }
-    Err(inconsistent(
-        ruby,
-        "a value inside something that is not a Hash or an Array",
-    ))
+    Err(inconsistent(ruby, "a value inside something that is not a Hash or an Array"))
 }
 
 fn inconsistent(ruby: &Ruby, what: &str) -> Error {
-    crate::errors::internal(
-        ruby,
-        &format!("partial parameters out of step with the parser: {what}"),
-    )
+    crate::errors::internal(ruby, &format!("partial parameters out of step with the parser: {what}"))
 }

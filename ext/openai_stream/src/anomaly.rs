@@ -183,10 +183,7 @@ impl Anomalies {
             if self.dropped == 0 {
                 self.list.push(Anomaly::new(
                     AnomalyKind::AnomalyLimit,
-                    format!(
-                        "more than {} anomalies; later ones are only counted",
-                        Self::LIMIT
-                    ),
+                    format!("more than {} anomalies; later ones are only counted", Self::LIMIT),
                 ));
             }
             self.dropped += 1;
@@ -245,10 +242,7 @@ mod tests {
             a.push(Anomaly::new(AnomalyKind::NonJsonData, "x"));
         }
         assert_eq!(a.len(), Anomalies::LIMIT + 1);
-        assert_eq!(
-            a.all().last().map(|x| x.kind),
-            Some(AnomalyKind::AnomalyLimit)
-        );
+        assert_eq!(a.all().last().map(|x| x.kind), Some(AnomalyKind::AnomalyLimit));
         assert_eq!(a.dropped(), 50);
         assert_eq!(a.take_new().len(), Anomalies::LIMIT + 1);
         assert!(a.take_new().is_empty());

@@ -39,11 +39,12 @@ impl fmt::Display for Repair {
                 write!(f, "appended the missing closing brackets {appended:?}")
             }
             Repair::MissingOpeningAndClosing { appended } => {
-                write!(f, "added the missing opening brace and appended the missing closing brackets {appended:?}")
+                write!(
+                    f,
+                    "added the missing opening brace and appended the missing closing brackets {appended:?}"
+                )
             }
-            Repair::DoubleEncoded => {
-                f.write_str("decoded arguments that were encoded twice (a JSON string)")
-            }
+            Repair::DoubleEncoded => f.write_str("decoded arguments that were encoded twice (a JSON string)"),
         }
     }
 }
@@ -87,10 +88,7 @@ pub fn parse_arguments(raw: &str) -> Result<ParsedArguments, ArgumentsError> {
     let text = raw.trim_matches(is_trimmed);
     let lead = raw.len() - raw.trim_start_matches(is_trimmed).len();
     if text.is_empty() {
-        return Ok(ParsedArguments {
-            value: JsonValue::Object(Vec::new()),
-            repair: None,
-        });
+        return Ok(ParsedArguments { value: JsonValue::Object(Vec::new()), repair: None });
     }
     match parse_complete(text) {
         Ok(value) => from_value(value),
@@ -105,16 +103,10 @@ pub fn parse_arguments(raw: &str) -> Result<ParsedArguments, ArgumentsError> {
 /// `raw`: its tree is taken as it is when it holds a complete object (no
 /// second parse); anything else (incomplete, poisoned, not an object) goes
 /// through [`parse_arguments`], so both paths give the same result.
-pub fn finish_arguments(
-    parser: IncrementalParser,
-    raw: &str,
-) -> Result<ParsedArguments, ArgumentsError> {
+pub fn finish_arguments(parser: IncrementalParser, raw: &str) -> Result<ParsedArguments, ArgumentsError> {
     if parser.is_complete() {
         if let Ok(value @ JsonValue::Object(_)) = parser.finish() {
-            return Ok(ParsedArguments {
-                value,
-                repair: None,
-            });
+            return Ok(ParsedArguments { value, repair: None });
         }
     }
     parse_arguments(raw)
@@ -123,10 +115,7 @@ pub fn finish_arguments(
 /// A parsed value as parameters: an object, or a string holding one.
 fn from_value(value: JsonValue) -> Result<ParsedArguments, ArgumentsError> {
     match value {
-        JsonValue::Object(_) => Ok(ParsedArguments {
-            value,
-            repair: None,
-        }),
+        JsonValue::Object(_) => Ok(ParsedArguments { value, repair: None }),
         JsonValue::String(inner) => {
             let inner = inner.trim_matches(is_trimmed);
             let value = if inner.is_empty() {
@@ -135,10 +124,7 @@ fn from_value(value: JsonValue) -> Result<ParsedArguments, ArgumentsError> {
                 parse_complete(inner).ok().filter(JsonValue::is_object)
             };
             match value {
-                Some(value) => Ok(ParsedArguments {
-                    value,
-                    repair: Some(Repair::DoubleEncoded),
-                }),
+                Some(value) => Ok(ParsedArguments { value, repair: Some(Repair::DoubleEncoded) }),
                 None => Err(not_an_object(&JsonValue::String(String::new()))),
             }
         }
@@ -155,29 +141,17 @@ fn not_an_object(value: &JsonValue) -> ArgumentsError {
         JsonValue::Array(_) => "a JSON array",
         JsonValue::Object(_) => "a JSON object",
     };
-    ArgumentsError {
-        message: format!("arguments are {what}, not an object"),
-        offset: None,
-    }
+    ArgumentsError { message: format!("arguments are {what}, not an object"), offset: None }
 }
 
 fn syntax_error(error: &SyntaxError, lead: usize) -> ArgumentsError {
     let offset = error.offset + lead;
     let message = if error.kind == SyntaxErrorKind::TooDeep {
-        format!(
-            "arguments are too deeply nested: {} at byte {offset}",
-            error.message
-        )
+        format!("arguments are too deeply nested: {} at byte {offset}", error.message)
     } else {
-        format!(
-            "arguments are not valid JSON: {} at byte {offset}",
-            error.message
-        )
+        format!("arguments are not valid JSON: {} at byte {offset}", error.message)
     };
-    ArgumentsError {
-        message,
-        offset: Some(offset),
-    }
+    ArgumentsError { message, offset: Some(offset) }
 }
 
 /// Tries the repairs on trimmed `text` that failed to parse with `error`.
@@ -188,27 +162,18 @@ fn repair(text: &str, error: &SyntaxError) -> Option<ParsedArguments> {
     if text.starts_with('{') {
         let appended = missing_closers(text)?;
         let value = parse_object(&[text, &appended])?;
-        return Some(ParsedArguments {
-            value,
-            repair: Some(Repair::MissingClosingBrackets { appended }),
-        });
+        return Some(ParsedArguments { value, repair: Some(Repair::MissingClosingBrackets { appended }) });
     }
     let opening = missing_opening(text)?;
     if let Some(value) = parse_object(&[opening, text]) {
-        return Some(ParsedArguments {
-            value,
-            repair: Some(Repair::MissingOpeningBrace),
-        });
+        return Some(ParsedArguments { value, repair: Some(Repair::MissingOpeningBrace) });
     }
     let mut repaired = String::with_capacity(opening.len() + text.len() + 8);
     repaired.push_str(opening);
     repaired.push_str(text);
     let appended = missing_closers(&repaired)?;
     let value = parse_object(&[&repaired, &appended])?;
-    Some(ParsedArguments {
-        value,
-        repair: Some(Repair::MissingOpeningAndClosing { appended }),
-    })
+    Some(ParsedArguments { value, repair: Some(Repair::MissingOpeningAndClosing { appended }) })
 }
 
 /// Parses the concatenation of `parts` (fed one after the other, no copy);
@@ -238,10 +203,7 @@ fn missing_opening(text: &str) -> Option<&'static str> {
     }
     let name_len = text.find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-'))?;
     let after_name = text.get(name_len..)?.strip_prefix('"')?;
-    after_name
-        .trim_start_matches([' ', '\t', '\n', '\r'])
-        .starts_with(':')
-        .then_some("{\"")
+    after_name.trim_start_matches([' ', '\t', '\n', '\r']).starts_with(':').then_some("{\"")
 }
 
 /// The closers that the `{`/`[` still open at the end of `text` need,
@@ -317,10 +279,7 @@ mod tests {
         for raw in ["", "  ", "\n\t ", "\0"] {
             assert_eq!(
                 ok(raw),
-                ParsedArguments {
-                    value: JsonValue::Object(vec![]),
-                    repair: None
-                },
+                ParsedArguments { value: JsonValue::Object(vec![]), repair: None },
                 "{raw:?}"
             );
         }
@@ -328,13 +287,7 @@ mod tests {
 
     #[test]
     fn an_object_is_itself() {
-        assert_eq!(
-            ok("{}"),
-            ParsedArguments {
-                value: object("{}"),
-                repair: None
-            }
-        );
+        assert_eq!(ok("{}"), ParsedArguments { value: object("{}"), repair: None });
         let parsed = ok(r#"{"location": "Paris", "days": [1, 2]}"#);
         assert_eq!(parsed.value, object(r#"{"location":"Paris","days":[1,2]}"#));
         assert_eq!(parsed.repair, None);
@@ -342,13 +295,7 @@ mod tests {
 
     #[test]
     fn surrounding_whitespace_is_trimmed() {
-        assert_eq!(
-            ok(" \n {\"a\": 1} \r\n"),
-            ParsedArguments {
-                value: object(r#"{"a":1}"#),
-                repair: None
-            }
-        );
+        assert_eq!(ok(" \n {\"a\": 1} \r\n"), ParsedArguments { value: object(r#"{"a":1}"#), repair: None });
     }
 
     #[test]
@@ -363,50 +310,27 @@ mod tests {
         let parsed = ok(r#"location": "Paris", "unit": "C"}"#);
         assert_eq!(parsed.value, object(r#"{"location":"Paris","unit":"C"}"#));
         assert_eq!(parsed.repair, Some(Repair::MissingOpeningBrace));
-        assert_eq!(
-            ok(r#"file_path"  : 1}"#).value,
-            object(r#"{"file_path":1}"#)
-        );
+        assert_eq!(ok(r#"file_path"  : 1}"#).value, object(r#"{"file_path":1}"#));
     }
 
     #[test]
     fn missing_closing_brackets_are_appended_in_order() {
         let parsed = ok(r#"{"a": [1, {"b": 2"#);
         assert_eq!(parsed.value, object(r#"{"a":[1,{"b":2}]}"#));
-        assert_eq!(
-            parsed.repair,
-            Some(Repair::MissingClosingBrackets {
-                appended: "}]}".into()
-            })
-        );
+        assert_eq!(parsed.repair, Some(Repair::MissingClosingBrackets { appended: "}]}".into() }));
         let parsed = ok(r#"{"q": "a } ] \" [ {""#);
         assert_eq!(parsed.value, object(r#"{"q":"a } ] \" [ {"}"#));
-        assert_eq!(
-            parsed.repair,
-            Some(Repair::MissingClosingBrackets {
-                appended: "}".into()
-            })
-        );
+        assert_eq!(parsed.repair, Some(Repair::MissingClosingBrackets { appended: "}".into() }));
     }
 
     #[test]
     fn both_repairs_together() {
         let parsed = ok(r#""a": {"b": [true"#);
         assert_eq!(parsed.value, object(r#"{"a":{"b":[true]}}"#));
-        assert_eq!(
-            parsed.repair,
-            Some(Repair::MissingOpeningAndClosing {
-                appended: "]}}".into()
-            })
-        );
+        assert_eq!(parsed.repair, Some(Repair::MissingOpeningAndClosing { appended: "]}}".into() }));
         let parsed = ok(r#"location": "Paris""#);
         assert_eq!(parsed.value, object(r#"{"location":"Paris"}"#));
-        assert_eq!(
-            parsed.repair,
-            Some(Repair::MissingOpeningAndClosing {
-                appended: "}".into()
-            })
-        );
+        assert_eq!(parsed.repair, Some(Repair::MissingOpeningAndClosing { appended: "}".into() }));
     }
 
     #[test]
@@ -414,49 +338,25 @@ mod tests {
         let parsed = ok(r#""{\"a\":1,\"b\":\"x\"}""#);
         assert_eq!(parsed.value, object(r#"{"a":1,"b":"x"}"#));
         assert_eq!(parsed.repair, Some(Repair::DoubleEncoded));
-        assert_eq!(
-            ok(r#""""#),
-            ParsedArguments {
-                value: object("{}"),
-                repair: Some(Repair::DoubleEncoded)
-            }
-        );
+        assert_eq!(ok(r#""""#), ParsedArguments { value: object("{}"), repair: Some(Repair::DoubleEncoded) });
         let e = err(r#""[1]""#);
         assert_eq!(e.message, "arguments are a JSON string, not an object");
     }
 
     #[test]
     fn values_that_are_not_objects_are_errors() {
-        assert_eq!(
-            err("[1]").message,
-            "arguments are a JSON array, not an object"
-        );
-        assert_eq!(
-            err("5").message,
-            "arguments are a JSON number, not an object"
-        );
-        assert_eq!(
-            err("null").message,
-            "arguments are JSON null, not an object"
-        );
-        assert_eq!(
-            err(" true ").message,
-            "arguments are a JSON boolean, not an object"
-        );
-        assert_eq!(
-            err(r#""hello""#).message,
-            "arguments are a JSON string, not an object"
-        );
+        assert_eq!(err("[1]").message, "arguments are a JSON array, not an object");
+        assert_eq!(err("5").message, "arguments are a JSON number, not an object");
+        assert_eq!(err("null").message, "arguments are JSON null, not an object");
+        assert_eq!(err(" true ").message, "arguments are a JSON boolean, not an object");
+        assert_eq!(err(r#""hello""#).message, "arguments are a JSON string, not an object");
         assert_eq!(err("[1]").offset, None);
     }
 
     #[test]
     fn text_beyond_repair_is_an_error_with_the_first_problem() {
         let e = err(r#"{"a": tru}"#);
-        assert_eq!(
-            e.message,
-            "arguments are not valid JSON: expected 'true', found '}' at byte 9"
-        );
+        assert_eq!(e.message, "arguments are not valid JSON: expected 'true', found '}' at byte 9");
         assert_eq!(e.offset, Some(9));
         // Never a closing quote invented.
         let e = err(r#"{"a": "unterminated"#);
@@ -467,26 +367,16 @@ mod tests {
         assert_eq!(err(r#"{"a": 1,}"#).offset, Some(8));
         assert_eq!(err(r#"{"a": 1}}"#).offset, Some(8));
         assert_eq!(err(r#"{"a": 1} {"b": 2}"#).offset, Some(9));
-        assert!(err("hello: world")
-            .message
-            .starts_with("arguments are not valid JSON"));
-        assert!(err(r#"{"a": [1}"#)
-            .message
-            .starts_with("arguments are not valid JSON"));
-        assert!(err(r#"{"a": 1,"#)
-            .message
-            .starts_with("arguments are not valid JSON"));
+        assert!(err("hello: world").message.starts_with("arguments are not valid JSON"));
+        assert!(err(r#"{"a": [1}"#).message.starts_with("arguments are not valid JSON"));
+        assert!(err(r#"{"a": 1,"#).message.starts_with("arguments are not valid JSON"));
     }
 
     #[test]
     fn too_deep_is_an_error_without_repair() {
         let raw = "{\"a\":".repeat(200);
         let e = err(&raw);
-        assert!(
-            e.message.starts_with("arguments are too deeply nested"),
-            "{}",
-            e.message
-        );
+        assert!(e.message.starts_with("arguments are too deeply nested"), "{}", e.message);
     }
 
     #[test]
@@ -519,27 +409,13 @@ mod tests {
         // The raw text is not looked at when the parser holds a complete
         // object: that is the "no second parse" path.
         let parsed = finish_arguments(parser, "not looked at").unwrap();
-        assert_eq!(
-            parsed,
-            ParsedArguments {
-                value: object(r#"{"a":[1,"two"]}"#),
-                repair: None
-            }
-        );
+        assert_eq!(parsed, ParsedArguments { value: object(r#"{"a":[1,"two"]}"#), repair: None });
     }
 
     #[test]
     fn repairs_display_what_they_did() {
-        let r = Repair::MissingClosingBrackets {
-            appended: "]}".into(),
-        };
-        assert_eq!(
-            r.to_string(),
-            r#"appended the missing closing brackets "]}""#
-        );
-        assert_eq!(
-            Repair::MissingOpeningBrace.to_string(),
-            "added the missing opening brace"
-        );
+        let r = Repair::MissingClosingBrackets { appended: "]}".into() };
+        assert_eq!(r.to_string(), r#"appended the missing closing brackets "]}""#);
+        assert_eq!(Repair::MissingOpeningBrace.to_string(), "added the missing opening brace");
     }
 }

@@ -114,10 +114,7 @@ struct Header<'d> {
 
 impl Calls {
     pub fn new(partial: bool) -> Self {
-        Calls {
-            partial,
-            ..Calls::default()
-        }
+        Calls { partial, ..Calls::default() }
     }
 
     pub fn get(&self, id: CallId) -> Option<&Call> {
@@ -134,11 +131,7 @@ impl Calls {
 
     /// Calls not yet completed, in order of first appearance.
     pub fn open(&self) -> impl Iterator<Item = CallId> + '_ {
-        self.calls
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| !c.completed)
-            .map(|(i, _)| CallId(i as u32))
+        self.calls.iter().enumerate().filter(|(_, c)| !c.completed).map(|(i, _)| CallId(i as u32))
     }
 
     /// True when some call is still open.
@@ -157,11 +150,7 @@ impl Calls {
 
     /// Drops view events the caller has consumed.
     pub fn clear_view(&mut self, id: CallId) {
-        if let Some(p) = self
-            .calls
-            .get_mut(id.index())
-            .and_then(|c| c.partial.as_mut())
-        {
+        if let Some(p) = self.calls.get_mut(id.index()).and_then(|c| c.partial.as_mut()) {
             p.events.clear();
         }
     }
@@ -180,9 +169,7 @@ impl Calls {
         let index = self.read_index(&delta.index, anomalies);
         let id = self
             .read_id(&delta.id, "tool_calls[].id", anomalies)
-            .or_else(|| {
-                function.and_then(|f| self.read_id(&f.id, "tool_calls[].function.id", anomalies))
-            });
+            .or_else(|| function.and_then(|f| self.read_id(&f.id, "tool_calls[].function.id", anomalies)));
         let name = function.and_then(|f| self.read_name(&f.name, anomalies));
         let arguments = function.and_then(|f| match &f.arguments {
             Field::Value(a) | Field::Converted(a, _) => Some(a),
@@ -192,12 +179,7 @@ impl Calls {
             }
             Field::Missing | Field::Null => None,
         });
-        let header = Header {
-            index,
-            id,
-            name,
-            arguments,
-        };
+        let header = Header { index, id, name, arguments };
         let mut applied = Applied::default();
         let Some(target) = self.slot(&header, &mut applied, anomalies) else {
             return applied;
@@ -209,12 +191,7 @@ impl Calls {
     }
 
     /// Finds (or starts) the call a delta belongs to.
-    fn slot(
-        &mut self,
-        h: &Header,
-        applied: &mut Applied,
-        anomalies: &mut Anomalies,
-    ) -> Option<u32> {
+    fn slot(&mut self, h: &Header, applied: &mut Applied, anomalies: &mut Anomalies) -> Option<u32> {
         // Fast path: the delta continues the call of the previous delta.
         if let Some(cur) = self.current {
             let c = &self.calls[cur as usize];
@@ -292,8 +269,7 @@ impl Calls {
                 if !text.is_empty() || h.id.is_some() {
                     let mut a = Anomaly::new(
                         AnomalyKind::OrphanFragment,
-                        "a tool call fragment matched no call and carried no name to start one"
-                            .to_owned(),
+                        "a tool call fragment matched no call and carried no name to start one".to_owned(),
                     )
                     .excerpt(&text);
                     a.call_id = h.id.map(str::to_owned);
@@ -327,10 +303,7 @@ impl Calls {
             return;
         }
         if self.reported.insert(("id_changed", Some(call))) {
-            let msg = format!(
-                "continuation of call {:?} carried id {id:?}; kept the first id",
-                c.id
-            );
+            let msg = format!("continuation of call {:?} carried id {id:?}; kept the first id", c.id);
             anomalies.push(c.anomaly(AnomalyKind::IdChanged, msg));
         }
     }
@@ -359,18 +332,10 @@ impl Calls {
         n
     }
 
-    fn start_generated(
-        &mut self,
-        name: &str,
-        index: Option<i64>,
-        anomalies: &mut Anomalies,
-    ) -> u32 {
+    fn start_generated(&mut self, name: &str, index: Option<i64>, anomalies: &mut Anomalies) -> u32 {
         let n = self.start(generated_id(), true, name, index);
         let c = &self.calls[n as usize];
-        let msg = format!(
-            "tool call {name:?} arrived without an id; generated {:?}",
-            c.id
-        );
+        let msg = format!("tool call {name:?} arrived without an id; generated {:?}", c.id);
         anomalies.push(c.anomaly(AnomalyKind::GeneratedId, msg));
         n
     }
@@ -378,26 +343,17 @@ impl Calls {
     /// Adds one call of a non-streamed message, whole: no slotting, every
     /// element is its own call. Returns `None` (with an anomaly) for an
     /// element without a name.
-    pub fn add_whole(
-        &mut self,
-        delta: &ToolCallDelta,
-        anomalies: &mut Anomalies,
-    ) -> Option<CallId> {
+    pub fn add_whole(&mut self, delta: &ToolCallDelta, anomalies: &mut Anomalies) -> Option<CallId> {
         let function = delta.function.get();
         let id = self
             .read_id(&delta.id, "tool_calls[].id", anomalies)
-            .or_else(|| {
-                function.and_then(|f| self.read_id(&f.id, "tool_calls[].function.id", anomalies))
-            });
+            .or_else(|| function.and_then(|f| self.read_id(&f.id, "tool_calls[].function.id", anomalies)));
         let index = self.read_index(&delta.index, anomalies);
         let arguments = function.and_then(|f| f.arguments.get());
         let Some(name) = function.and_then(|f| self.read_name(&f.name, anomalies)) else {
             let text = arguments.map(arguments_text).unwrap_or_default();
-            let mut a = Anomaly::new(
-                AnomalyKind::OrphanFragment,
-                "a tool call without a name was skipped",
-            )
-            .excerpt(&text);
+            let mut a = Anomaly::new(AnomalyKind::OrphanFragment, "a tool call without a name was skipped")
+                .excerpt(&text);
             a.call_id = id.map(str::to_owned);
             anomalies.push(a);
             return None;
@@ -406,12 +362,7 @@ impl Calls {
             Some(id) => self.start(id.to_owned(), false, name, index),
             None => self.start_generated(name, index, anomalies),
         };
-        let header = Header {
-            index,
-            id,
-            name: Some(name),
-            arguments,
-        };
+        let header = Header { index, id, name: Some(name), arguments };
         self.append(n, &header, anomalies);
         Some(CallId(n))
     }
@@ -427,14 +378,8 @@ impl Calls {
             let empty = matches!(arguments, Arguments::Text(t) if t.is_empty());
             if !empty {
                 let text = arguments_text(arguments);
-                let msg = format!(
-                    "arguments arrived after call {:?} was complete; ignored",
-                    call.id
-                );
-                anomalies.push(
-                    call.anomaly(AnomalyKind::FragmentAfterCompletion, msg)
-                        .excerpt(&text),
-                );
+                let msg = format!("arguments arrived after call {:?} was complete; ignored", call.id);
+                anomalies.push(call.anomaly(AnomalyKind::FragmentAfterCompletion, msg).excerpt(&text));
             }
             return false;
         }
@@ -442,10 +387,7 @@ impl Calls {
             Arguments::Text(text) if text.is_empty() => false,
             Arguments::Text(text) => {
                 if call.object.is_some() {
-                    let msg = format!(
-                        "call {:?} got text arguments after an object; text ignored",
-                        call.id
-                    );
+                    let msg = format!("call {:?} got text arguments after an object; text ignored", call.id);
                     anomalies.push(call.anomaly(AnomalyKind::MixedArguments, msg).excerpt(text));
                     return false;
                 }
@@ -459,22 +401,15 @@ impl Calls {
                             "call {:?} got a second, different arguments object; kept the first",
                             call.id
                         );
-                        anomalies.push(
-                            call.anomaly(AnomalyKind::MixedArguments, msg)
-                                .excerpt(&value.to_json()),
-                        );
+                        anomalies
+                            .push(call.anomaly(AnomalyKind::MixedArguments, msg).excerpt(&value.to_json()));
                     }
                     return false;
                 }
                 if !call.raw.is_empty() {
-                    let msg = format!(
-                        "call {:?} got an arguments object after text; object ignored",
-                        call.id
-                    );
-                    anomalies.push(
-                        call.anomaly(AnomalyKind::MixedArguments, msg)
-                            .excerpt(&value.to_json()),
-                    );
+                    let msg =
+                        format!("call {:?} got an arguments object after text; object ignored", call.id);
+                    anomalies.push(call.anomaly(AnomalyKind::MixedArguments, msg).excerpt(&value.to_json()));
                     return false;
                 }
                 call.object = Some(value.clone());
@@ -484,20 +419,13 @@ impl Calls {
     }
 
     /// Completes a call: its final parameters, repaired if need be.
-    pub fn complete(
-        &mut self,
-        id: CallId,
-        anomalies: &mut Anomalies,
-    ) -> Result<JsonValue, ArgumentsError> {
+    pub fn complete(&mut self, id: CallId, anomalies: &mut Anomalies) -> Result<JsonValue, ArgumentsError> {
         let Some(call) = self.calls.get_mut(id.index()) else {
             return Ok(JsonValue::Object(Vec::new()));
         };
         call.completed = true;
         let parsed = if let Some(object) = call.object.take() {
-            Ok(ParsedArguments {
-                value: object,
-                repair: None,
-            })
+            Ok(ParsedArguments { value: object, repair: None })
         } else if let Some(p) = call.partial.take() {
             finish_arguments(p.parser, &call.raw)
         } else {
@@ -507,23 +435,14 @@ impl Calls {
             Ok(ParsedArguments { value, repair }) => {
                 if let Some(repair) = repair {
                     let msg = format!("arguments of call {:?} repaired: {repair}", call.id);
-                    anomalies.push(
-                        call.anomaly(AnomalyKind::RepairedArguments, msg)
-                            .excerpt(&call.raw),
-                    );
+                    anomalies.push(call.anomaly(AnomalyKind::RepairedArguments, msg).excerpt(&call.raw));
                 }
                 call.raw = String::new();
                 Ok(value)
             }
             Err(e) => {
-                let msg = format!(
-                    "arguments of call {:?} ({}) are invalid: {e}",
-                    call.id, call.name
-                );
-                anomalies.push(
-                    call.anomaly(AnomalyKind::InvalidArguments, msg)
-                        .excerpt(&call.raw),
-                );
+                let msg = format!("arguments of call {:?} ({}) are invalid: {e}", call.id, call.name);
+                anomalies.push(call.anomaly(AnomalyKind::InvalidArguments, msg).excerpt(&call.raw));
                 Err(e)
             }
         }
@@ -531,10 +450,7 @@ impl Calls {
 
     /// The raw arguments of a call, taken (for an error report).
     pub fn take_raw(&mut self, id: CallId) -> String {
-        self.calls
-            .get_mut(id.index())
-            .map(|c| std::mem::take(&mut c.raw))
-            .unwrap_or_default()
+        self.calls.get_mut(id.index()).map(|c| std::mem::take(&mut c.raw)).unwrap_or_default()
     }
 
     fn read_index(&mut self, field: &Field<Int>, anomalies: &mut Anomalies) -> Option<i64> {
@@ -572,11 +488,7 @@ impl Calls {
         }
     }
 
-    fn read_name<'d>(
-        &mut self,
-        field: &'d Field<Text<'d>>,
-        anomalies: &mut Anomalies,
-    ) -> Option<&'d str> {
+    fn read_name<'d>(&mut self, field: &'d Field<Text<'d>>, anomalies: &mut Anomalies) -> Option<&'d str> {
         match field {
             Field::Value(Text(name)) if !name.is_empty() => Some(name),
             Field::Wrong(kind) => {
@@ -587,13 +499,7 @@ impl Calls {
         }
     }
 
-    fn field_anomaly(
-        &mut self,
-        field: &'static str,
-        kind: Kind,
-        converted: bool,
-        anomalies: &mut Anomalies,
-    ) {
+    fn field_anomaly(&mut self, field: &'static str, kind: Kind, converted: bool, anomalies: &mut Anomalies) {
         if !self.reported.insert((field, None)) {
             return;
         }
@@ -602,13 +508,8 @@ impl Calls {
         } else {
             (AnomalyKind::IgnoredField, "ignored")
         };
-        anomalies.push(
-            Anomaly::new(
-                anomaly_kind,
-                format!("{field} was a {}; {verb}", kind.name()),
-            )
-            .field(field),
-        );
+        anomalies
+            .push(Anomaly::new(anomaly_kind, format!("{field} was a {}; {verb}", kind.name())).field(field));
     }
 }
 
@@ -625,18 +526,12 @@ fn feed_partial(call: &mut Call, text: &str, anomalies: &mut Anomalies) -> bool 
     let Some(state) = call.partial.as_mut() else {
         return false;
     };
-    let mut view = RootView {
-        events: &mut state.events,
-        depth: &mut state.depth,
-        changed: false,
-        not_an_object: false,
-    };
+    let mut view =
+        RootView { events: &mut state.events, depth: &mut state.depth, changed: false, not_an_object: false };
     let result = state.parser.feed(text, &mut view);
     let (changed, not_an_object) = (view.changed, view.not_an_object);
     let problem = match result {
-        Err(e) => Some(format!(
-            "arguments stopped parsing ({e}); partial updates stopped"
-        )),
+        Err(e) => Some(format!("arguments stopped parsing ({e}); partial updates stopped")),
         Ok(()) if not_an_object => {
             Some("arguments are not a JSON object; partial updates stopped".to_owned())
         }
@@ -646,10 +541,7 @@ fn feed_partial(call: &mut Call, text: &str, anomalies: &mut Anomalies) -> bool 
         Some(msg) => {
             call.partial = None;
             let msg = format!("call {:?}: {msg}", call.id);
-            anomalies.push(
-                call.anomaly(AnomalyKind::PartialArgumentsBroken, msg)
-                    .excerpt(&call.raw),
-            );
+            anomalies.push(call.anomaly(AnomalyKind::PartialArgumentsBroken, msg).excerpt(&call.raw));
             false
         }
         None => changed,

@@ -38,33 +38,17 @@ pub enum Error {
     /// event when the error is the event itself (vLLM's `object: "error"`);
     /// `None` when only the caller still has it (a Ruby Hash).
     #[error("provider error: {message}")]
-    Provider {
-        message: String,
-        payload: Option<JsonValue>,
-    },
+    Provider { message: String, payload: Option<JsonValue> },
     /// Bytes that cannot be read as an SSE stream of JSON chunks.
     #[error("{message}")]
-    Stream {
-        kind: StreamErrorKind,
-        message: String,
-        excerpt: String,
-    },
+    Stream { kind: StreamErrorKind, message: String, excerpt: String },
     /// A tool call whose arguments do not parse, even after repair.
     #[error("tool call {name:?} (id {id:?}) has invalid arguments: {message}")]
-    Arguments {
-        id: String,
-        name: String,
-        raw: String,
-        message: String,
-    },
+    Arguments { id: String, name: String, raw: String, message: String },
 }
 
 impl Error {
     pub(crate) fn stream(kind: StreamErrorKind, message: String, excerpt: String) -> Self {
-        Error::Stream {
-            kind,
-            message,
-            excerpt,
-        }
+        Error::Stream { kind, message, excerpt }
     }
 }

@@ -23,18 +23,12 @@ pub struct LegacySimulator {
 
 impl LegacySimulator {
     pub fn observe(&mut self, chunk: &Chunk) {
-        let Some(choice) = chunk
-            .choices
-            .get()
-            .and_then(|List(list)| list.first())
-            .and_then(Field::get)
+        let Some(choice) = chunk.choices.get().and_then(|List(list)| list.first()).and_then(Field::get)
         else {
             return;
         };
         let delta = choice.delta.get();
-        let tool_calls = delta
-            .and_then(|d| d.tool_calls.get())
-            .map(|List(l)| l.as_slice());
+        let tool_calls = delta.and_then(|d| d.tool_calls.get()).map(|List(l)| l.as_slice());
         let finish_reason = matches!(&choice.finish_reason, Field::Value(Text(_)));
         let empty_list = matches!(tool_calls, Some([]));
         let finished = finish_reason || empty_list;
@@ -110,8 +104,7 @@ mod tests {
         let headers = r#"{"choices":[{"delta":{"tool_calls":[
             {"index":0,"id":"a","function":{"name":"f","arguments":""}},
             {"index":1,"id":"b","function":{"name":"g","arguments":""}}]}}]}"#;
-        let frag =
-            r#"{"choices":[{"delta":{"tool_calls":[{"index":1,"function":{"arguments":"{}"}}]}}]}"#;
+        let frag = r#"{"choices":[{"delta":{"tool_calls":[{"index":1,"function":{"arguments":"{}"}}]}}]}"#;
         assert_eq!(run(&[headers, frag]), ["a"]);
     }
 

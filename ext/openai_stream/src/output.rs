@@ -11,14 +11,8 @@ use crate::json::JsonValue;
 
 #[derive(Debug, Clone, Copy)]
 enum Slot {
-    Text {
-        start: u32,
-        end: u32,
-    },
-    Call {
-        call: CallId,
-        completed: Option<u32>,
-    },
+    Text { start: u32, end: u32 },
+    Call { call: CallId, completed: Option<u32> },
 }
 
 /// One item of an output.
@@ -64,24 +58,15 @@ impl Output {
     pub fn items(&self) -> impl ExactSizeIterator<Item = Item<'_>> + '_ {
         self.slots.iter().map(|slot| match *slot {
             Slot::Text { start, end } => Item::Text(&self.text[start as usize..end as usize]),
-            Slot::Call {
-                call,
-                completed: None,
-            } => Item::Progress(call),
-            Slot::Call {
-                call,
-                completed: Some(p),
-            } => Item::Completed(call, &self.params[p as usize]),
+            Slot::Call { call, completed: None } => Item::Progress(call),
+            Slot::Call { call, completed: Some(p) } => Item::Completed(call, &self.params[p as usize]),
         })
     }
 
     pub(crate) fn push_text(&mut self, text: &str) {
         let start = self.text.len() as u32;
         self.text.push_str(text);
-        self.slots.push(Slot::Text {
-            start,
-            end: self.text.len() as u32,
-        });
+        self.slots.push(Slot::Text { start, end: self.text.len() as u32 });
     }
 
     /// Text made of several pieces (content parts), as one item.
@@ -91,20 +76,14 @@ impl Output {
             self.text.push_str(p);
         }
         if self.text.len() as u32 > start {
-            self.slots.push(Slot::Text {
-                start,
-                end: self.text.len() as u32,
-            });
+            self.slots.push(Slot::Text { start, end: self.text.len() as u32 });
         }
     }
 
     pub(crate) fn push_progress(&mut self, call: CallId) {
         if self.position(call).is_none() {
             self.remember(call);
-            self.slots.push(Slot::Call {
-                call,
-                completed: None,
-            });
+            self.slots.push(Slot::Call { call, completed: None });
         }
     }
 
@@ -112,18 +91,10 @@ impl Output {
         let p = self.params.len() as u32;
         self.params.push(params);
         match self.position(call) {
-            Some(slot) => {
-                self.slots[slot] = Slot::Call {
-                    call,
-                    completed: Some(p),
-                }
-            }
+            Some(slot) => self.slots[slot] = Slot::Call { call, completed: Some(p) },
             None => {
                 self.remember(call);
-                self.slots.push(Slot::Call {
-                    call,
-                    completed: Some(p),
-                });
+                self.slots.push(Slot::Call { call, completed: Some(p) });
             }
         }
     }

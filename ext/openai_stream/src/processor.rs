@@ -7,6 +7,7 @@ use crate::calls::{CallId, Calls};
 use crate::chunk::{Any, Choice, Chunk, Content, Delta, Field, Kind, List, Text};
 use crate::error::{Error, StreamErrorKind};
 use crate::json::JsonValue;
+use crate::legacy::{LegacyOutcome, LegacySimulator};
 use crate::output::Output;
 use crate::sse::{FeedError, Line, LineReader, DEFAULT_MAX_LINE_BYTES};
 use crate::usage::{UsageMode, UsageReport, UsageTotals};
@@ -20,6 +21,9 @@ pub struct Options {
     pub usage_mode: UsageMode,
     /// Longest SSE line (and event) accepted by [`Processor::decode`].
     pub max_line_bytes: usize,
+    /// Also follow the stream the way the legacy Discourse processor did,
+    /// to count the calls it would have run (for audits).
+    pub simulate_legacy: bool,
 }
 
 impl Default for Options {
@@ -28,6 +32,7 @@ impl Default for Options {
             partial_tool_calls: false,
             usage_mode: UsageMode::Current,
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+            simulate_legacy: false,
         }
     }
 }
@@ -58,6 +63,9 @@ struct State {
     ended: bool,
     /// Calls whose view events the caller has been shown.
     shown_views: Vec<CallId>,
+    legacy: Option<LegacySimulator>,
+    /// What the legacy processor would have run in the last finished stream.
+    legacy_outcome: Option<LegacyOutcome>,
     /// SSE anomalies reported once per stream.
     reported_unprefixed: bool,
     reported_fields: Vec<Vec<u8>>,
@@ -87,6 +95,8 @@ impl Processor {
                 saw_done: false,
                 ended: false,
                 shown_views: Vec::new(),
+                legacy: options.simulate_legacy.then(LegacySimulator::default),
+                legacy_outcome: None,
                 reported_unprefixed: false,
                 reported_fields: Vec::new(),
                 reported_choices: false,
@@ -133,11 +143,7 @@ impl Processor {
             Err(FeedError::Handler(e)) => Err(e),
             Err(FeedError::TooLong(e)) => {
                 self.state.pending.clear();
-                Err(Error::stream(
-                    StreamErrorKind::LineTooLong,
-                    e.to_string(),
-                    excerpt_bytes(&e.head),
-                ))
+                Err(Error::stream(StreamErrorKind::LineTooLong, e.to_string(), excerpt_bytes(&e.head)))
             }
         }
     }
@@ -171,12 +177,8 @@ impl Processor {
         }
         let state = &mut self.state;
         if state.calls.any_open() && !state.saw_finish_reason && !state.saw_done {
-            let open: Vec<String> = state
-                .calls
-                .open()
-                .filter_map(|c| state.calls.get(c))
-                .map(|c| c.id.clone())
-                .collect();
+            let open: Vec<String> =
+                state.calls.open().filter_map(|c| state.calls.get(c)).map(|c| c.id.clone()).collect();
             state.anomalies.push(Anomaly::new(
                 AnomalyKind::Truncated,
                 format!(
@@ -190,10 +192,19 @@ impl Processor {
             first_error.get_or_insert(e);
         }
         state.ended = true;
+        if let Some(legacy) = state.legacy.as_mut() {
+            state.legacy_outcome = Some(legacy.finish());
+        }
         match first_error {
             Some(e) => Err(e),
             None => Ok(&self.state.out),
         }
+    }
+
+    /// With [`Options::simulate_legacy`]: what the legacy processor would
+    /// have run in the last finished stream.
+    pub fn legacy_outcome(&self) -> Option<&LegacyOutcome> {
+        self.state.legacy_outcome.as_ref()
     }
 
     /// The items of the last call (also after it returned an error).
@@ -260,21 +271,12 @@ impl State {
                 r
             }
             Line::Comment(_) => Ok(()),
-            Line::Field {
-                name: b"data",
-                value,
-            } => self.on_data(value),
-            Line::Field {
-                name: b"event",
-                value,
-            } => {
+            Line::Field { name: b"data", value } => self.on_data(value),
+            Line::Field { name: b"event", value } => {
                 self.error_event = value == b"error";
                 Ok(())
             }
-            Line::Field {
-                name: b"id" | b"retry",
-                ..
-            } => Ok(()),
+            Line::Field { name: b"id" | b"retry", .. } => Ok(()),
             Line::Field { name, .. } if line.first() == Some(&b'{') => {
                 let _ = name;
                 if !self.reported_unprefixed {
@@ -290,9 +292,7 @@ impl State {
                 self.on_data(line)
             }
             Line::Field { name, .. } => {
-                if !self.reported_fields.iter().any(|f| f == name)
-                    && self.reported_fields.len() < 16
-                {
+                if !self.reported_fields.iter().any(|f| f == name) && self.reported_fields.len() < 16 {
                     self.reported_fields.push(name.to_vec());
                     self.anomalies.push(
                         Anomaly::new(
@@ -350,17 +350,12 @@ impl State {
             },
             Some(_) if self.error_event => Err(Error::Provider {
                 message: String::from_utf8_lossy(trimmed).into_owned(),
-                payload: Some(JsonValue::String(
-                    String::from_utf8_lossy(trimmed).into_owned(),
-                )),
+                payload: Some(JsonValue::String(String::from_utf8_lossy(trimmed).into_owned())),
             }),
             Some(_) => {
                 self.anomalies.push(
-                    Anomaly::new(
-                        AnomalyKind::NonJsonData,
-                        "a data payload that is not JSON was skipped",
-                    )
-                    .excerpt(&excerpt_bytes(trimmed)),
+                    Anomaly::new(AnomalyKind::NonJsonData, "a data payload that is not JSON was skipped")
+                        .excerpt(&excerpt_bytes(trimmed)),
                 );
                 Ok(())
             }
@@ -395,11 +390,7 @@ impl State {
         let text = std::str::from_utf8(data).map_err(|e| {
             Error::stream(
                 StreamErrorKind::InvalidUtf8,
-                format!(
-                    "invalid UTF-8 at byte {} of a data line: {}",
-                    e.valid_up_to(),
-                    excerpt_bytes(data)
-                ),
+                format!("invalid UTF-8 at byte {} of a data line: {}", e.valid_up_to(), excerpt_bytes(data)),
                 excerpt_bytes(data),
             )
         })?;
@@ -444,24 +435,18 @@ impl State {
             }
         };
         let result = if self.error_event {
-            Err(
-                provider_error_of(&chunk).unwrap_or_else(|| Error::Provider {
-                    message: format!("error event: {}", excerpt(text)),
-                    payload: None,
-                }),
-            )
+            Err(provider_error_of(&chunk).unwrap_or_else(|| Error::Provider {
+                message: format!("error event: {}", excerpt(text)),
+                payload: None,
+            }))
         } else {
             self.apply_chunk(&chunk)
         };
         match result {
             // The whole event is the payload when the error is the event.
-            Err(Error::Provider {
-                message,
-                payload: None,
-            }) => Err(Error::Provider {
-                message,
-                payload: serde_json::from_str(text).ok(),
-            }),
+            Err(Error::Provider { message, payload: None }) => {
+                Err(Error::Provider { message, payload: serde_json::from_str(text).ok() })
+            }
             Err(e) => Err(e),
             Ok(()) => Ok(true),
         }
@@ -470,6 +455,9 @@ impl State {
     // ---- chunks -----------------------------------------------------------
 
     fn apply_chunk(&mut self, chunk: &Chunk) -> Result<(), Error> {
+        if let Some(legacy) = self.legacy.as_mut() {
+            legacy.observe(chunk);
+        }
         if let Some(e) = provider_error_of(chunk) {
             return Err(e);
         }
@@ -481,10 +469,7 @@ impl State {
         result
     }
 
-    fn first_choice<'c, 'a>(
-        &mut self,
-        choices: &'c Field<List<Choice<'a>>>,
-    ) -> Option<&'c Choice<'a>> {
+    fn first_choice<'c, 'a>(&mut self, choices: &'c Field<List<Choice<'a>>>) -> Option<&'c Choice<'a>> {
         match choices {
             Field::Value(List(list)) | Field::Converted(List(list), _) => {
                 if list.len() > 1 && !self.reported_choices {
@@ -535,13 +520,10 @@ impl State {
         if finish_reason == Some("error") || choice_error.is_some() {
             // OpenRouter: the turn ended in an error. Calls that had
             // completed stay in the output; the error is raised.
-            let message = choice_error.map(error_message).unwrap_or_else(|| {
-                "the provider ended the response with finish_reason \"error\"".to_owned()
-            });
-            return Err(Error::Provider {
-                message,
-                payload: choice_error.cloned(),
-            });
+            let message = choice_error
+                .map(error_message)
+                .unwrap_or_else(|| "the provider ended the response with finish_reason \"error\"".to_owned());
+            return Err(Error::Provider { message, payload: choice_error.cloned() });
         }
         if finishing {
             self.saw_finish_reason = true;
@@ -550,11 +532,7 @@ impl State {
         Ok(())
     }
 
-    fn delta_of<'c, 'a>(
-        &mut self,
-        field: &'c Field<Delta<'a>>,
-        name: &'static str,
-    ) -> Option<&'c Delta<'a>> {
+    fn delta_of<'c, 'a>(&mut self, field: &'c Field<Delta<'a>>, name: &'static str) -> Option<&'c Delta<'a>> {
         match field {
             Field::Value(d) | Field::Converted(d, _) => Some(d),
             Field::Wrong(kind) => {
@@ -643,31 +621,17 @@ impl State {
             _ => None,
         };
         let mut bad = Vec::new();
-        for (usage, name) in [
-            (groq, "x_groq.usage"),
-            (self.usage_of(&chunk.usage), "usage"),
-        ] {
+        for (usage, name) in [(groq, "x_groq.usage"), (self.usage_of(&chunk.usage), "usage")] {
             let Some(usage) = usage else { continue };
             let _ = name;
             self.usage.merge(usage, &mut |b| bad.push(b));
         }
         for b in bad {
-            let kind = if b.converted {
-                AnomalyKind::ConvertedField
-            } else {
-                AnomalyKind::IgnoredField
-            };
-            let verb = if b.converted {
-                "converted to an integer"
-            } else {
-                "ignored"
-            };
+            let kind = if b.converted { AnomalyKind::ConvertedField } else { AnomalyKind::IgnoredField };
+            let verb = if b.converted { "converted to an integer" } else { "ignored" };
             self.anomalies.push(
-                Anomaly::new(
-                    kind,
-                    format!("{} is not a non-negative integer; {verb}", b.field),
-                )
-                .field(b.field),
+                Anomaly::new(kind, format!("{} is not a non-negative integer; {verb}", b.field))
+                    .field(b.field),
             );
         }
         if !self.reported_usage_clamp && self.usage.report(self.options.usage_mode).clamped {
@@ -679,10 +643,7 @@ impl State {
         }
     }
 
-    fn usage_of<'c>(
-        &mut self,
-        field: &'c Field<crate::chunk::Usage>,
-    ) -> Option<&'c crate::chunk::Usage> {
+    fn usage_of<'c>(&mut self, field: &'c Field<crate::chunk::Usage>) -> Option<&'c crate::chunk::Usage> {
         match field {
             Field::Value(u) | Field::Converted(u, _) => Some(u),
             Field::Wrong(kind) => {
@@ -751,17 +712,9 @@ impl State {
             }
             Err(e) => {
                 let raw = self.calls.take_raw(call);
-                let (id, name) = self
-                    .calls
-                    .get(call)
-                    .map(|c| (c.id.clone(), c.name.clone()))
-                    .unwrap_or_default();
-                Err(Error::Arguments {
-                    id,
-                    name,
-                    raw,
-                    message: e.to_string(),
-                })
+                let (id, name) =
+                    self.calls.get(call).map(|c| (c.id.clone(), c.name.clone())).unwrap_or_default();
+                Err(Error::Arguments { id, name, raw, message: e.to_string() })
             }
         }
     }
@@ -783,11 +736,8 @@ impl State {
 
     fn ignored(&mut self, field: &'static str, kind: Kind) {
         self.anomalies.push(
-            Anomaly::new(
-                AnomalyKind::IgnoredField,
-                format!("{field} was a {}; ignored", kind.name()),
-            )
-            .field(field),
+            Anomaly::new(AnomalyKind::IgnoredField, format!("{field} was a {}; ignored", kind.name()))
+                .field(field),
         );
     }
 }
@@ -796,10 +746,7 @@ impl State {
 fn provider_error_of(chunk: &Chunk) -> Option<Error> {
     match &chunk.error {
         Field::Value(Any(v)) | Field::Converted(Any(v), _) if !is_empty_error(v) => {
-            return Some(Error::Provider {
-                message: error_message(v),
-                payload: Some(v.clone()),
-            });
+            return Some(Error::Provider { message: error_message(v), payload: Some(v.clone()) });
         }
         _ => {}
     }
@@ -809,10 +756,7 @@ fn provider_error_of(chunk: &Chunk) -> Option<Error> {
                 Field::Value(Text(m)) if !m.is_empty() => m.to_string(),
                 _ => "the provider sent an error event".to_owned(),
             };
-            return Some(Error::Provider {
-                message,
-                payload: None,
-            });
+            return Some(Error::Provider { message, payload: None });
         }
     }
     None

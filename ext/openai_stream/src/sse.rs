@@ -38,15 +38,9 @@ impl<'a> Line<'a> {
             Some(colon) => {
                 let value = &line[colon + 1..];
                 let value = value.strip_prefix(b" ").unwrap_or(value);
-                Line::Field {
-                    name: &line[..colon],
-                    value,
-                }
+                Line::Field { name: &line[..colon], value }
             }
-            None => Line::Field {
-                name: line,
-                value: b"",
-            },
+            None => Line::Field { name: line, value: b"" },
         }
     }
 }
@@ -297,11 +291,7 @@ impl LineReader {
         let mut head: Vec<u8> = self.buf.iter().take(HEAD_LEN).copied().collect();
         let more = HEAD_LEN.saturating_sub(head.len());
         head.extend(tail.iter().take(more));
-        LineTooLong {
-            length,
-            limit: self.max_line,
-            head,
-        }
+        LineTooLong { length, limit: self.max_line, head }
     }
 }
 
@@ -342,20 +332,9 @@ mod tests {
 
     #[test]
     fn any_split_gives_the_same_lines() {
-        let stream: &[u8] =
-            b"\xEF\xBB\xBFdata: {\"a\":\"\xC3\xA9\"}\r\n\r\n: ping\rdata:x\n\ndata: [DONE]";
+        let stream: &[u8] = b"\xEF\xBB\xBFdata: {\"a\":\"\xC3\xA9\"}\r\n\r\n: ping\rdata:x\n\ndata: [DONE]";
         let (whole, _) = lines_of(&[stream], 1000);
-        assert_eq!(
-            whole,
-            [
-                "data: {\"a\":\"\u{e9}\"}",
-                "",
-                ": ping",
-                "data:x",
-                "",
-                "data: [DONE]"
-            ]
-        );
+        assert_eq!(whole, ["data: {\"a\":\"\u{e9}\"}", "", ": ping", "data:x", "", "data: [DONE]"]);
         for i in 0..=stream.len() {
             for j in i..=stream.len() {
                 let (split, _) = lines_of(&[&stream[..i], &stream[i..j], &stream[j..]], 1000);
@@ -379,45 +358,12 @@ mod tests {
     #[test]
     fn fields_comments_and_blank_lines() {
         assert_eq!(Line::parse(b""), Line::Blank);
-        assert_eq!(
-            Line::parse(b": OPENROUTER PROCESSING"),
-            Line::Comment(b" OPENROUTER PROCESSING")
-        );
-        assert_eq!(
-            Line::parse(b"data: {}"),
-            Line::Field {
-                name: b"data",
-                value: b"{}"
-            }
-        );
-        assert_eq!(
-            Line::parse(b"data:{}"),
-            Line::Field {
-                name: b"data",
-                value: b"{}"
-            }
-        );
-        assert_eq!(
-            Line::parse(b"data:  x"),
-            Line::Field {
-                name: b"data",
-                value: b" x"
-            }
-        );
-        assert_eq!(
-            Line::parse(b"data"),
-            Line::Field {
-                name: b"data",
-                value: b""
-            }
-        );
-        assert_eq!(
-            Line::parse(b"event: error"),
-            Line::Field {
-                name: b"event",
-                value: b"error"
-            }
-        );
+        assert_eq!(Line::parse(b": OPENROUTER PROCESSING"), Line::Comment(b" OPENROUTER PROCESSING"));
+        assert_eq!(Line::parse(b"data: {}"), Line::Field { name: b"data", value: b"{}" });
+        assert_eq!(Line::parse(b"data:{}"), Line::Field { name: b"data", value: b"{}" });
+        assert_eq!(Line::parse(b"data:  x"), Line::Field { name: b"data", value: b" x" });
+        assert_eq!(Line::parse(b"data"), Line::Field { name: b"data", value: b"" });
+        assert_eq!(Line::parse(b"event: error"), Line::Field { name: b"event", value: b"error" });
     }
 
     #[test]
@@ -453,10 +399,7 @@ mod tests {
             lines.push(l.to_vec());
             Ok(())
         };
-        assert!(matches!(
-            reader.feed(b"a\n123456\nb\n", &mut push),
-            Err(FeedError::TooLong(_))
-        ));
+        assert!(matches!(reader.feed(b"a\n123456\nb\n", &mut push), Err(FeedError::TooLong(_))));
         assert!(reader.feed(b"c\n", &mut push).is_ok());
         assert_eq!(lines, [b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]);
     }
@@ -492,13 +435,6 @@ mod tests {
         assert!(reader.feed(b"data: 1\ndata: 2", &mut handler).is_ok());
         assert!(reader.finish(&mut handler).is_ok());
         assert!(reader.feed(b"\xEF\xBB\xBFdata: 3\n", &mut handler).is_ok());
-        assert_eq!(
-            seen,
-            [
-                b"data: 1".to_vec(),
-                b"data: 2".to_vec(),
-                b"data: 3".to_vec()
-            ]
-        );
+        assert_eq!(seen, [b"data: 1".to_vec(), b"data: 2".to_vec(), b"data: 3".to_vec()]);
     }
 }

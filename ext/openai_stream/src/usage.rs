@@ -50,18 +50,8 @@ impl UsageTotals {
     /// `bad` and ignored.
     pub fn merge(&mut self, usage: &Usage, bad: &mut impl FnMut(BadUsageField)) {
         self.seen = true;
-        take(
-            &mut self.prompt,
-            &usage.prompt_tokens,
-            "usage.prompt_tokens",
-            bad,
-        );
-        take(
-            &mut self.completion,
-            &usage.completion_tokens,
-            "usage.completion_tokens",
-            bad,
-        );
+        take(&mut self.prompt, &usage.prompt_tokens, "usage.prompt_tokens", bad);
+        take(&mut self.completion, &usage.completion_tokens, "usage.completion_tokens", bad);
         let details = usage.prompt_tokens_details.get();
         // Cache reads: DeepSeek sends both fields for the same tokens, so
         // the second is only a fallback, never added.
@@ -69,27 +59,13 @@ impl UsageTotals {
             .map(|d| &d.cached_tokens)
             .filter(|f| f.get().is_some())
             .unwrap_or(&usage.prompt_cache_hit_tokens);
-        take(
-            &mut self.cache_read,
-            read,
-            "usage.prompt_tokens_details.cached_tokens",
-            bad,
-        );
+        take(&mut self.cache_read, read, "usage.prompt_tokens_details.cached_tokens", bad);
         let write = details
             .map(|d| &d.cache_write_tokens)
             .filter(|f| f.get().is_some())
-            .or_else(|| {
-                details
-                    .map(|d| &d.cache_creation_tokens)
-                    .filter(|f| f.get().is_some())
-            })
+            .or_else(|| details.map(|d| &d.cache_creation_tokens).filter(|f| f.get().is_some()))
             .unwrap_or(&usage.cache_creation_tokens);
-        take(
-            &mut self.cache_write,
-            write,
-            "usage.prompt_tokens_details.cache_write_tokens",
-            bad,
-        );
+        take(&mut self.cache_write, write, "usage.prompt_tokens_details.cache_write_tokens", bad);
     }
 
     /// True once any chunk carried usage.
@@ -126,27 +102,16 @@ impl UsageTotals {
     }
 }
 
-fn take(
-    slot: &mut Option<u64>,
-    field: &Field<Int>,
-    name: &'static str,
-    bad: &mut impl FnMut(BadUsageField),
-) {
+fn take(slot: &mut Option<u64>, field: &Field<Int>, name: &'static str, bad: &mut impl FnMut(BadUsageField)) {
     match field {
         Field::Value(Int(n)) | Field::Converted(Int(n), _) if *n >= 0 => {
             if matches!(field, Field::Converted(..)) {
-                bad(BadUsageField {
-                    field: name,
-                    converted: true,
-                });
+                bad(BadUsageField { field: name, converted: true });
             }
             *slot = Some(*n as u64);
         }
         Field::Missing | Field::Null => {}
-        _ => bad(BadUsageField {
-            field: name,
-            converted: false,
-        }),
+        _ => bad(BadUsageField { field: name, converted: false }),
     }
 }
 
@@ -156,12 +121,7 @@ mod tests {
     use crate::chunk::Chunk;
 
     fn usage_of(json: &str) -> Usage {
-        Chunk::from_json(json)
-            .unwrap()
-            .usage
-            .get()
-            .cloned()
-            .unwrap()
+        Chunk::from_json(json).unwrap().usage.get().cloned().unwrap()
     }
 
     fn merged(jsons: &[&str]) -> (UsageTotals, Vec<BadUsageField>) {
@@ -175,10 +135,7 @@ mod tests {
 
     #[test]
     fn nothing_before_usage_arrives() {
-        assert_eq!(
-            UsageTotals::default().report(UsageMode::Current),
-            UsageReport::default()
-        );
+        assert_eq!(UsageTotals::default().report(UsageMode::Current), UsageReport::default());
     }
 
     #[test]
@@ -202,18 +159,13 @@ mod tests {
         ]);
         let r = t.report(UsageMode::Current);
         assert_eq!((r.prompt_tokens, r.completion_tokens), (Some(10), Some(23)));
-        assert_eq!(
-            (r.cache_read_tokens, r.cache_write_tokens),
-            (Some(0), Some(0))
-        );
+        assert_eq!((r.cache_read_tokens, r.cache_write_tokens), (Some(0), Some(0)));
     }
 
     #[test]
     fn deepseek_cache_hits_are_not_added_twice() {
-        let (t, _) = merged(&[
-            r#"{"usage":{"prompt_tokens":100,"prompt_cache_hit_tokens":40,
-            "prompt_tokens_details":{"cached_tokens":40}}}"#,
-        ]);
+        let (t, _) = merged(&[r#"{"usage":{"prompt_tokens":100,"prompt_cache_hit_tokens":40,
+            "prompt_tokens_details":{"cached_tokens":40}}}"#]);
         assert_eq!(t.report(UsageMode::Current).cache_read_tokens, Some(40));
         let (t, _) = merged(&[r#"{"usage":{"prompt_tokens":100,"prompt_cache_hit_tokens":40}}"#]);
         assert_eq!(t.report(UsageMode::Current).prompt_tokens, Some(60));
@@ -232,14 +184,8 @@ mod tests {
         assert_eq!(
             bad,
             [
-                BadUsageField {
-                    field: "usage.prompt_tokens",
-                    converted: true
-                },
-                BadUsageField {
-                    field: "usage.completion_tokens",
-                    converted: false
-                }
+                BadUsageField { field: "usage.prompt_tokens", converted: true },
+                BadUsageField { field: "usage.completion_tokens", converted: false }
             ]
         );
         let r = t.report(UsageMode::Current);

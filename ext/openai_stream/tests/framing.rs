@@ -28,14 +28,12 @@ fn expected_call() -> serde_json::Value {
 #[test]
 fn every_line_ending_works() {
     for sep in ["\n", "\r\n", "\r"] {
-        let stream = format!("data: {HEADER}{sep}{sep}data: {ARGS}{sep}{sep}data: {END}{sep}{sep}data: [DONE]{sep}{sep}");
+        let stream = format!(
+            "data: {HEADER}{sep}{sep}data: {ARGS}{sep}{sep}data: {END}{sep}{sep}data: [DONE]{sep}{sep}"
+        );
         let mut h = Harness::new(false);
         let items = decode_all(&mut h, &[stream.as_bytes()]);
-        assert_eq!(
-            final_calls(&items)[0].params,
-            expected_call(),
-            "separator {sep:?}"
-        );
+        assert_eq!(final_calls(&items)[0].params, expected_call(), "separator {sep:?}");
     }
 }
 
@@ -72,10 +70,7 @@ fn data_with_or_without_a_space_and_multi_line_data() {
 #[test]
 fn events_without_blank_lines_between_them_still_work() {
     let stream = format!("data: {}\ndata: {}\n", text_chunk("a"), text_chunk("b"));
-    assert_eq!(
-        texts(&decode_all(&mut Harness::new(false), &[stream.as_bytes()])),
-        ["a", "b"]
-    );
+    assert_eq!(texts(&decode_all(&mut Harness::new(false), &[stream.as_bytes()])), ["a", "b"]);
 }
 
 #[test]
@@ -92,10 +87,7 @@ fn comments_keep_alives_and_empty_data_are_skipped() {
 #[test]
 fn non_json_data_is_skipped_and_reported() {
     let mut h = Harness::new(false);
-    let items = decode_all(
-        &mut h,
-        &[format!("data: ping\n\ndata: {}\n\n", text_chunk("x")).as_bytes()],
-    );
+    let items = decode_all(&mut h, &[format!("data: ping\n\ndata: {}\n\n", text_chunk("x")).as_bytes()]);
     assert_eq!(texts(&items), ["x"]);
     assert_eq!(h.anomaly_kinds(), [AnomalyKind::NonJsonData]);
 }
@@ -131,20 +123,13 @@ fn an_error_event_raises_a_provider_error_and_keeps_earlier_text() {
         other => panic!("expected a provider error, got {other:?}"),
     }
     let earlier: Vec<_> = h.processor.output().items().collect();
-    assert_eq!(
-        earlier.len(),
-        1,
-        "the text decoded before the error is in the output"
-    );
+    assert_eq!(earlier.len(), 1, "the text decoded before the error is in the output");
 }
 
 #[test]
 fn in_band_error_objects_in_data_lines() {
     for (line, message) in [
-        (
-            r#"{"error":{"message":"Rate limit","type":"rate_limit"}}"#,
-            "Rate limit",
-        ),
+        (r#"{"error":{"message":"Rate limit","type":"rate_limit"}}"#, "Rate limit"),
         (
             r#"{"object":"error","message":"bad request","type":"BadRequestError","param":null,"code":400}"#,
             "bad request",
@@ -152,10 +137,7 @@ fn in_band_error_objects_in_data_lines() {
     ] {
         let mut h = Harness::new(false);
         match h.raw(format!("data: {line}\n\n").as_bytes()) {
-            Err(Error::Provider {
-                message: m,
-                payload,
-            }) => {
+            Err(Error::Provider { message: m, payload }) => {
                 assert_eq!(m, message);
                 let payload = payload.expect("payload kept");
                 assert!(payload.is_object());
@@ -167,21 +149,12 @@ fn in_band_error_objects_in_data_lines() {
 
 #[test]
 fn invalid_json_raises_naming_the_line_and_keeps_completed_calls() {
-    let mistral = tool_chunk(
-        r#"[{"id":"a","function":{"name":"f","arguments":"{}"}}]"#,
-        Some("tool_calls"),
-    );
-    let stream = format!(
-        "data: {mistral}\n\ndata: {{\"choices\": [oops]}}\n\ndata: {}\n\n",
-        text_chunk("after")
-    );
+    let mistral = tool_chunk(r#"[{"id":"a","function":{"name":"f","arguments":"{}"}}]"#, Some("tool_calls"));
+    let stream =
+        format!("data: {mistral}\n\ndata: {{\"choices\": [oops]}}\n\ndata: {}\n\n", text_chunk("after"));
     let mut h = Harness::new(false);
     match h.raw(stream.as_bytes()) {
-        Err(Error::Stream {
-            kind,
-            message,
-            excerpt,
-        }) => {
+        Err(Error::Stream { kind, message, excerpt }) => {
             assert_eq!(kind, StreamErrorKind::InvalidJson);
             assert!(message.contains("oops"), "{message}");
             assert!(excerpt.contains("oops"));
@@ -197,25 +170,17 @@ fn invalid_json_raises_naming_the_line_and_keeps_completed_calls() {
 
 #[test]
 fn a_line_over_the_limit_raises_without_buffering_it() {
-    let mut h = Harness::with(Options {
-        max_line_bytes: 1024,
-        ..Options::default()
-    });
+    let mut h = Harness::with(Options { max_line_bytes: 1024, ..Options::default() });
     h.raw(format!("data: {HEADER}\n\n").as_bytes()).unwrap();
     let big = vec![b'x'; 4096];
     match h.raw(&big) {
-        Err(Error::Stream {
-            kind: StreamErrorKind::LineTooLong,
-            ..
-        }) => {}
+        Err(Error::Stream { kind: StreamErrorKind::LineTooLong, .. }) => {}
         other => panic!("expected line_too_long, got {other:?}"),
     }
     for _ in 0..100 {
         h.raw(&big).expect("the rest of the long line is skipped");
     }
-    let items = h
-        .raw(format!("\ndata: {ARGS}\n\ndata: {END}\n\n").as_bytes())
-        .unwrap();
+    let items = h.raw(format!("\ndata: {ARGS}\n\ndata: {END}\n\n").as_bytes()).unwrap();
     assert_eq!(final_calls(&items)[0].params, expected_call());
 }
 
@@ -226,11 +191,7 @@ fn invalid_utf8_raises() {
     bytes.extend_from_slice(&[0xff, 0xfe]);
     bytes.extend_from_slice(b"\"}}]}\n\n");
     match h.raw(&bytes) {
-        Err(Error::Stream {
-            kind: StreamErrorKind::InvalidUtf8,
-            message,
-            ..
-        }) => {
+        Err(Error::Stream { kind: StreamErrorKind::InvalidUtf8, message, .. }) => {
             assert!(message.contains("UTF-8"), "{message}")
         }
         other => panic!("expected invalid_utf8, got {other:?}"),
@@ -239,17 +200,10 @@ fn invalid_utf8_raises() {
 
 #[test]
 fn json_nested_too_deep_raises() {
-    let deep = format!(
-        "data: {{\"x\":{}{}}}\n\n",
-        "[".repeat(10_000),
-        "]".repeat(10_000)
-    );
+    let deep = format!("data: {{\"x\":{}{}}}\n\n", "[".repeat(10_000), "]".repeat(10_000));
     let mut h = Harness::new(false);
     match h.raw(deep.as_bytes()) {
-        Err(Error::Stream {
-            kind: StreamErrorKind::TooDeep,
-            ..
-        }) => {}
+        Err(Error::Stream { kind: StreamErrorKind::TooDeep, .. }) => {}
         other => panic!("expected too_deep, got {other:?}"),
     }
 }
@@ -257,8 +211,7 @@ fn json_nested_too_deep_raises() {
 #[test]
 fn a_truncated_event_at_eof_is_reported_not_raised() {
     let mut h = Harness::new(false);
-    h.raw(format!("data: {HEADER}\n\ndata: {{\"choices\":[{{\"delta\"").as_bytes())
-        .unwrap();
+    h.raw(format!("data: {HEADER}\n\ndata: {{\"choices\":[{{\"delta\"").as_bytes()).unwrap();
     let out = h.finish().unwrap();
     assert_eq!(ids(&out), ["c1"]);
     let kinds = h.anomaly_kinds();
@@ -271,10 +224,7 @@ fn a_tool_call_repeated_within_one_read_is_returned_once() {
     let mut h = Harness::new(true);
     let stream = format!(
         "data: {}\n\ndata: {}\n\ndata: {}\n\n",
-        tool_chunk(
-            r#"[{"index":0,"id":"p","function":{"name":"f","arguments":"{\"a\":\"x"}}]"#,
-            None
-        ),
+        tool_chunk(r#"[{"index":0,"id":"p","function":{"name":"f","arguments":"{\"a\":\"x"}}]"#, None),
         tool_chunk(r#"[{"index":0,"function":{"arguments":"y"}}]"#, None),
         tool_chunk(r#"[{"index":0,"function":{"arguments":"z\"}"}}]"#, None),
     );
@@ -282,4 +232,22 @@ fn a_tool_call_repeated_within_one_read_is_returned_once() {
     assert_eq!(items.len(), 1);
     assert_eq!(items[0].call().unwrap().params, json!({"a": "xyz"}));
     assert!(items[0].call().unwrap().partial);
+}
+
+#[test]
+fn the_legacy_simulation_counts_what_the_old_processor_ran() {
+    let three = tool_chunk(
+        r#"[{"index":0,"id":"a","function":{"name":"f","arguments":"{}"}},
+            {"index":1,"id":"b","function":{"name":"f","arguments":"{}"}},
+            {"index":2,"id":"c","function":{"name":"f","arguments":"{}"}}]"#,
+        Some("tool_calls"),
+    );
+    // One line: a newline inside would split the SSE data line.
+    let three = three.replace('\n', "");
+    let mut h = Harness::with(Options { simulate_legacy: true, ..Options::default() });
+    let items = decode_all(&mut h, &[&sse(&[&three])]);
+    assert_eq!(ids(&items), ["a", "b", "c"]);
+    let legacy = h.processor.legacy_outcome().expect("simulated");
+    assert_eq!(legacy.emitted, ["a"]);
+    assert!(Harness::new(false).processor.legacy_outcome().is_none());
 }

@@ -2,9 +2,7 @@
 //! definition of "the visible view" of a prefix, for every split of a corpus
 //! and for random values cut into random fragments.
 
-use openai_stream::json::{
-    parse_complete, IncrementalParser, JsonValue, SyntaxError, ViewEvent, ViewEvents,
-};
+use openai_stream::json::{parse_complete, IncrementalParser, JsonValue, SyntaxError, ViewEvent, ViewEvents};
 use proptest::prelude::*;
 
 /// A view node: what the Ruby side holds, keys kept in event order (a key
@@ -26,9 +24,7 @@ fn node_of(value: &JsonValue) -> Node {
         JsonValue::Number(n) => Node::Num(n.as_str().to_owned()),
         JsonValue::String(s) => Node::Str(s.clone()),
         JsonValue::Array(items) => Node::Arr(items.iter().map(node_of).collect()),
-        JsonValue::Object(pairs) => {
-            Node::Obj(pairs.iter().map(|(k, v)| (k.clone(), node_of(v))).collect())
-        }
+        JsonValue::Object(pairs) => Node::Obj(pairs.iter().map(|(k, v)| (k.clone(), node_of(v))).collect()),
     }
 }
 
@@ -105,10 +101,7 @@ impl Model {
                 }
                 ViewEvent::Scalar { key, value } => {
                     assert!(
-                        !matches!(
-                            value,
-                            JsonValue::String(_) | JsonValue::Array(_) | JsonValue::Object(_)
-                        ),
+                        !matches!(value, JsonValue::String(_) | JsonValue::Array(_) | JsonValue::Object(_)),
                         "scalar event with {value:?}"
                     );
                     self.insert(key, node_of(value));
@@ -158,20 +151,12 @@ impl Reference<'_> {
     fn value(&mut self) -> Vis {
         self.ws();
         let Some(b) = self.peek() else {
-            return Vis {
-                node: None,
-                complete: false,
-                open: 0,
-            };
+            return Vis { node: None, complete: false, open: 0 };
         };
         match b {
             b'"' => {
                 let (s, done) = self.string();
-                Vis {
-                    node: Some(Node::Str(s)),
-                    complete: done,
-                    open: usize::from(!done),
-                }
+                Vis { node: Some(Node::Str(s)), complete: done, open: usize::from(!done) }
             }
             b'{' => {
                 self.i += 1;
@@ -179,20 +164,10 @@ impl Reference<'_> {
                 loop {
                     self.ws();
                     match self.peek() {
-                        None => {
-                            return Vis {
-                                node: Some(Node::Obj(pairs)),
-                                complete: false,
-                                open: 1,
-                            }
-                        }
+                        None => return Vis { node: Some(Node::Obj(pairs)), complete: false, open: 1 },
                         Some(b'}') => {
                             self.i += 1;
-                            return Vis {
-                                node: Some(Node::Obj(pairs)),
-                                complete: true,
-                                open: 0,
-                            };
+                            return Vis { node: Some(Node::Obj(pairs)), complete: true, open: 0 };
                         }
                         Some(b',') => {
                             self.i += 1;
@@ -201,20 +176,12 @@ impl Reference<'_> {
                         _ => {}
                     }
                     if self.peek().is_none() {
-                        return Vis {
-                            node: Some(Node::Obj(pairs)),
-                            complete: false,
-                            open: 1,
-                        };
+                        return Vis { node: Some(Node::Obj(pairs)), complete: false, open: 1 };
                     }
                     let (key, done) = self.string();
                     self.ws();
                     if !done || self.peek().is_none() {
-                        return Vis {
-                            node: Some(Node::Obj(pairs)),
-                            complete: false,
-                            open: 1,
-                        };
+                        return Vis { node: Some(Node::Obj(pairs)), complete: false, open: 1 };
                     }
                     assert_eq!(self.peek(), Some(b':'));
                     self.i += 1;
@@ -223,11 +190,7 @@ impl Reference<'_> {
                         pairs.push((key, node));
                     }
                     if !v.complete {
-                        return Vis {
-                            node: Some(Node::Obj(pairs)),
-                            complete: false,
-                            open: 1 + v.open,
-                        };
+                        return Vis { node: Some(Node::Obj(pairs)), complete: false, open: 1 + v.open };
                     }
                 }
             }
@@ -237,20 +200,10 @@ impl Reference<'_> {
                 loop {
                     self.ws();
                     match self.peek() {
-                        None => {
-                            return Vis {
-                                node: Some(Node::Arr(items)),
-                                complete: false,
-                                open: 1,
-                            }
-                        }
+                        None => return Vis { node: Some(Node::Arr(items)), complete: false, open: 1 },
                         Some(b']') => {
                             self.i += 1;
-                            return Vis {
-                                node: Some(Node::Arr(items)),
-                                complete: true,
-                                open: 0,
-                            };
+                            return Vis { node: Some(Node::Arr(items)), complete: true, open: 0 };
                         }
                         Some(b',') => self.i += 1,
                         _ => {}
@@ -260,11 +213,7 @@ impl Reference<'_> {
                         items.push(node);
                     }
                     if !v.complete {
-                        return Vis {
-                            node: Some(Node::Arr(items)),
-                            complete: false,
-                            open: 1 + v.open,
-                        };
+                        return Vis { node: Some(Node::Arr(items)), complete: false, open: 1 + v.open };
                     }
                 }
             }
@@ -277,40 +226,21 @@ impl Reference<'_> {
                 if self.s.len() >= self.i + word.len() {
                     assert_eq!(&self.s[self.i..self.i + word.len()], word);
                     self.i += word.len();
-                    Vis {
-                        node: Some(node),
-                        complete: true,
-                        open: 0,
-                    }
+                    Vis { node: Some(node), complete: true, open: 0 }
                 } else {
                     self.i = self.s.len();
-                    Vis {
-                        node: None,
-                        complete: false,
-                        open: 0,
-                    }
+                    Vis { node: None, complete: false, open: 0 }
                 }
             }
             _ => {
                 let start = self.i;
-                while matches!(
-                    self.peek(),
-                    Some(b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E')
-                ) {
+                while matches!(self.peek(), Some(b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E')) {
                     self.i += 1;
                 }
                 if self.peek().is_none() {
-                    Vis {
-                        node: None,
-                        complete: false,
-                        open: 0,
-                    }
+                    Vis { node: None, complete: false, open: 0 }
                 } else {
-                    Vis {
-                        node: Some(Node::Num(self.s[start..self.i].to_owned())),
-                        complete: true,
-                        open: 0,
-                    }
+                    Vis { node: Some(Node::Num(self.s[start..self.i].to_owned())), complete: true, open: 0 }
                 }
             }
         }
@@ -360,10 +290,7 @@ impl Reference<'_> {
                             return (out, false);
                         };
                         let low = u32::from_str_radix(low, 16).unwrap();
-                        out.push(
-                            char::from_u32(0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00))
-                                .unwrap(),
-                        );
+                        out.push(char::from_u32(0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00)).unwrap());
                         self.i += 12;
                     } else {
                         out.push(char::from_u32(unit).unwrap());
@@ -390,23 +317,22 @@ fn consistent(view: &Node, fin: &Node) -> bool {
         last: impl Fn(&T, &T) -> bool,
     ) -> bool {
         view.len() <= fin.len()
-            && view.iter().zip(fin).enumerate().all(|(i, (v, f))| {
-                if i + 1 == view.len() {
-                    last(v, f)
-                } else {
-                    eq(v, f)
-                }
-            })
+            && view.iter().zip(fin).enumerate().all(
+                |(i, (v, f))| {
+                    if i + 1 == view.len() {
+                        last(v, f)
+                    } else {
+                        eq(v, f)
+                    }
+                },
+            )
     }
     match (view, fin) {
         (Node::Str(v), Node::Str(f)) => f.starts_with(v.as_str()),
         (Node::Arr(v), Node::Arr(f)) => siblings(v, f, |a, b| a == b, consistent),
-        (Node::Obj(v), Node::Obj(f)) => siblings(
-            v,
-            f,
-            |a, b| a == b,
-            |(ka, a), (kb, b)| ka == kb && consistent(a, b),
-        ),
+        (Node::Obj(v), Node::Obj(f)) => {
+            siblings(v, f, |a, b| a == b, |(ka, a), (kb, b)| ka == kb && consistent(a, b))
+        }
         (v, f) => v == f,
     }
 }
@@ -428,24 +354,12 @@ fn feed_checked(text: &str, cuts: &[usize]) -> Result<JsonValue, SyntaxError> {
         parser.feed(&text[start..cut], &mut events)?;
         model.apply(&events);
         let now = visible(&text[..cut]);
-        assert_eq!(
-            (&model.root, model.depth),
-            (&now.0, now.1),
-            "view after {:?}",
-            &text[..cut]
-        );
+        assert_eq!((&model.root, model.depth), (&now.0, now.1), "view after {:?}", &text[..cut]);
         if now == before {
-            assert!(
-                events.is_empty(),
-                "events for {:?} though nothing became visible",
-                &text[start..cut]
-            );
+            assert!(events.is_empty(), "events for {:?} though nothing became visible", &text[start..cut]);
         }
         if let (Some(view), Some(fin)) = (&model.root, &final_node) {
-            assert!(
-                consistent(view, fin),
-                "view {view:?} not consistent with {fin:?}"
-            );
+            assert!(consistent(view, fin), "view {view:?} not consistent with {fin:?}");
         }
         before = now;
         start = cut;
@@ -495,8 +409,7 @@ fn corpus_split_at_every_char_boundary() {
         let whole = feed_checked(text, &[]).unwrap();
         assert_same_as_serde(text, &whole);
         for (cut, _) in text.char_indices().skip(1) {
-            let value =
-                feed_checked(text, &[cut]).unwrap_or_else(|e| panic!("{text} cut at {cut}: {e}"));
+            let value = feed_checked(text, &[cut]).unwrap_or_else(|e| panic!("{text} cut at {cut}: {e}"));
             assert_eq!(value, whole, "{text} cut at {cut}");
         }
     }
@@ -520,11 +433,7 @@ fn corpus_cut_at_every_pair_of_boundaries() {
         let whole = parse_complete(text).unwrap();
         for (n, &a) in bounds.iter().enumerate() {
             for &b in &bounds[n + 1..] {
-                assert_eq!(
-                    feed_checked(text, &[a, b]).unwrap(),
-                    whole,
-                    "{text} cut at {a}, {b}"
-                );
+                assert_eq!(feed_checked(text, &[a, b]).unwrap(), whole, "{text} cut at {a}, {b}");
             }
         }
     }
@@ -580,11 +489,7 @@ fn write_escaped(value: &serde_json::Value, out: &mut String) {
 }
 
 fn arb_string() -> impl Strategy<Value = String> {
-    prop_oneof![
-        "[a-z ]{0,10}",
-        any::<String>(),
-        "[\"\\\\/\n\t\u{0}-\u{1f}é😀✓ a]{0,16}",
-    ]
+    prop_oneof!["[a-z ]{0,10}", any::<String>(), "[\"\\\\/\n\t\u{0}-\u{1f}é😀✓ a]{0,16}",]
 }
 
 fn arb_json() -> impl Strategy<Value = serde_json::Value> {
@@ -593,9 +498,7 @@ fn arb_json() -> impl Strategy<Value = serde_json::Value> {
         any::<bool>().prop_map(serde_json::Value::Bool),
         any::<i64>().prop_map(serde_json::Value::from),
         any::<u64>().prop_map(serde_json::Value::from),
-        any::<f64>()
-            .prop_filter("finite", |f| f.is_finite())
-            .prop_map(serde_json::Value::from),
+        any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(serde_json::Value::from),
         arb_string().prop_map(serde_json::Value::String),
     ];
     leaf.prop_recursive(5, 64, 8, |inner| {

@@ -75,12 +75,7 @@ fn spec() -> impl Strategy<Value = Spec> {
         shape(),
         prop::collection::vec(prop::collection::vec(any::<u8>(), 0..6), 4),
     )
-        .prop_map(|(text, calls, shape, cuts)| Spec {
-            text,
-            calls,
-            shape,
-            cuts,
-        })
+        .prop_map(|(text, calls, shape, cuts)| Spec { text, calls, shape, cuts })
 }
 
 /// Splits `s` at char boundaries chosen from `cuts`.
@@ -114,17 +109,10 @@ fn id(i: usize) -> String {
 
 /// The stream of chunks for a spec.
 fn render(spec: &Spec) -> Vec<String> {
-    let mut chunks: Vec<String> = spec
-        .text
-        .iter()
-        .map(|t| chunk(json!({"content": t}), None))
-        .collect();
+    let mut chunks: Vec<String> = spec.text.iter().map(|t| chunk(json!({"content": t}), None)).collect();
     let args: Vec<String> = spec.calls.iter().map(|(_, p)| p.to_string()).collect();
-    let frags: Vec<Vec<String>> = args
-        .iter()
-        .enumerate()
-        .map(|(i, a)| fragments(a, &spec.cuts[i % spec.cuts.len()]))
-        .collect();
+    let frags: Vec<Vec<String>> =
+        args.iter().enumerate().map(|(i, a)| fragments(a, &spec.cuts[i % spec.cuts.len()])).collect();
     let header = |i: usize, arguments: Value| json!({"index": i, "id": id(i), "type": "function", "function": {"name": spec.calls[i].0, "arguments": arguments}});
     match spec.shape {
         Shape::Reference => {
@@ -139,8 +127,7 @@ fn render(spec: &Spec) -> Vec<String> {
             }
             chunks.push(chunk(json!({}), Some("tool_calls")));
             chunks.push(
-                json!({"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 4}})
-                    .to_string(),
+                json!({"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 4}}).to_string(),
             );
         }
         Shape::AllInOne => {
@@ -180,10 +167,7 @@ fn render(spec: &Spec) -> Vec<String> {
                     if n == 0 {
                         function["name"] = json!(spec.calls[i].0);
                     }
-                    chunks.push(chunk(
-                        json!({"tool_calls": [{"id": id(i), "function": function}]}),
-                        None,
-                    ));
+                    chunks.push(chunk(json!({"tool_calls": [{"id": id(i), "function": function}]}), None));
                 }
             }
             chunks.push(chunk(json!({}), Some("stop")));
@@ -191,10 +175,7 @@ fn render(spec: &Spec) -> Vec<String> {
         Shape::Repeated => {
             for (i, f) in frags.iter().enumerate() {
                 for piece in f {
-                    chunks.push(chunk(
-                        json!({"tool_calls": [header(i, json!(piece))]}),
-                        None,
-                    ));
+                    chunks.push(chunk(json!({"tool_calls": [header(i, json!(piece))]}), None));
                 }
             }
             chunks.push(chunk(json!({}), Some("tool_calls")));
@@ -222,10 +203,7 @@ fn message(spec: &Spec) -> String {
 }
 
 fn summary(calls: &[Call]) -> Vec<(String, String, Value)> {
-    calls
-        .iter()
-        .map(|c| (c.id.clone(), c.name.clone(), c.params.clone()))
-        .collect()
+    calls.iter().map(|c| (c.id.clone(), c.name.clone(), c.params.clone())).collect()
 }
 
 proptest! {
@@ -305,17 +283,19 @@ fn consistent(view: &Value, last: &Value) -> bool {
         (Value::String(a), Value::String(b)) => b.starts_with(a.as_str()),
         (Value::Array(a), Value::Array(b)) => {
             a.len() <= b.len()
-                && a.iter().zip(b).enumerate().all(|(i, (x, y))| {
-                    if i + 1 == a.len() {
-                        consistent(x, y)
-                    } else {
-                        x == y
-                    }
-                })
+                && a.iter().zip(b).enumerate().all(
+                    |(i, (x, y))| {
+                        if i + 1 == a.len() {
+                            consistent(x, y)
+                        } else {
+                            x == y
+                        }
+                    },
+                )
         }
-        (Value::Object(a), Value::Object(b)) => a
-            .iter()
-            .all(|(k, v)| b.get(k).is_some_and(|w| consistent(v, w))),
+        (Value::Object(a), Value::Object(b)) => {
+            a.iter().all(|(k, v)| b.get(k).is_some_and(|w| consistent(v, w)))
+        }
         (a, b) => a == b,
     }
 }

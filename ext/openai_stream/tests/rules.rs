@@ -22,10 +22,7 @@ fn bug_report_two_calls_in_one_chunk_both_come_out() {
         let mut h = Harness::new(partial);
         let items = h.stream(&[&chunk]);
         let calls = final_calls(&items);
-        assert_eq!(
-            ids(&calls.iter().cloned().map(Out::Call).collect::<Vec<_>>()),
-            ["call_1", "call_2"]
-        );
+        assert_eq!(ids(&calls.iter().cloned().map(Out::Call).collect::<Vec<_>>()), ["call_1", "call_2"]);
         assert_eq!(calls[0].params, json!({"text": "a"}));
         assert_eq!(calls[1].params, json!({"text": "b"}));
         assert_eq!(calls.len(), 2, "partial={partial}");
@@ -39,14 +36,8 @@ fn rule_1_mistral_parallel_calls_with_usage_and_unknown_fields() {
         let items = h.stream(&[MISTRAL]);
         let calls = final_calls(&items);
         assert_eq!(calls.len(), 2);
-        assert_eq!(
-            (calls[0].id.as_str(), calls[0].name.as_str()),
-            ("bM0Xl0KSh", "get_weather")
-        );
-        assert_eq!(
-            (calls[1].id.as_str(), calls[1].name.as_str()),
-            ("kgOYVL46d", "get_local_time")
-        );
+        assert_eq!((calls[0].id.as_str(), calls[0].name.as_str()), ("bM0Xl0KSh", "get_weather"));
+        assert_eq!((calls[1].id.as_str(), calls[1].name.as_str()), ("kgOYVL46d", "get_local_time"));
         assert_eq!(calls[0].params, json!({"city": "Paris"}));
         assert_eq!(calls[1].params, json!({"timezone": "Europe/Paris"}));
         assert!(texts(&items).is_empty(), "empty content is no text");
@@ -69,10 +60,7 @@ fn three_calls_in_one_chunk() {
     );
     let items = Harness::new(false).stream(&[&chunk]);
     assert_eq!(
-        final_calls(&items)
-            .iter()
-            .map(|c| c.params["q"].clone())
-            .collect::<Vec<_>>(),
+        final_calls(&items).iter().map(|c| c.params["q"].clone()).collect::<Vec<_>>(),
         ["1", "2", "3"]
     );
 }
@@ -81,7 +69,10 @@ fn three_calls_in_one_chunk() {
 fn reference_shape_fragments_build_one_call() {
     let mut h = Harness::new(false);
     let items = h.stream(&[
-        &tool_chunk(r#"[{"index":0,"id":"call_1","type":"function","function":{"name":"lookup","arguments":""}}]"#, None),
+        &tool_chunk(
+            r#"[{"index":0,"id":"call_1","type":"function","function":{"name":"lookup","arguments":""}}]"#,
+            None,
+        ),
         &tool_chunk(r#"[{"index":0,"function":{"arguments":"{\""}}]"#, None),
         &tool_chunk(r#"[{"index":0,"function":{"arguments":"lo"}}]"#, None),
         &tool_chunk(r#"[{"index":0,"function":{"arguments":"catio"}}]"#, None),
@@ -99,10 +90,7 @@ fn reference_shape_fragments_build_one_call() {
 fn rule_2_complete_arguments_on_the_header_are_appended_once() {
     let mut h = Harness::new(false);
     let items = h.stream(&[
-        &tool_chunk(
-            r#"[{"index":0,"id":"x1","function":{"name":"f","arguments":"{\"a\":1}"}}]"#,
-            None,
-        ),
+        &tool_chunk(r#"[{"index":0,"id":"x1","function":{"name":"f","arguments":"{\"a\":1}"}}]"#, None),
         &finish_chunk("tool_calls"),
     ]);
     assert_eq!(final_calls(&items)[0].params, json!({"a": 1}));
@@ -136,19 +124,15 @@ fn rule_4_arguments_as_an_object() {
     for partial in [false, true] {
         let mut h = Harness::new(partial);
         let items = h.stream(&[
-            &tool_chunk(r#"[{"index":0,"id":"t1","function":{"name":"f","arguments":{"q":"x","n":[1,2]}}}]"#, None),
+            &tool_chunk(
+                r#"[{"index":0,"id":"t1","function":{"name":"f","arguments":{"q":"x","n":[1,2]}}}]"#,
+                None,
+            ),
             &finish_chunk("tool_calls"),
         ]);
-        assert_eq!(
-            final_calls(&items)[0].params,
-            json!({"q": "x", "n": [1, 2]})
-        );
+        assert_eq!(final_calls(&items)[0].params, json!({"q": "x", "n": [1, 2]}));
         if partial {
-            let progress: Vec<_> = items
-                .iter()
-                .filter_map(Out::call)
-                .filter(|c| c.partial)
-                .collect();
+            let progress: Vec<_> = items.iter().filter_map(Out::call).filter(|c| c.partial).collect();
             assert_eq!(progress.len(), 1);
             assert_eq!(progress[0].params, json!({"q": "x", "n": [1, 2]}));
         }
@@ -172,26 +156,13 @@ fn rule_5_interleaved_fragments_are_keyed_by_index() {
     ]);
     let calls = final_calls(&items);
     assert_eq!(calls.len(), 2);
-    assert_eq!(
-        (calls[0].id.as_str(), &calls[0].params),
-        ("a", &json!({"x": 1}))
-    );
-    assert_eq!(
-        (calls[1].id.as_str(), &calls[1].params),
-        ("b", &json!({"y": 2}))
-    );
+    assert_eq!((calls[0].id.as_str(), &calls[0].params), ("a", &json!({"x": 1})));
+    assert_eq!((calls[1].id.as_str(), &calls[1].params), ("b", &json!({"y": 2})));
     // Switching index did not complete anything early.
     let mut h = Harness::new(false);
-    h.chunk(&tool_chunk(
-        r#"[{"index":0,"id":"a","function":{"name":"f","arguments":"{}"}}]"#,
-        None,
-    ))
-    .unwrap();
+    h.chunk(&tool_chunk(r#"[{"index":0,"id":"a","function":{"name":"f","arguments":"{}"}}]"#, None)).unwrap();
     let out = h
-        .chunk(&tool_chunk(
-            r#"[{"index":1,"id":"b","function":{"name":"g","arguments":"{}"}}]"#,
-            None,
-        ))
+        .chunk(&tool_chunk(r#"[{"index":1,"id":"b","function":{"name":"g","arguments":"{}"}}]"#, None))
         .unwrap();
     assert!(out.is_empty());
 }
@@ -200,14 +171,8 @@ fn rule_5_interleaved_fragments_are_keyed_by_index() {
 fn rule_6_index_missing_matches_by_id_or_continues_the_latest() {
     let mut h = Harness::new(false);
     let items = h.stream(&[
-        &tool_chunk(
-            r#"[{"id":"g1","function":{"name":"f","arguments":"{\"a\""}}]"#,
-            None,
-        ),
-        &tool_chunk(
-            r#"[{"id":"g2","function":{"name":"g","arguments":"{\"b\":2}"}}]"#,
-            None,
-        ),
+        &tool_chunk(r#"[{"id":"g1","function":{"name":"f","arguments":"{\"a\""}}]"#, None),
+        &tool_chunk(r#"[{"id":"g2","function":{"name":"g","arguments":"{\"b\":2}"}}]"#, None),
         &tool_chunk(r#"[{"id":"g1","function":{"arguments":":1}"}}]"#, None),
         &tool_chunk(r#"[{"function":{"arguments":""}}]"#, None),
         &finish_chunk("stop"),
@@ -218,10 +183,7 @@ fn rule_6_index_missing_matches_by_id_or_continues_the_latest() {
         [json!({"a": 1}), json!({"b": 2})]
     );
     let items = Harness::new(false).stream(&[
-        &tool_chunk(
-            r#"[{"id":"g1","function":{"name":"f","arguments":"{\"a\""}}]"#,
-            None,
-        ),
+        &tool_chunk(r#"[{"id":"g1","function":{"name":"f","arguments":"{\"a\""}}]"#, None),
         &tool_chunk(r#"[{"function":{"arguments":":1}"}}]"#, None),
     ]);
     assert_eq!(final_calls(&items)[0].params, json!({"a": 1}));
@@ -254,22 +216,13 @@ fn rule_7_a_reused_index_with_a_new_id_and_name_starts_a_new_call() {
 fn rule_8_a_changed_id_on_an_arguments_only_delta_is_a_continuation() {
     let mut h = Harness::new(false);
     let items = h.stream(&[
-        &tool_chunk(
-            r#"[{"index":0,"id":"first","function":{"name":"f","arguments":"{\"a\":"}}]"#,
-            None,
-        ),
-        &tool_chunk(
-            r#"[{"index":0,"id":"other","function":{"arguments":"1}"}}]"#,
-            None,
-        ),
+        &tool_chunk(r#"[{"index":0,"id":"first","function":{"name":"f","arguments":"{\"a\":"}}]"#, None),
+        &tool_chunk(r#"[{"index":0,"id":"other","function":{"arguments":"1}"}}]"#, None),
         &finish_chunk("tool_calls"),
     ]);
     let calls = final_calls(&items);
     assert_eq!(calls.len(), 1);
-    assert_eq!(
-        (calls[0].id.as_str(), &calls[0].params),
-        ("first", &json!({"a": 1}))
-    );
+    assert_eq!((calls[0].id.as_str(), &calls[0].params), ("first", &json!({"a": 1})));
     assert!(h.anomaly_kinds().contains(&AnomalyKind::IdChanged));
 }
 
@@ -282,14 +235,8 @@ fn rule_8_an_explicit_matching_id_wins_over_a_conflicting_index() {
                 {"index":1,"id":"b","function":{"name":"g","arguments":"{\"y\":"}}]"#,
             None,
         ),
-        &tool_chunk(
-            r#"[{"index":1,"id":"a","function":{"arguments":"1}"}}]"#,
-            None,
-        ),
-        &tool_chunk(
-            r#"[{"index":1,"id":"b","function":{"arguments":"2}"}}]"#,
-            None,
-        ),
+        &tool_chunk(r#"[{"index":1,"id":"a","function":{"arguments":"1}"}}]"#, None),
+        &tool_chunk(r#"[{"index":1,"id":"b","function":{"arguments":"2}"}}]"#, None),
         &finish_chunk("tool_calls"),
     ]);
     let calls = final_calls(&items);
@@ -301,46 +248,24 @@ fn rule_8_an_explicit_matching_id_wins_over_a_conflicting_index() {
 fn rule_9_ids_repeated_empty_null_or_integer() {
     let mut h = Harness::new(false);
     let items = h.stream(&[
-        &tool_chunk(
-            r#"[{"index":0,"id":"0","function":{"name":"f","arguments":"{\"a\""}}]"#,
-            None,
-        ),
-        &tool_chunk(
-            r#"[{"index":0,"id":"0","function":{"arguments":":"}}]"#,
-            None,
-        ),
-        &tool_chunk(
-            r#"[{"index":0,"id":"","function":{"arguments":"1"}}]"#,
-            None,
-        ),
-        &tool_chunk(
-            r#"[{"index":0,"id":null,"function":{"arguments":"}"}}]"#,
-            None,
-        ),
+        &tool_chunk(r#"[{"index":0,"id":"0","function":{"name":"f","arguments":"{\"a\""}}]"#, None),
+        &tool_chunk(r#"[{"index":0,"id":"0","function":{"arguments":":"}}]"#, None),
+        &tool_chunk(r#"[{"index":0,"id":"","function":{"arguments":"1"}}]"#, None),
+        &tool_chunk(r#"[{"index":0,"id":null,"function":{"arguments":"}"}}]"#, None),
         &finish_chunk("tool_calls"),
     ]);
     let calls = final_calls(&items);
     assert_eq!(calls.len(), 1);
-    assert_eq!(
-        (calls[0].id.as_str(), &calls[0].params),
-        ("0", &json!({"a": 1}))
-    );
+    assert_eq!((calls[0].id.as_str(), &calls[0].params), ("0", &json!({"a": 1})));
     // Integer ids (Poolside) become strings.
     let mut h = Harness::new(false);
     let items = h.stream(&[
-        &tool_chunk(
-            r#"[{"index":0,"id":7,"function":{"name":"f","arguments":"{}"}}]"#,
-            None,
-        ),
+        &tool_chunk(r#"[{"index":0,"id":7,"function":{"name":"f","arguments":"{}"}}]"#, None),
         &tool_chunk(r#"[{"index":0,"id":7,"function":{"arguments":""}}]"#, None),
         &finish_chunk("tool_calls"),
     ]);
     assert_eq!(ids(&items), ["7"]);
-    let converted = h
-        .anomaly_kinds()
-        .iter()
-        .filter(|k| **k == AnomalyKind::ConvertedField)
-        .count();
+    let converted = h.anomaly_kinds().iter().filter(|k| **k == AnomalyKind::ConvertedField).count();
     assert_eq!(converted, 1, "reported once per field, not per delta");
 }
 
@@ -348,18 +273,9 @@ fn rule_9_ids_repeated_empty_null_or_integer() {
 fn rule_10_names_repeated_in_full_or_empty_on_continuations() {
     let mut h = Harness::new(false);
     let items = h.stream(&[
-        &tool_chunk(
-            r#"[{"index":0,"id":"c","function":{"name":"get_weather","arguments":"{\"a\""}}]"#,
-            None,
-        ),
-        &tool_chunk(
-            r#"[{"index":0,"function":{"name":"get_weather","arguments":":"}}]"#,
-            None,
-        ),
-        &tool_chunk(
-            r#"[{"index":0,"function":{"name":"","arguments":"1}"}}]"#,
-            None,
-        ),
+        &tool_chunk(r#"[{"index":0,"id":"c","function":{"name":"get_weather","arguments":"{\"a\""}}]"#, None),
+        &tool_chunk(r#"[{"index":0,"function":{"name":"get_weather","arguments":":"}}]"#, None),
+        &tool_chunk(r#"[{"index":0,"function":{"name":"","arguments":"1}"}}]"#, None),
         &finish_chunk("tool_calls"),
     ]);
     let calls = final_calls(&items);
@@ -371,19 +287,13 @@ fn rule_10_names_repeated_in_full_or_empty_on_continuations() {
 #[test]
 fn rule_11_id_nested_in_function_or_generated() {
     let items = Harness::new(false).stream(&[
-        &tool_chunk(
-            r#"[{"index":0,"function":{"id":"nested","name":"f","arguments":"{}"}}]"#,
-            None,
-        ),
+        &tool_chunk(r#"[{"index":0,"function":{"id":"nested","name":"f","arguments":"{}"}}]"#, None),
         &finish_chunk("tool_calls"),
     ]);
     assert_eq!(ids(&items), ["nested"]);
     let mut h = Harness::new(false);
     let items = h.stream(&[
-        &tool_chunk(
-            r#"[{"index":0,"function":{"name":"f","arguments":"{}"}}]"#,
-            None,
-        ),
+        &tool_chunk(r#"[{"index":0,"function":{"name":"f","arguments":"{}"}}]"#, None),
         &finish_chunk("tool_calls"),
     ]);
     let calls = final_calls(&items);
@@ -399,14 +309,8 @@ fn rule_12_type_is_ignored() {
             r#"[{"index":0,"id":"a","type":"function","function":{"name":"f","arguments":""}}]"#,
             None,
         ),
-        &tool_chunk(
-            r#"[{"index":0,"type":"","function":{"arguments":"{\"a\":1}"}}]"#,
-            None,
-        ),
-        &tool_chunk(
-            r#"[{"index":0,"type":"function","function":{"arguments":""}}]"#,
-            None,
-        ),
+        &tool_chunk(r#"[{"index":0,"type":"","function":{"arguments":"{\"a\":1}"}}]"#, None),
+        &tool_chunk(r#"[{"index":0,"type":"function","function":{"arguments":""}}]"#, None),
         &finish_chunk("tool_calls"),
     ]);
     assert_eq!(final_calls(&items)[0].params, json!({"a": 1}));
@@ -415,14 +319,8 @@ fn rule_12_type_is_ignored() {
 #[test]
 fn rule_13_sparse_indexes_come_out_in_order_of_first_appearance() {
     let items = Harness::new(false).stream(&[
-        &tool_chunk(
-            r#"[{"index":3,"id":"late","function":{"name":"f","arguments":"{}"}}]"#,
-            None,
-        ),
-        &tool_chunk(
-            r#"[{"index":1,"id":"early","function":{"name":"g","arguments":"{}"}}]"#,
-            None,
-        ),
+        &tool_chunk(r#"[{"index":3,"id":"late","function":{"name":"f","arguments":"{}"}}]"#, None),
+        &tool_chunk(r#"[{"index":1,"id":"early","function":{"name":"g","arguments":"{}"}}]"#, None),
         &finish_chunk("tool_calls"),
     ]);
     assert_eq!(ids(&items), ["late", "early"]);
@@ -431,14 +329,8 @@ fn rule_13_sparse_indexes_come_out_in_order_of_first_appearance() {
 #[test]
 fn rule_14_the_same_call_at_several_indexes_is_one_call() {
     let items = Harness::new(false).stream(&[
-        &tool_chunk(
-            r#"[{"index":0,"id":"same","function":{"name":"f","arguments":"{\"a\":"}}]"#,
-            None,
-        ),
-        &tool_chunk(
-            r#"[{"index":1,"id":"same","function":{"name":"f","arguments":"1}"}}]"#,
-            None,
-        ),
+        &tool_chunk(r#"[{"index":0,"id":"same","function":{"name":"f","arguments":"{\"a\":"}}]"#, None),
+        &tool_chunk(r#"[{"index":1,"id":"same","function":{"name":"f","arguments":"1}"}}]"#, None),
         &finish_chunk("tool_calls"),
     ]);
     let calls = final_calls(&items);
@@ -450,38 +342,25 @@ fn rule_14_the_same_call_at_several_indexes_is_one_call() {
 fn completion_only_on_a_non_empty_finish_reason() {
     for noise in [r#""finish_reason":null"#, r#""finish_reason":"""#, ""] {
         let mut h = Harness::new(false);
-        h.chunk(&tool_chunk(
-            r#"[{"index":0,"id":"a","function":{"name":"f","arguments":"{}"}}]"#,
-            None,
-        ))
-        .unwrap();
+        h.chunk(&tool_chunk(r#"[{"index":0,"id":"a","function":{"name":"f","arguments":"{}"}}]"#, None))
+            .unwrap();
         let sep = if noise.is_empty() { "" } else { "," };
-        let chunk =
-            format!(r#"{{"choices":[{{"index":0,"delta":{{"content":"x"}}{sep}{noise}}}]}}"#);
+        let chunk = format!(r#"{{"choices":[{{"index":0,"delta":{{"content":"x"}}{sep}{noise}}}]}}"#);
         let out = h.chunk(&chunk).unwrap();
         assert_eq!(out, [Out::Text("x".into())], "{noise}");
     }
     // "stop" although tools were called.
     let mut h = Harness::new(false);
-    h.chunk(&tool_chunk(
-        r#"[{"index":0,"id":"a","function":{"name":"f","arguments":"{}"}}]"#,
-        None,
-    ))
-    .unwrap();
+    h.chunk(&tool_chunk(r#"[{"index":0,"id":"a","function":{"name":"f","arguments":"{}"}}]"#, None)).unwrap();
     assert_eq!(ids(&h.chunk(&finish_chunk("stop")).unwrap()), ["a"]);
 }
 
 #[test]
 fn an_empty_tool_calls_list_ends_nothing() {
     let mut h = Harness::new(false);
-    h.chunk(&tool_chunk(
-        r#"[{"index":0,"id":"a","function":{"name":"f","arguments":"{\"a\":"}}]"#,
-        None,
-    ))
-    .unwrap();
-    let out = h
-        .chunk(r#"{"choices":[{"index":0,"delta":{"content":"\n","tool_calls":[]}}]}"#)
+    h.chunk(&tool_chunk(r#"[{"index":0,"id":"a","function":{"name":"f","arguments":"{\"a\":"}}]"#, None))
         .unwrap();
+    let out = h.chunk(r#"{"choices":[{"index":0,"delta":{"content":"\n","tool_calls":[]}}]}"#).unwrap();
     assert_eq!(out, [Out::Text("\n".into())]);
     let rest = h.stream(&[
         &tool_chunk(r#"[{"index":0,"function":{"arguments":"2}"}}]"#, None),
@@ -494,10 +373,7 @@ fn an_empty_tool_calls_list_ends_nothing() {
 fn chunks_after_finish_reason_keep_being_read() {
     let mut h = Harness::new(false);
     let items = h.stream(&[
-        &tool_chunk(
-            r#"[{"index":0,"id":"a","function":{"name":"f","arguments":"{}"}}]"#,
-            None,
-        ),
+        &tool_chunk(r#"[{"index":0,"id":"a","function":{"name":"f","arguments":"{}"}}]"#, None),
         &finish_chunk("tool_calls"),
         r#"{"choices":[{"index":0,"content_filter_results":{"hate":{"filtered":false}}}]}"#,
         r#"{"choices":[{"index":0,"delta":{"content":"late"}}]}"#,
@@ -512,18 +388,9 @@ fn chunks_after_finish_reason_keep_being_read() {
 fn finish_completes_every_open_call_in_order() {
     let mut h = Harness::new(false);
     h.chunks(&[
-        &tool_chunk(
-            r#"[{"index":5,"id":"x","function":{"name":"f","arguments":"{\"n\":1}"}}]"#,
-            None,
-        ),
-        &tool_chunk(
-            r#"[{"index":2,"id":"y","function":{"name":"f","arguments":"{\"n\":2}"}}]"#,
-            None,
-        ),
-        &tool_chunk(
-            r#"[{"index":9,"id":"z","function":{"name":"f","arguments":"{\"n\":3}"}}]"#,
-            None,
-        ),
+        &tool_chunk(r#"[{"index":5,"id":"x","function":{"name":"f","arguments":"{\"n\":1}"}}]"#, None),
+        &tool_chunk(r#"[{"index":2,"id":"y","function":{"name":"f","arguments":"{\"n\":2}"}}]"#, None),
+        &tool_chunk(r#"[{"index":9,"id":"z","function":{"name":"f","arguments":"{\"n\":3}"}}]"#, None),
     ]);
     let out = h.finish().unwrap();
     assert_eq!(ids(&out), ["x", "y", "z"]);
@@ -534,28 +401,17 @@ fn finish_completes_every_open_call_in_order() {
 fn a_valid_prefix_does_not_complete_a_call() {
     let mut h = Harness::new(false);
     let out = h
-        .chunk(&tool_chunk(
-            r#"[{"index":0,"id":"a","function":{"name":"f","arguments":"{\"a\":1}"}}]"#,
-            None,
-        ))
+        .chunk(&tool_chunk(r#"[{"index":0,"id":"a","function":{"name":"f","arguments":"{\"a\":1}"}}]"#, None))
         .unwrap();
     assert!(out.is_empty());
-    let out = h
-        .chunk(&tool_chunk(
-            r#"[{"index":0,"function":{"arguments":" "}}]"#,
-            None,
-        ))
-        .unwrap();
+    let out = h.chunk(&tool_chunk(r#"[{"index":0,"function":{"arguments":" "}}]"#, None)).unwrap();
     assert!(out.is_empty());
 }
 
 #[test]
 fn empty_arguments_mean_no_parameters() {
     let items = Harness::new(false).stream(&[
-        &tool_chunk(
-            r#"[{"index":0,"id":"a","function":{"name":"now","arguments":""}}]"#,
-            None,
-        ),
+        &tool_chunk(r#"[{"index":0,"id":"a","function":{"name":"now","arguments":""}}]"#, None),
         &finish_chunk("tool_calls"),
     ]);
     assert_eq!(final_calls(&items)[0].params, json!({}));
@@ -571,9 +427,7 @@ fn broken_arguments_are_repaired_and_reported() {
         let mut h = Harness::new(false);
         let items = h.stream(&[
             &tool_chunk(
-                &format!(
-                    r#"[{{"index":0,"id":"a","function":{{"name":"f","arguments":"{args}"}}}}]"#
-                ),
+                &format!(r#"[{{"index":0,"id":"a","function":{{"name":"f","arguments":"{args}"}}}}]"#),
                 None,
             ),
             &finish_chunk("tool_calls"),
@@ -595,10 +449,7 @@ fn unrepairable_arguments_raise_naming_the_tool_and_keep_the_rest() {
     let err = h.chunk(&finish_chunk("tool_calls")).unwrap_err();
     match &err {
         Error::Arguments { id, name, raw, .. } => {
-            assert_eq!(
-                (id.as_str(), name.as_str(), raw.as_str()),
-                ("bad", "broken", r#"{"a": tru"#)
-            );
+            assert_eq!((id.as_str(), name.as_str(), raw.as_str()), ("bad", "broken", r#"{"a": tru"#));
         }
         other => panic!("expected an arguments error, got {other:?}"),
     }
@@ -641,19 +492,13 @@ fn usage_from_any_chunk_and_groq() {
         r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"x_groq":{"usage":{"prompt_tokens":11,"completion_tokens":2}}}"#,
         r#"{"choices":[],"usage":null}"#,
     ]);
-    assert_eq!(
-        (h.usage().prompt_tokens, h.usage().completion_tokens),
-        (Some(11), Some(2))
-    );
+    assert_eq!((h.usage().prompt_tokens, h.usage().completion_tokens), (Some(11), Some(2)));
 }
 
 #[test]
 fn in_band_errors_raise_with_the_providers_message() {
     let cases = [
-        (
-            r#"{"error":{"message":"Rate limit reached","code":429}}"#,
-            "Rate limit reached",
-        ),
+        (r#"{"error":{"message":"Rate limit reached","code":429}}"#, "Rate limit reached"),
         (
             r#"{"object":"error","message":"context too long","type":"BadRequestError","code":400}"#,
             "context too long",
@@ -665,10 +510,7 @@ fn in_band_errors_raise_with_the_providers_message() {
     ];
     for (chunk, message) in cases {
         let mut h = Harness::new(false);
-        assert_eq!(
-            h.chunk(&text_chunk("before")).unwrap(),
-            [Out::Text("before".into())]
-        );
+        assert_eq!(h.chunk(&text_chunk("before")).unwrap(), [Out::Text("before".into())]);
         match h.chunk(chunk).unwrap_err() {
             Error::Provider { message: m, .. } => assert_eq!(m, message),
             other => panic!("expected a provider error, got {other:?}"),
@@ -710,10 +552,7 @@ fn wrong_types_never_fail_the_chunk() {
 #[test]
 fn an_orphan_fragment_is_reported_with_its_text() {
     let mut h = Harness::new(false);
-    h.stream(&[&tool_chunk(
-        r#"[{"index":4,"function":{"arguments":"{\"lost\":1}"}}]"#,
-        None,
-    )]);
+    h.stream(&[&tool_chunk(r#"[{"index":4,"function":{"arguments":"{\"lost\":1}"}}]"#, None)]);
     let a = &h.processor.anomalies().all()[0];
     assert_eq!(a.kind, AnomalyKind::OrphanFragment);
     assert_eq!(a.excerpt.as_deref(), Some(r#"{"lost":1}"#));

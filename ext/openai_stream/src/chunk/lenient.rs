@@ -312,20 +312,14 @@ impl<'de> Lenient<'de> for Any {
         Got::Value(Any(crate::json::JsonValue::Bool(v)))
     }
     fn from_i64(v: i64) -> Got<Self> {
-        Got::Value(Any(crate::json::JsonValue::Number(
-            crate::json::Number::from_i64(v),
-        )))
+        Got::Value(Any(crate::json::JsonValue::Number(crate::json::Number::from_i64(v))))
     }
     fn from_u64(v: u64) -> Got<Self> {
-        Got::Value(Any(crate::json::JsonValue::Number(
-            crate::json::Number::from_u64(v),
-        )))
+        Got::Value(Any(crate::json::JsonValue::Number(crate::json::Number::from_u64(v))))
     }
     fn from_f64(v: f64) -> Got<Self> {
-        Got::Value(Any(crate::json::Number::from_f64(v).map_or(
-            crate::json::JsonValue::Null,
-            crate::json::JsonValue::Number,
-        )))
+        Got::Value(Any(crate::json::Number::from_f64(v)
+            .map_or(crate::json::JsonValue::Null, crate::json::JsonValue::Number)))
     }
     fn from_str(v: Cow<'de, str>) -> Got<Self> {
         Got::Value(Any(crate::json::JsonValue::String(v.into_owned())))

@@ -214,13 +214,9 @@ mod tests {
 
     #[test]
     fn duplicate_keys_last_wins() {
-        let c =
-            Chunk::from_json(r#"{"choices":[{"delta":{"content":"a","content":"b"}}]}"#).unwrap();
+        let c = Chunk::from_json(r#"{"choices":[{"delta":{"content":"a","content":"b"}}]}"#).unwrap();
         let choice = c.choices.get().unwrap().0[0].get().unwrap().clone();
-        assert_eq!(
-            choice.delta.get().unwrap().content,
-            Field::Value(Content::Text("b".into()))
-        );
+        assert_eq!(choice.delta.get().unwrap().content, Field::Value(Content::Text("b".into())));
     }
 
     #[test]

@@ -8,7 +8,7 @@ mod incremental;
 mod value;
 
 pub use incremental::{
-    parse_complete, ContainerKind, IncrementalParser, SyntaxError, SyntaxErrorKind, ViewEvent,
-    ViewEvents, ViewSink, DEFAULT_MAX_DEPTH,
+    parse_complete, ContainerKind, IncrementalParser, SyntaxError, SyntaxErrorKind, ViewEvent, ViewEvents,
+    ViewSink, DEFAULT_MAX_DEPTH,
 };
 pub use value::{JsonValue, Number};

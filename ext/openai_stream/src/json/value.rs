@@ -288,10 +288,7 @@ mod tests {
         assert!(!f.is_integer());
         assert_eq!(f.as_f64(), 1.0);
         assert_eq!(Number::from_f64(f64::INFINITY), None);
-        assert_eq!(
-            Number::from_validated("123456789012345678901234567890").as_i64(),
-            None
-        );
+        assert_eq!(Number::from_validated("123456789012345678901234567890").as_i64(), None);
     }
 
     #[test]

@@ -59,17 +59,11 @@ enum Slot {
 
 impl Harness {
     pub fn new(partial: bool) -> Self {
-        Self::with(Options {
-            partial_tool_calls: partial,
-            ..Options::default()
-        })
+        Self::with(Options { partial_tool_calls: partial, ..Options::default() })
     }
 
     pub fn with(options: Options) -> Self {
-        Harness {
-            processor: Processor::new(options),
-            mirrors: HashMap::new(),
-        }
+        Harness { processor: Processor::new(options), mirrors: HashMap::new() }
     }
 
     /// The Hash path: one parsed chunk.
@@ -117,12 +111,7 @@ impl Harness {
     }
 
     pub fn anomaly_kinds(&self) -> Vec<AnomalyKind> {
-        self.processor
-            .anomalies()
-            .all()
-            .iter()
-            .map(|a| a.kind)
-            .collect()
+        self.processor.anomalies().all().iter().map(|a| a.kind).collect()
     }
 
     fn collect(&mut self, result: Result<(), Error>) -> Result<Vec<Out>, Error> {
@@ -244,11 +233,7 @@ pub fn to_serde(v: &JsonValue) -> Value {
 
 /// The ids of the calls among `items`, in order.
 pub fn ids(items: &[Out]) -> Vec<String> {
-    items
-        .iter()
-        .filter_map(Out::call)
-        .map(|c| c.id.clone())
-        .collect()
+    items.iter().filter_map(Out::call).map(|c| c.id.clone()).collect()
 }
 
 /// The final (non-partial) calls, in order, deduplicated by id keeping the last state.

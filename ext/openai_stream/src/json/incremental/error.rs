@@ -37,11 +37,7 @@ pub struct SyntaxError {
 
 impl SyntaxError {
     pub(crate) fn new(kind: SyntaxErrorKind, offset: usize, message: impl Into<String>) -> Self {
-        SyntaxError {
-            kind,
-            offset,
-            message: message.into(),
-        }
+        SyntaxError { kind, offset, message: message.into() }
     }
 }
 

@@ -267,9 +267,7 @@ impl IncrementalParser {
             State::Value | State::ArrayFirst => self.begin_value(b, text, pos, sink)?,
             State::ObjectFirst | State::Key if b == b'"' => self.begin_string(true),
             State::ObjectFirst if b == b'}' => self.close_container(sink),
-            State::ObjectFirst => {
-                return Err(self.unexpected("expected a string key or '}'", text, pos))
-            }
+            State::ObjectFirst => return Err(self.unexpected("expected a string key or '}'", text, pos)),
             State::Key => return Err(self.unexpected("expected a string key", text, pos)),
             State::Colon if b == b':' => self.state = State::Value,
             State::Colon => return Err(self.unexpected("expected ':'", text, pos)),
@@ -282,15 +280,8 @@ impl IncrementalParser {
                 _ => return Err(self.unexpected(self.after_value_expected(), text, pos)),
             },
             State::End => {
-                let message = format!(
-                    "trailing characters after the JSON value: {}",
-                    found(text, pos)
-                );
-                return Err(SyntaxError::new(
-                    SyntaxErrorKind::TrailingData,
-                    self.consumed + pos,
-                    message,
-                ));
+                let message = format!("trailing characters after the JSON value: {}", found(text, pos));
+                return Err(SyntaxError::new(SyntaxErrorKind::TrailingData, self.consumed + pos, message));
             }
             State::Str(_) | State::Num(_) | State::Lit { .. } => {}
         }
@@ -311,24 +302,9 @@ impl IncrementalParser {
                 sink.open(self.slot_key(), ContainerKind::String);
                 self.begin_string(false);
             }
-            b't' => {
-                self.state = State::Lit {
-                    literal: Literal::True,
-                    matched: 1,
-                }
-            }
-            b'f' => {
-                self.state = State::Lit {
-                    literal: Literal::False,
-                    matched: 1,
-                }
-            }
-            b'n' => {
-                self.state = State::Lit {
-                    literal: Literal::Null,
-                    matched: 1,
-                }
-            }
+            b't' => self.state = State::Lit { literal: Literal::True, matched: 1 },
+            b'f' => self.state = State::Lit { literal: Literal::False, matched: 1 },
+            b'n' => self.state = State::Lit { literal: Literal::Null, matched: 1 },
             _ => match NumState::start(b) {
                 Some(num) => {
                     self.number.clear();
@@ -378,11 +354,7 @@ impl IncrementalParser {
         if self.in_key || !matches!(self.state, State::Str(_)) {
             return;
         }
-        if let Some(rest) = self
-            .text
-            .get(self.flushed..)
-            .filter(|rest| !rest.is_empty())
-        {
+        if let Some(rest) = self.text.get(self.flushed..).filter(|rest| !rest.is_empty()) {
             sink.append(rest);
             self.flushed = self.text.len();
         }
@@ -462,22 +434,12 @@ impl IncrementalParser {
         sink: &mut S,
     ) -> Result<(), SyntaxError> {
         if self.stack.len() >= self.max_depth {
-            let message = format!(
-                "arrays and objects nested deeper than {} levels",
-                self.max_depth
-            );
-            return Err(SyntaxError::new(
-                SyntaxErrorKind::TooDeep,
-                self.consumed + pos,
-                message,
-            ));
+            let message = format!("arrays and objects nested deeper than {} levels", self.max_depth);
+            return Err(SyntaxError::new(SyntaxErrorKind::TooDeep, self.consumed + pos, message));
         }
         sink.open(self.slot_key(), kind);
         if kind == ContainerKind::Object {
-            self.stack.push(Frame::Object {
-                pairs: Vec::new(),
-                key: None,
-            });
+            self.stack.push(Frame::Object { pairs: Vec::new(), key: None });
             self.state = State::ObjectFirst;
         } else {
             self.stack.push(Frame::Array(Vec::new()));

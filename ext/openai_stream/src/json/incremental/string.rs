@@ -18,11 +18,7 @@ pub(super) enum Escape {
     Backslash,
     /// Inside `\uXXXX`: `count` hex digits read, their value in `acc`;
     /// `high` is the high surrogate this escape must complete.
-    Hex {
-        high: Option<u16>,
-        count: u8,
-        acc: u16,
-    },
+    Hex { high: Option<u16>, count: u8, acc: u16 },
     /// A high surrogate was read; its low half's `\` must come next.
     AfterHigh(u16),
     /// A high surrogate and a `\`; the `u` must come next.
@@ -50,11 +46,7 @@ fn plain_run(bytes: &[u8]) -> usize {
         skipped += BLOCK;
     }
     let rest = bytes.get(skipped..).unwrap_or_default();
-    skipped
-        + rest
-            .iter()
-            .position(|&b| is_special(b))
-            .unwrap_or(rest.len())
+    skipped + rest.iter().position(|&b| is_special(b)).unwrap_or(rest.len())
 }
 
 #[inline]
@@ -119,11 +111,7 @@ pub(super) fn scan(
                     b'r' => '\r',
                     b't' => '\t',
                     b'u' => {
-                        *esc = Escape::Hex {
-                            high: None,
-                            count: 0,
-                            acc: 0,
-                        };
+                        *esc = Escape::Hex { high: None, count: 0, acc: 0 };
                         pos += 1;
                         continue;
                     }
@@ -132,11 +120,7 @@ pub(super) fn scan(
                             "invalid escape: expected one of \"\\/bfnrtu after '\\', found {}",
                             found(text, pos)
                         );
-                        return Err(SyntaxError::new(
-                            SyntaxErrorKind::InvalidEscape,
-                            base + pos,
-                            message,
-                        ));
+                        return Err(SyntaxError::new(SyntaxErrorKind::InvalidEscape, base + pos, message));
                     }
                 };
                 out.push(c);
@@ -148,23 +132,13 @@ pub(super) fn scan(
                     return Ok(None);
                 };
                 let Some(digit) = hex_digit(b) else {
-                    let message = format!(
-                        "invalid \\u escape: expected a hex digit, found {}",
-                        found(text, pos)
-                    );
-                    return Err(SyntaxError::new(
-                        SyntaxErrorKind::InvalidEscape,
-                        base + pos,
-                        message,
-                    ));
+                    let message =
+                        format!("invalid \\u escape: expected a hex digit, found {}", found(text, pos));
+                    return Err(SyntaxError::new(SyntaxErrorKind::InvalidEscape, base + pos, message));
                 };
                 let acc = (acc << 4) | digit;
                 if count < 3 {
-                    *esc = Escape::Hex {
-                        high,
-                        count: count + 1,
-                        acc,
-                    };
+                    *esc = Escape::Hex { high, count: count + 1, acc };
                     pos += 1;
                     continue;
                 }
@@ -175,25 +149,21 @@ pub(super) fn scan(
                         continue;
                     }
                     (None, 0xDC00..=0xDFFF) => {
-                        return Err(lone_surrogate(
-                            base + pos,
-                            format!("lone low surrogate \\u{acc:04X}"),
-                        ));
+                        return Err(lone_surrogate(base + pos, format!("lone low surrogate \\u{acc:04X}")));
                     }
                     (None, unit) => u32::from(unit),
                     (Some(high), 0xDC00..=0xDFFF) => {
                         0x10000 + ((u32::from(high) - 0xD800) << 10) + (u32::from(acc) - 0xDC00)
                     }
                     (Some(high), _) => {
-                        let message = format!("high surrogate \\u{high:04X} followed by \\u{acc:04X}, not by a low surrogate");
+                        let message = format!(
+                            "high surrogate \\u{high:04X} followed by \\u{acc:04X}, not by a low surrogate"
+                        );
                         return Err(lone_surrogate(base + pos, message));
                     }
                 };
                 let Some(c) = char::from_u32(unit) else {
-                    return Err(lone_surrogate(
-                        base + pos,
-                        format!("invalid code point U+{unit:04X}"),
-                    ));
+                    return Err(lone_surrogate(base + pos, format!("invalid code point U+{unit:04X}")));
                 };
                 out.push(c);
                 *esc = Escape::None;
@@ -210,11 +180,7 @@ pub(super) fn scan(
             Escape::AfterHighBackslash(high) => match bytes.get(pos) {
                 None => return Ok(None),
                 Some(b'u') => {
-                    *esc = Escape::Hex {
-                        high: Some(high),
-                        count: 0,
-                        acc: 0,
-                    };
+                    *esc = Escape::Hex { high: Some(high), count: 0, acc: 0 };
                     pos += 1;
                 }
                 Some(_) => return Err(unpaired_high(high, text, pos, base)),

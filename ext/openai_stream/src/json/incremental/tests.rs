@@ -57,15 +57,7 @@ fn value(json: &str) -> JsonValue {
 #[test]
 fn a_string_value_opens_at_its_quote_and_keys_stay_hidden() {
     assert_eq!(
-        events(&[
-            r#"{"lo"#,
-            r#"cation"#,
-            r#"": "#,
-            r#"""#,
-            "B",
-            "erlin\"",
-            "}"
-        ]),
+        events(&[r#"{"lo"#, r#"cation"#, r#"": "#, r#"""#, "B", "erlin\"", "}"]),
         vec![
             vec![r#"open None Object"#.to_owned()],
             vec![],
@@ -98,11 +90,7 @@ fn an_escape_cut_by_a_fragment_is_appended_once_complete() {
     assert_eq!(
         events(&[r#"["a\"#, r#"nb"#]),
         vec![
-            vec![
-                "open None Array".to_owned(),
-                "open None String".to_owned(),
-                r#"append "a""#.to_owned()
-            ],
+            vec!["open None Array".to_owned(), "open None String".to_owned(), r#"append "a""#.to_owned()],
             vec![r#"append "\nb""#.to_owned()],
         ]
     );
@@ -130,11 +118,7 @@ fn a_high_surrogate_waits_for_its_low_half() {
 
 #[test]
 fn unicode_escapes_survive_a_cut_at_every_position() {
-    for text in [
-        r#"{"k": "a\u00e9b"}"#,
-        r#"{"k": "a\ud83d\ude00b"}"#,
-        r#"["\uD83D\uDE00\u0041"]"#,
-    ] {
+    for text in [r#"{"k": "a\u00e9b"}"#, r#"{"k": "a\ud83d\ude00b"}"#, r#"["\uD83D\uDE00\u0041"]"#] {
         let expected = value(text);
         for cut in 1..text.len() {
             let mut parser = IncrementalParser::new();
@@ -148,9 +132,7 @@ fn unicode_escapes_survive_a_cut_at_every_position() {
                     _ => None,
                 })
                 .collect();
-            let JsonValue::String(s) = parser.finish().map(|v| value_at(v, 0)).unwrap() else {
-                panic!()
-            };
+            let JsonValue::String(s) = parser.finish().map(|v| value_at(v, 0)).unwrap() else { panic!() };
             assert_eq!(appended, s, "{text} cut at {cut}");
             assert_eq!(parse_complete(text).unwrap(), expected);
         }
@@ -175,10 +157,7 @@ fn numbers_appear_when_something_ends_them() {
             vec!["scalar None 123".to_owned(), "close".to_owned()]
         ]
     );
-    assert_eq!(
-        events(&[r#"{"n": -1.5e"#, "+3,"])[1],
-        vec![r#"scalar Some("n") -1.5e+3"#.to_owned()]
-    );
+    assert_eq!(events(&[r#"{"n": -1.5e"#, "+3,"])[1], vec![r#"scalar Some("n") -1.5e+3"#.to_owned()]);
     // At the root, only finish knows the number ended.
     let mut parser = IncrementalParser::new();
     let mut log = Log::default();
@@ -217,10 +196,7 @@ fn duplicate_keys_are_kept_in_the_tree_and_name_their_slot_again() {
     assert_eq!(got[0][4], r#"open Some("a") Array"#);
     let tree = parse_complete(r#"{"a": "x", "a": [1]}"#).unwrap();
     assert_eq!(tree.to_json(), r#"{"a":"x","a":[1]}"#);
-    assert_eq!(
-        tree.get("a").map(JsonValue::to_json).as_deref(),
-        Some("[1]")
-    );
+    assert_eq!(tree.get("a").map(JsonValue::to_json).as_deref(), Some("[1]"));
 }
 
 #[test]
@@ -235,15 +211,9 @@ fn view_events_merge_appends_and_reuse_their_storage() {
     assert_eq!(
         got,
         vec![
-            ViewEvent::Open {
-                key: Some("k"),
-                kind: ContainerKind::String
-            },
+            ViewEvent::Open { key: Some("k"), kind: ContainerKind::String },
             ViewEvent::Append("abcd"),
-            ViewEvent::Scalar {
-                key: None,
-                value: &JsonValue::Bool(true)
-            },
+            ViewEvent::Scalar { key: None, value: &JsonValue::Bool(true) },
             ViewEvent::Close,
         ]
     );
@@ -303,47 +273,23 @@ fn unexpected_characters() {
     assert_error("[\u{a0}1]", SyntaxErrorKind::Unexpected, 1);
     assert_error("]", SyntaxErrorKind::Unexpected, 0);
     let e = error(r#"{"location": "Paris" "unit"}"#);
-    assert_eq!(
-        e.to_string(),
-        r#"expected ',' or '}', found '"' at byte 21"#
-    );
-    assert_eq!(
-        error("[1 x").to_string(),
-        "expected ',' or ']', found 'x' at byte 3"
-    );
+    assert_eq!(e.to_string(), r#"expected ',' or '}', found '"' at byte 21"#);
+    assert_eq!(error("[1 x").to_string(), "expected ',' or ']', found 'x' at byte 3");
 }
 
 #[test]
 fn unexpected_end() {
-    for (text, offset) in [
-        ("", 0),
-        ("  ", 2),
-        ("{", 1),
-        (r#"{"a""#, 4),
-        (r#"{"a":"#, 5),
-        ("[1", 2),
-        ("[1,", 3),
-    ] {
+    for (text, offset) in
+        [("", 0), ("  ", 2), ("{", 1), (r#"{"a""#, 4), (r#"{"a":"#, 5), ("[1", 2), ("[1,", 3)]
+    {
         assert_error(text, SyntaxErrorKind::UnexpectedEnd, offset);
     }
-    for text in [
-        r#""abc"#,
-        r#""a\"#,
-        r#""\u12"#,
-        r#""\ud83d"#,
-        r#""\ud83d\"#,
-        r#""\ud83d\u"#,
-        "tr",
-        "-",
-        "1.",
-        "1e+",
-    ] {
+    for text in
+        [r#""abc"#, r#""a\"#, r#""\u12"#, r#""\ud83d"#, r#""\ud83d\"#, r#""\ud83d\u"#, "tr", "-", "1.", "1e+"]
+    {
         assert_eq!(error(text).kind, SyntaxErrorKind::UnexpectedEnd, "{text}");
     }
-    assert_eq!(
-        error("").to_string(),
-        "expected a JSON value, found end of input at byte 0"
-    );
+    assert_eq!(error("").to_string(), "expected a JSON value, found end of input at byte 0");
     assert_eq!(
         error(r#"{"a": "x"#).to_string(),
         "expected '\"' to end the string, found end of input at byte 8"
@@ -378,17 +324,11 @@ fn too_deep_returns_quickly_without_recursion() {
     }
     assert_eq!(result.map_err(|e| e.kind), Err(SyntaxErrorKind::TooDeep));
     // The limit itself is allowed.
-    let ok = format!(
-        "{}{}",
-        "[".repeat(DEFAULT_MAX_DEPTH),
-        "]".repeat(DEFAULT_MAX_DEPTH)
-    );
+    let ok = format!("{}{}", "[".repeat(DEFAULT_MAX_DEPTH), "]".repeat(DEFAULT_MAX_DEPTH));
     assert!(parse_complete(&ok).is_ok());
     let mut parser = IncrementalParser::with_max_depth(2);
     assert_eq!(
-        parser
-            .feed(r#"{"a": [[1]]}"#, &mut ())
-            .map_err(|e| (e.kind, e.offset)),
+        parser.feed(r#"{"a": [[1]]}"#, &mut ()).map_err(|e| (e.kind, e.offset)),
         Err((SyntaxErrorKind::TooDeep, 7))
     );
     let mut parser = IncrementalParser::with_max_depth(0);
@@ -398,20 +338,12 @@ fn too_deep_returns_quickly_without_recursion() {
 
 #[test]
 fn invalid_numbers() {
-    for (text, offset) in [
-        ("01", 1),
-        ("-01", 2),
-        ("-", 1),
-        ("[-x]", 2),
-        ("[1.]", 3),
-        ("1.e5", 2),
-        ("[1e]", 3),
-        ("1e+x", 3),
-    ] {
+    for (text, offset) in
+        [("01", 1), ("-01", 2), ("-", 1), ("[-x]", 2), ("[1.]", 3), ("1.e5", 2), ("[1e]", 3), ("1e+x", 3)]
+    {
         let e = error(text);
         if e.offset != offset
-            || (e.kind != SyntaxErrorKind::InvalidNumber
-                && e.kind != SyntaxErrorKind::UnexpectedEnd)
+            || (e.kind != SyntaxErrorKind::InvalidNumber && e.kind != SyntaxErrorKind::UnexpectedEnd)
         {
             panic!("{text:?}: {e:?}");
         }
@@ -422,10 +354,7 @@ fn invalid_numbers() {
     assert_error("[--1]", SyntaxErrorKind::InvalidNumber, 2);
     assert_error("[+1]", SyntaxErrorKind::Unexpected, 1);
     assert_error("[.5]", SyntaxErrorKind::Unexpected, 1);
-    assert_eq!(
-        error("[-a]").to_string(),
-        "expected a digit after '-', found 'a' at byte 2"
-    );
+    assert_eq!(error("[-a]").to_string(), "expected a digit after '-', found 'a' at byte 2");
 }
 
 #[test]
@@ -449,10 +378,7 @@ fn lone_surrogates_are_errors_as_in_serde_json() {
         r#""\ude00\ud83d""#,
     ] {
         assert_eq!(error(text).kind, SyntaxErrorKind::InvalidUnicode, "{text}");
-        assert!(
-            serde_json::from_str::<serde_json::Value>(text).is_err(),
-            "{text}"
-        );
+        assert!(serde_json::from_str::<serde_json::Value>(text).is_err(), "{text}");
     }
     assert_error(r#""\udc00""#, SyntaxErrorKind::InvalidUnicode, 6);
     assert_error(r#"["\ud83dx"]"#, SyntaxErrorKind::InvalidUnicode, 8);
@@ -465,14 +391,8 @@ fn control_characters_must_be_escaped() {
         let text = format!("[\"a{c}b\"]");
         assert_error(&text, SyntaxErrorKind::ControlCharacter, 3);
     }
-    assert_eq!(
-        parse_complete("\"\u{7f}\"").unwrap(),
-        JsonValue::String("\u{7f}".into())
-    );
-    assert_eq!(
-        error("\"\n\"").to_string(),
-        "unescaped control character U+000A in a string at byte 1"
-    );
+    assert_eq!(parse_complete("\"\u{7f}\"").unwrap(), JsonValue::String("\u{7f}".into()));
+    assert_eq!(error("\"\n\"").to_string(), "unescaped control character U+000A in a string at byte 1");
 }
 
 #[test]
@@ -501,15 +421,8 @@ fn a_parser_that_failed_stays_failed() {
 
 #[test]
 fn whitespace_is_json_whitespace_only() {
-    assert_eq!(
-        parse_complete(" \t\n\r[ \t\n\r1 \t\n\r] \t\n\r").unwrap(),
-        value("[1]")
-    );
+    assert_eq!(parse_complete(" \t\n\r[ \t\n\r1 \t\n\r] \t\n\r").unwrap(), value("[1]"));
     for ws in ['\u{b}', '\u{c}', '\u{a0}', '\u{2028}'] {
-        assert_eq!(
-            error(&format!("[{ws}1]")).kind,
-            SyntaxErrorKind::Unexpected,
-            "{ws:?}"
-        );
+        assert_eq!(error(&format!("[{ws}1]")).kind, SyntaxErrorKind::Unexpected, "{ws:?}");
     }
 }

@@ -98,15 +98,9 @@ struct Span {
 
 #[derive(Debug, Clone, Copy)]
 enum Recorded {
-    Open {
-        key: Option<Span>,
-        kind: ContainerKind,
-    },
+    Open { key: Option<Span>, kind: ContainerKind },
     Append(Span),
-    Scalar {
-        key: Option<Span>,
-        value: usize,
-    },
+    Scalar { key: Option<Span>, value: usize },
     Close,
 }
 
@@ -152,10 +146,7 @@ impl ViewEvents {
     /// The recorded events, in order.
     pub fn iter(&self) -> impl Iterator<Item = ViewEvent<'_>> + '_ {
         self.events.iter().map(move |event| match *event {
-            Recorded::Open { key, kind } => ViewEvent::Open {
-                key: key.map(|k| self.span(k)),
-                kind,
-            },
+            Recorded::Open { key, kind } => ViewEvent::Open { key: key.map(|k| self.span(k)), kind },
             Recorded::Append(span) => ViewEvent::Append(self.span(span)),
             Recorded::Scalar { key, value } => ViewEvent::Scalar {
                 key: key.map(|k| self.span(k)),
@@ -173,10 +164,7 @@ impl ViewEvents {
     fn store(&mut self, text: &str) -> Span {
         let start = self.text.len();
         self.text.push_str(text);
-        Span {
-            start,
-            end: self.text.len(),
-        }
+        Span { start, end: self.text.len() }
     }
 }
 
@@ -205,10 +193,7 @@ impl ViewSink for ViewEvents {
     fn scalar(&mut self, key: Option<&str>, value: &JsonValue) {
         let key = key.map(|k| self.store(k));
         self.scalars.push(value.clone());
-        self.events.push(Recorded::Scalar {
-            key,
-            value: self.scalars.len() - 1,
-        });
+        self.events.push(Recorded::Scalar { key, value: self.scalars.len() - 1 });
     }
 
     fn close(&mut self) {
