@@ -1,0 +1,221 @@
+# frozen_string_literal: true
+
+require_relative "spec_helper"
+require_relative "support/chunks"
+
+# One example per rule of stream-shapes.md, each with its own small stream,
+# through the Hash path and the raw path; both must give the expected calls.
+RSpec.describe "stream-shapes.md rules" do
+  # name => [chunks, expected [id, name, parameters] triples, expected text]
+  rules = {
+    "reference shape: header then fragments, finish chunk, usage chunk" => [
+      [ChunkHelpers.tool_chunk([ChunkHelpers.call("c1", "lookup", "", index: 0)]),
+       *['{"', "lo", "catio", 'n": "B', 'erlin"}'].map { |f| ChunkHelpers.tool_chunk([ChunkHelpers.fragment(0, f)]) },
+       ChunkHelpers.finish_chunk, ChunkHelpers.usage_chunk(prompt: 5, completion: 3)],
+      [["c1", "lookup", { location: "Berlin" }]]
+    ],
+    "1: several complete calls in one delta with finish_reason" => [
+      [ChunkHelpers.tool_chunk([ChunkHelpers.call("a", "f", '{"n":1}'), ChunkHelpers.call("b", "g", '{"n":2}')],
+                               finish: "tool_calls")],
+      [["a", "f", { n: 1 }], ["b", "g", { n: 2 }]]
+    ],
+    "2: complete arguments on the header are appended once" => [
+      [ChunkHelpers.tool_chunk([ChunkHelpers.call("a", "f", '{"n":1}', index: 0)]), ChunkHelpers.finish_chunk],
+      [["a", "f", { n: 1 }]]
+    ],
+    "3: arguments omitted or null on the header" => [
+      [ChunkHelpers.tool_chunk([{ index: 0, id: "a", function: { name: "f" } }]),
+       ChunkHelpers.tool_chunk([{ index: 1, id: "b", function: { name: "g", arguments: nil } }]),
+       ChunkHelpers.tool_chunk([ChunkHelpers.fragment(0, '{"x":1}')]),
+       ChunkHelpers.finish_chunk],
+      [["a", "f", { x: 1 }], ["b", "g", {}]]
+    ],
+    "4: arguments as a JSON object" => [
+      [ChunkHelpers.tool_chunk([{ index: 0, id: "a", function: { name: "f", arguments: { q: "x", n: [1] } } }]),
+       ChunkHelpers.finish_chunk],
+      [["a", "f", { q: "x", n: [1] }]]
+    ],
+    "5: fragments of simultaneous calls interleave by index" => [
+      [ChunkHelpers.tool_chunk([ChunkHelpers.call("a", "f", "", index: 0), ChunkHelpers.call("b", "g", "", index: 1)]),
+       ChunkHelpers.tool_chunk([ChunkHelpers.fragment(1, '{"y":')]),
+       ChunkHelpers.tool_chunk([ChunkHelpers.fragment(0, '{"x":')]),
+       ChunkHelpers.tool_chunk([ChunkHelpers.fragment(1, "2}")]),
+       ChunkHelpers.tool_chunk([ChunkHelpers.fragment(0, "1}")]),
+       ChunkHelpers.finish_chunk],
+      [["a", "f", { x: 1 }], ["b", "g", { y: 2 }]]
+    ],
+    "6: no index: match by id; neither index nor id continues the latest call" => [
+      [ChunkHelpers.tool_chunk([{ id: "g1", function: { name: "f", arguments: '{"a"' } }]),
+       ChunkHelpers.tool_chunk([{ id: "g2", function: { name: "g", arguments: '{"b":2}' } }]),
+       ChunkHelpers.tool_chunk([{ id: "g1", function: { arguments: ":1}" } }]),
+       ChunkHelpers.tool_chunk([{ function: { arguments: "" } }]),
+       ChunkHelpers.finish_chunk("stop")],
+      [["g1", "f", { a: 1 }], ["g2", "g", { b: 2 }]]
+    ],
+    "7: a reused index with a new id and name starts a new call" => [
+      [ChunkHelpers.tool_chunk([ChunkHelpers.call("o1", "f", '{"a":1}', index: 0)], finish: ""),
+       ChunkHelpers.tool_chunk([ChunkHelpers.call("o2", "g", '{"b":2}', index: 0)], finish: ""),
+       ChunkHelpers.finish_chunk("stop")],
+      [["o1", "f", { a: 1 }], ["o2", "g", { b: 2 }]]
+    ],
+    "8: a changed id on an arguments-only delta is a continuation" => [
+      [ChunkHelpers.tool_chunk([ChunkHelpers.call("first", "f", '{"a":', index: 0)]),
+       ChunkHelpers.tool_chunk([{ index: 0, id: "other", function: { arguments: "1}" } }]),
+       ChunkHelpers.finish_chunk],
+      [["first", "f", { a: 1 }]]
+    ],
+    "8: an explicit id that matches wins over a conflicting index" => [
+      [ChunkHelpers.tool_chunk([ChunkHelpers.call("a", "f", '{"x":', index: 0),
+                                ChunkHelpers.call("b", "g", '{"y":', index: 1)]),
+       ChunkHelpers.tool_chunk([{ index: 1, id: "a", function: { arguments: "1}" } }]),
+       ChunkHelpers.tool_chunk([{ index: 1, id: "b", function: { arguments: "2}" } }]),
+       ChunkHelpers.finish_chunk],
+      [["a", "f", { x: 1 }], ["b", "g", { y: 2 }]]
+    ],
+    "9: ids repeated, empty, null, or integers" => [
+      [ChunkHelpers.tool_chunk([{ index: 0, id: 7, function: { name: "f", arguments: '{"a"' } }]),
+       ChunkHelpers.tool_chunk([{ index: 0, id: 7, function: { arguments: ":" } }]),
+       ChunkHelpers.tool_chunk([{ index: 0, id: "", function: { arguments: "1" } }]),
+       ChunkHelpers.tool_chunk([{ index: 0, id: nil, function: { arguments: "}" } }]),
+       ChunkHelpers.finish_chunk],
+      [["7", "f", { a: 1 }]]
+    ],
+    "10: names repeated in full, or empty, on continuations" => [
+      [ChunkHelpers.tool_chunk([ChunkHelpers.call("c", "get_weather", '{"a"', index: 0)]),
+       ChunkHelpers.tool_chunk([{ index: 0, function: { name: "get_weather", arguments: ":" } }]),
+       ChunkHelpers.tool_chunk([{ index: 0, function: { name: "", arguments: "1}" } }]),
+       ChunkHelpers.finish_chunk],
+      [["c", "get_weather", { a: 1 }]]
+    ],
+    "11: an id nested inside function" => [
+      [ChunkHelpers.tool_chunk([{ index: 0, function: { id: "nested", name: "f", arguments: "{}" } }]),
+       ChunkHelpers.finish_chunk],
+      [["nested", "f", {}]]
+    ],
+    "12: type repeated, empty or absent is ignored" => [
+      [ChunkHelpers.tool_chunk([ChunkHelpers.call("a", "f", "", index: 0)]),
+       ChunkHelpers.tool_chunk([{ index: 0, type: "", function: { arguments: '{"a":1}' } }]),
+       ChunkHelpers.tool_chunk([{ index: 0, type: "function", function: { arguments: "" } }]),
+       ChunkHelpers.finish_chunk],
+      [["a", "f", { a: 1 }]]
+    ],
+    "13: sparse indexes come out in order of first appearance" => [
+      [ChunkHelpers.tool_chunk([ChunkHelpers.call("late", "f", "{}", index: 3)]),
+       ChunkHelpers.tool_chunk([ChunkHelpers.call("early", "g", "{}", index: 1)]),
+       ChunkHelpers.finish_chunk],
+      [["late", "f", {}], ["early", "g", {}]]
+    ],
+    "14: one call announced at several indexes with the same id" => [
+      [ChunkHelpers.tool_chunk([ChunkHelpers.call("same", "f", '{"a":', index: 0)]),
+       ChunkHelpers.tool_chunk([ChunkHelpers.call("same", "f", "1}", index: 1)]),
+       ChunkHelpers.finish_chunk],
+      [["same", "f", { a: 1 }]]
+    ],
+    "completion: only a non-empty finish_reason ends the turn, \"stop\" too" => [
+      [ChunkHelpers.tool_chunk([ChunkHelpers.call("a", "f", '{"a":', index: 0)], finish: ""),
+       ChunkHelpers.text_chunk("\n"),
+       ChunkHelpers.tool_chunk([ChunkHelpers.fragment(0, "1}")]),
+       ChunkHelpers.finish_chunk("stop")],
+      [["a", "f", { a: 1 }]], ["\n"]
+    ],
+    "completion: tool_calls: [] is noise and ends nothing" => [
+      [ChunkHelpers.tool_chunk([ChunkHelpers.call("a", "f", '{"a":', index: 0)]),
+       { choices: [{ index: 0, delta: { content: "x", tool_calls: [] } }] },
+       ChunkHelpers.tool_chunk([ChunkHelpers.fragment(0, "2}")]),
+       ChunkHelpers.finish_chunk],
+      [["a", "f", { a: 2 }]], ["x"]
+    ],
+    "completion: chunks after finish_reason keep being read" => [
+      [ChunkHelpers.tool_chunk([ChunkHelpers.call("a", "f", "{}", index: 0)]),
+       ChunkHelpers.finish_chunk,
+       { choices: [{ index: 0, content_filter_results: { hate: { filtered: false } } }] },
+       ChunkHelpers.text_chunk("late"),
+       ChunkHelpers.usage_chunk(prompt: 3, completion: 4)],
+      [["a", "f", {}]], ["late"]
+    ],
+    "content: parts, null, empty, whitespace, reasoning fields" => [
+      [{ choices: [{ index: 0, delta: { role: "assistant", content: nil } }] },
+       ChunkHelpers.text_chunk(""),
+       ChunkHelpers.text_chunk("\n"),
+       { choices: [{ index: 0,
+                     delta: { content: [{ type: "thinking", thinking: [] }, { type: "text", text: "3" }] } }] },
+       { choices: [{ index: 0, delta: { reasoning_content: "hidden", reasoning: "hidden" } }] }],
+      [], %W[\n 3]
+    ],
+    "content: text and tool calls in one delta give the text first" => [
+      [{ choices: [{ index: 0,
+                     delta: { content: "Checking.", tool_calls: [ChunkHelpers.call("a", "f", "{}", index: 0)] },
+                     finish_reason: "tool_calls" }] }],
+      [["a", "f", {}]], ["Checking."]
+    ]
+  }
+
+  # The calls in order of completion: the last item of each ToolCall object
+  # (with partial_tool_calls the same object is returned while it streams).
+  def final_calls(items)
+    calls = tool_calls_in(items).reverse.uniq(&:object_id).reverse
+    expect(calls).to all(have_attributes(partial?: false))
+    calls
+  end
+
+  rules.each do |name, (chunks, expected_calls, expected_text)|
+    describe name do
+      [false, true].each do |partial|
+        it "gives the expected calls from parsed chunks (partial_tool_calls: #{partial})" do
+          items = stream_items(DiscourseAiStream::OpenAiMessageProcessor.new(partial_tool_calls: partial),
+                               chunks.map { |c| parsed(c) })
+          finals = final_calls(items)
+          expect(finals.map { |c| [c.id, c.name, c.parameters] }).to eq(expected_calls)
+          expect(items.grep(String)).to eq(expected_text || [])
+        end
+
+        it "gives the same from raw SSE bytes (partial_tool_calls: #{partial})" do
+          processor = DiscourseAiStream::OpenAiMessageProcessor.new(partial_tool_calls: partial)
+          items = decoded_items(processor, [sse(chunks)])
+          finals = final_calls(items)
+          expect(finals.map { |c| [c.id, c.name, c.parameters] }).to contain_exactly(*expected_calls)
+          expect(items.grep(String)).to eq(expected_text || [])
+        end
+      end
+    end
+  end
+
+  it "11: a call with a name and no id anywhere gets a generated id, reported" do
+    processor = DiscourseAiStream::OpenAiMessageProcessor.new
+    items = stream_items(processor,
+                         [tool_chunk([{ index: 0, function: { name: "f", arguments: "{}" } }]), finish_chunk])
+    expect(items.first.id).to start_with("call_das_")
+    expect(processor.anomalies).to contain_exactly(include(kind: :generated_id, name: "f", id: items.first.id))
+  end
+
+  it "usage: from any chunk, cache reads from either field, never added, nulls never erase" do
+    processor = DiscourseAiStream::OpenAiMessageProcessor.new
+    stream_items(processor, [
+                   { choices: [{ index: 0, delta: { content: "a" } }], usage: nil },
+                   { choices: [{ index: 0, delta: {}, finish_reason: "stop" }],
+                     usage: { prompt_tokens: 100, completion_tokens: 9, prompt_cache_hit_tokens: 40,
+                              prompt_tokens_details: { cached_tokens: 40 } } },
+                   { choices: [], usage: nil }
+                 ])
+    expect([processor.prompt_tokens, processor.cache_read_tokens, processor.completion_tokens]).to eq([60, 40, 9])
+  end
+
+  it "usage: Groq's x_groq.usage on the finish chunk" do
+    processor = DiscourseAiStream::OpenAiMessageProcessor.new
+    stream_items(processor, [{ choices: [{ index: 0, delta: {}, finish_reason: "stop" }],
+                               x_groq: { usage: { prompt_tokens: 11, completion_tokens: 2 } } }])
+    expect([processor.prompt_tokens, processor.completion_tokens]).to eq([11, 2])
+  end
+
+  it "in-band errors: each shape raises ProviderError with the provider's message" do
+    {
+      { error: { message: "Rate limit" } } => "Rate limit",
+      { object: "error", message: "context too long", type: "BadRequestError", code: 400 } => "context too long",
+      { choices: [{ index: 0, delta: {}, finish_reason: "error", error: { message: "upstream died" } }] } =>
+        "upstream died"
+    }.each do |chunk, text|
+      processor = DiscourseAiStream::OpenAiMessageProcessor.new
+      expect { processor.process_streamed_message(chunk) }.to raise_error(DiscourseAiStream::ProviderError, text)
+    end
+  end
+end
