@@ -155,25 +155,23 @@ impl Processor {
     /// [`Processor::output`].
     pub fn finish(&mut self) -> Result<&Output, Error> {
         self.state.begin();
+        // The stream is over: bytes that cannot be read any more are
+        // recorded, not raised, so the calls below are still returned. A
+        // provider error is still raised (after completing the calls).
         let mut first_error = None;
         loop {
             let state = &mut self.state;
             match self.reader.finish(&mut |line| state.on_line(line)) {
                 Ok(()) => break,
-                Err(FeedError::Handler(e)) => {
-                    first_error.get_or_insert(e);
-                }
-                Err(FeedError::TooLong(e)) => {
-                    first_error.get_or_insert(Error::stream(
-                        StreamErrorKind::LineTooLong,
-                        e.to_string(),
-                        excerpt_bytes(&e.head),
-                    ));
-                }
+                Err(FeedError::Handler(e)) => self.state.at_end(e, &mut first_error),
+                Err(FeedError::TooLong(e)) => self.state.at_end(
+                    Error::stream(StreamErrorKind::LineTooLong, e.to_string(), excerpt_bytes(&e.head)),
+                    &mut first_error,
+                ),
             }
         }
         if let Err(e) = self.state.flush_pending() {
-            first_error.get_or_insert(e);
+            self.state.at_end(e, &mut first_error);
         }
         let state = &mut self.state;
         if state.calls.any_open() && !state.saw_finish_reason && !state.saw_done {
@@ -216,6 +214,14 @@ impl Processor {
         &self.state.calls
     }
 
+    /// Raw bytes held between calls to [`Processor::decode`]: the line
+    /// reader's unterminated line (or, after a failed line, the rest of the
+    /// read) plus the data lines of an event whose JSON is not complete.
+    /// Read-only; for memory-bound checks (fuzzing).
+    pub fn buffered_bytes(&self) -> usize {
+        self.reader.buffered() + self.state.pending.len()
+    }
+
     /// Usage as the readers report it.
     pub fn usage(&self) -> UsageReport {
         self.state.usage.report(self.state.options.usage_mode)
@@ -244,6 +250,22 @@ impl State {
         }
         for call in self.shown_views.drain(..) {
             self.calls.clear_view(call);
+        }
+    }
+
+    /// An error found while reading the end of the stream in `finish`.
+    fn at_end(&mut self, e: Error, first_error: &mut Option<Error>) {
+        match e {
+            Error::Stream { message, excerpt, .. } => self.anomalies.push(
+                Anomaly::new(
+                    AnomalyKind::TruncatedEvent,
+                    format!("the stream ended with an event that cannot be read: {message}"),
+                )
+                .excerpt(&excerpt),
+            ),
+            other => {
+                first_error.get_or_insert(other);
+            }
         }
     }
 
@@ -599,7 +621,13 @@ impl State {
                 }
                 _ => continue,
             };
+            let before = self.calls.len();
             let applied = self.calls.apply(d, &mut self.anomalies);
+            if self.calls.len() > before {
+                // A call started after the last finish_reason: only a new
+                // one (or [DONE]) says that it arrived whole.
+                self.saw_finish_reason = false;
+            }
             if let Some(replaced) = applied.replaced {
                 if let Err(e) = self.complete(replaced) {
                     if first_error.is_ok() {

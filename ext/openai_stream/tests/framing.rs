@@ -251,3 +251,28 @@ fn the_legacy_simulation_counts_what_the_old_processor_ran() {
     assert_eq!(legacy.emitted, ["a"]);
     assert!(Harness::new(false).processor.legacy_outcome().is_none());
 }
+
+#[test]
+fn a_call_started_after_an_earlier_finish_reason_and_never_finished_is_truncated() {
+    let mut h = Harness::new(false);
+    let first =
+        tool_chunk(r#"[{"index":0,"id":"a","function":{"name":"f","arguments":"{}"}}]"#, Some("tool_calls"));
+    let late = tool_chunk(r#"[{"index":1,"id":"b","function":{"name":"g","arguments":"{}"}}]"#, None);
+    let items = decode_all(&mut h, &[format!("data: {first}\n\ndata: {late}\n\n").as_bytes()]);
+    assert_eq!(ids(&items), ["a", "b"]);
+    assert!(h.anomaly_kinds().contains(&AnomalyKind::Truncated));
+}
+
+#[test]
+fn an_unreadable_last_line_at_eof_is_recorded_and_finish_still_returns_the_calls() {
+    let mut h = Harness::new(false);
+    h.raw(format!("data: {HEADER}\n\ndata: {ARGS}\n\ndata: {{\"x\": nope").as_bytes()).unwrap();
+    let out = h.finish().expect("finish does not raise for the end of the stream");
+    assert_eq!(final_calls(&out)[0].params, expected_call());
+    assert!(h.anomaly_kinds().contains(&AnomalyKind::TruncatedEvent));
+    // A provider error as the last line is still raised, after completing.
+    let mut h = Harness::new(false);
+    h.raw(format!("data: {HEADER}\n\ndata: {{\"error\":{{\"message\":\"gone\"}}}}").as_bytes()).unwrap();
+    assert!(matches!(h.finish(), Err(Error::Provider { .. })));
+    assert_eq!(h.processor.output().items().count(), 1);
+}

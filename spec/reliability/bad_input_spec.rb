@@ -1,0 +1,176 @@
+# frozen_string_literal: true
+
+require_relative "../spec_helper"
+require_relative "../support/chunks"
+
+# Everything a server or a proxy might send that is not a well-formed stream.
+# Each row: the input, the outcome (a named error with the offending data, or
+# ignored with an anomaly), and the check that the call completed before the
+# bad input is not lost.
+RSpec.describe "bad input" do
+  good = ChunkHelpers.tool_chunk([ChunkHelpers.call("good", "search", '{"q":"ok"}', index: 0)], finish: "tool_calls")
+  good_sse = ChunkHelpers.sse([good], done: false)
+
+  deep_json = "{\"x\":#{"[" * 10_000}#{"]" * 10_000}}"
+  deep_hash = 10_000.times.inject([]) { |inner, _| [inner] }
+
+  raw_rows = {
+    "an invalid JSON line" => ["data: {\"choices\": [oops]}\n\n", DiscourseAiStream::StreamError, :invalid_json,
+                               /oops/],
+    "JSON nested 10 000 deep" => ["data: #{deep_json}\n\n", DiscourseAiStream::StreamError, :too_deep, /recursion/],
+    "invalid UTF-8 in text" => ["data: {\"choices\":[{\"delta\":{\"content\":\"a\xFF\"}}]}\n\n".b,
+                                DiscourseAiStream::StreamError, :invalid_utf8, /UTF-8/],
+    "a raw NUL byte inside a JSON string" => ["data: {\"choices\":[{\"delta\":{\"content\":\"a\u0000\"}}]}\n\n",
+                                              DiscourseAiStream::StreamError, :invalid_json, /control character/],
+    "an in-band error" => ["data: {\"error\":{\"message\":\"quota exceeded\"}}\n\n",
+                           DiscourseAiStream::ProviderError, nil, /quota exceeded/]
+  }
+
+  raw_rows.each do |name, (bad, error, kind, message)|
+    it "raw path, #{name}: raises #{error.name.split("::").last} and keeps the good call" do
+      processor = DiscourseAiStream::OpenAiMessageProcessor.new
+      expect { processor.decode_chunk(good_sse + bad.b) }.to raise_error(error, message) { |e|
+        expect(e.kind).to eq(kind) if kind
+        expect(e.excerpt.bytesize).to be <= 200 if e.respond_to?(:excerpt) && e.excerpt
+        expect(ids_in(e.items)).to eq(["good"])
+      }
+      expect(processor.finish).to eq([])
+      expect(processor.decode_chunk(sse([text_chunk("still reading")]))).to eq(["still reading"])
+    end
+  end
+
+  hash_rows = {
+    "a String instead of a Hash" => ["data: {}", TypeError, /expected a Hash/],
+    "an Integer" => [5, TypeError, /Integer/],
+    "nil" => [nil, TypeError, /NilClass/],
+    "an Array" => [[good], TypeError, /Array/],
+    "a Hash nested 10 000 deep" => [{ choices: deep_hash }, DiscourseAiStream::StreamError, /nested deeper/],
+    "invalid UTF-8 in a String" => [{ choices: [{ delta: { content: (+"a\xFF").force_encoding("UTF-8") } }] },
+                                    DiscourseAiStream::StreamError, /UTF-8/]
+  }
+
+  hash_rows.each do |name, (bad, error, message)|
+    it "Hash path, #{name}: raises #{error.name.split("::").last} and loses nothing before it" do
+      processor = DiscourseAiStream::OpenAiMessageProcessor.new
+      expect(ids_in(Array(processor.process_streamed_message(good)))).to eq(["good"])
+      expect { processor.process_streamed_message(bad) }.to raise_error(error, message)
+      expect(processor.process_streamed_message(text_chunk("after"))).to eq("after")
+    end
+  end
+
+  # Every field of a chunk, given a value of the wrong type: never an error,
+  # each one reported, and the good call before it comes out.
+  wrong_types = {
+    "choices" => ->(v) { { choices: v } },
+    "choices[0]" => ->(v) { { choices: [v] } },
+    "delta" => ->(v) { { choices: [{ delta: v }] } },
+    "content" => ->(v) { { choices: [{ delta: { content: v } }] } },
+    "tool_calls" => ->(v) { { choices: [{ delta: { tool_calls: v } }] } },
+    "tool_calls[0]" => ->(v) { { choices: [{ delta: { tool_calls: [v] } }] } },
+    "index" => ->(v) { ChunkHelpers.tool_chunk([{ index: v, id: "x", function: { name: "f", arguments: "{}" } }]) },
+    "id" => ->(v) { ChunkHelpers.tool_chunk([{ index: 1, id: v, function: { name: "f", arguments: "{}" } }]) },
+    "function" => ->(v) { ChunkHelpers.tool_chunk([{ index: 1, id: "x", function: v }]) },
+    "name" => ->(v) { ChunkHelpers.tool_chunk([{ index: 1, id: "x", function: { name: v, arguments: "{}" } }]) },
+    "arguments" => ->(v) { ChunkHelpers.tool_chunk([{ index: 1, id: "x", function: { name: "f", arguments: v } }]) },
+    "finish_reason" => ->(v) { { choices: [{ delta: {}, finish_reason: v }] } },
+    "usage" => ->(v) { { choices: [], usage: v } },
+    "prompt_tokens" => ->(v) { { choices: [], usage: { prompt_tokens: v } } }
+  }
+  odd_values = { "an Integer" => 5, "a Float" => 1.5, "true" => true, "an Array" => [1, "x"], "a Time" => Time.at(0) }
+  # Integers are what these fields hold.
+  integer_fields = %w[index prompt_tokens]
+  # Generated ids differ between processors by design.
+  comparable = ->(ids) { ids.map { |id| id.start_with?("call_das_") ? :generated : id } }
+
+  wrong_types.each do |field, build|
+    it "Hash and raw paths: #{field} of every wrong type is ignored or converted, with an anomaly" do
+      odd_values.each do |label, value|
+        next if integer_fields.include?(field) && value.is_a?(Integer)
+
+        chunk = build.call(value)
+        processor = DiscourseAiStream::OpenAiMessageProcessor.new
+        items = Array(processor.process_streamed_message(good)) + Array(processor.process_streamed_message(chunk))
+        items += processor.finish
+        expect(ids_in(items)).to start_with("good"), "#{field} as #{label}"
+        expect(processor.anomalies).not_to be_empty, "#{field} as #{label}: no anomaly recorded"
+        next if value.is_a?(Time) # JSON has no Time: the raw path sees a String there.
+
+        raw = DiscourseAiStream::OpenAiMessageProcessor.new
+        expect(comparable.call(ids_in(decoded_items(raw, [sse([good, chunk])]))))
+          .to eq(comparable.call(ids_in(items))), "#{field} as #{label}"
+      end
+    end
+  end
+
+  it "a truncated stream: finish completes the open call and reports it" do
+    processor = DiscourseAiStream::OpenAiMessageProcessor.new
+    open_call = sse([tool_chunk([call("open", "f", '{"a":1', index: 1)])], done: false)
+    processor.decode_chunk("#{good_sse}#{open_call}data: {\"choices\":[{\"del")
+    expect(ids_in(processor.finish)).to eq(["open"])
+    expect(processor.anomalies.map { |a| a[:kind] }).to include(:truncated, :truncated_event, :repaired_arguments)
+  end
+
+  it "10 MB of random bytes: only named errors, and the good call is kept" do
+    random = Random.new(42)
+    processor = DiscourseAiStream::OpenAiMessageProcessor.new
+    first = processor.decode_chunk(good_sse)
+    errors = 0
+    160.times do
+      processor.decode_chunk(random.bytes(65_536))
+    rescue DiscourseAiStream::Error
+      errors += 1
+    end
+    expect(ids_in(first)).to eq(["good"])
+    expect { processor.finish }.not_to raise_error
+    expect(processor.anomalies.size).to be <= 1001
+    expect(errors).to be >= 0
+  end
+
+  it "one 100 MB line without a newline: one error, bounded memory" do
+    rss = -> { File.read("/proc/self/status")[/VmRSS:\s+(\d+)/, 1].to_i * 1024 }
+    processor = DiscourseAiStream::OpenAiMessageProcessor.new
+    processor.decode_chunk(good_sse)
+    megabyte = ("x" * (1024 * 1024)).freeze
+    before = rss.call
+    errors = 100.times.count do
+      processor.decode_chunk(megabyte)
+      false
+    rescue DiscourseAiStream::StreamError => e
+      expect(e.kind).to eq(:line_too_long)
+      true
+    end
+    expect(errors).to eq(1)
+    expect(rss.call - before).to be < 32 * 1024 * 1024
+    expect(processor.decode_chunk("\n#{sse([text_chunk("resumed")])}")).to eq(["resumed"])
+  end
+
+  it "NUL bytes: escaped in JSON they are text; a bare NUL payload is skipped and reported" do
+    processor = DiscourseAiStream::OpenAiMessageProcessor.new
+    escaped = "data: {\"choices\":[{\"delta\":{\"content\":\"a\\u0000b\"}}]}\n\n"
+    expect(processor.decode_chunk(escaped)).to eq(["a\u0000b"])
+    expect(processor.decode_chunk("data: \u0000\u0000\n\n")).to eq([])
+    expect(processor.anomalies.map { |a| a[:kind] }).to eq([:non_json_data])
+  end
+
+  it "huge numbers: a huge index is ignored and reported, huge parameters keep every digit" do
+    big = "123456789012345678901234567890"
+    raw = "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":#{big},\"id\":\"h\",\"function\":" \
+          "{\"name\":\"f\",\"arguments\":\"{\\\"n\\\":#{big},\\\"f\\\":1e400}\"}}]},\"finish_reason\":\"stop\"}]}\n\n"
+    processor = DiscourseAiStream::OpenAiMessageProcessor.new
+    call = processor.decode_chunk(raw).first
+    expect(call.parameters).to eq(n: Integer(big), f: Float::INFINITY)
+    expect(processor.anomalies.map { |a| a[:kind] }).to eq([:ignored_field])
+  end
+
+  it "duplicate keys: the last one wins, in the chunk and in the arguments, in both paths" do
+    raw = '{"choices":[{"delta":{"content":"first","content":"second"}}],' \
+          '"choices":[{"delta":{"tool_calls":[{"index":0,"id":"d","function":{"name":"f",' \
+          '"arguments":"{\"k\":1,\"k\":2}"}}]},"finish_reason":"stop"}]}'
+    decoded = DiscourseAiStream::OpenAiMessageProcessor.new.decode_chunk("data: #{raw}\n\n")
+    chunk = JSON.parse(raw, symbolize_names: true)
+    hashed = Array(DiscourseAiStream::OpenAiMessageProcessor.new.process_streamed_message(chunk))
+    [decoded, hashed].each do |items|
+      expect(items.map { |i| i.is_a?(String) ? i : [i.id, i.parameters] }).to eq([["d", { k: 2 }]])
+    end
+  end
+end
