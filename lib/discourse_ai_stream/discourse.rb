@@ -1,0 +1,122 @@
+# frozen_string_literal: true
+
+module DiscourseAiStream
+  # Puts the gem's processor into a running Discourse:
+  #
+  #   after_initialize do
+  #     reloadable_patch { DiscourseAiStream::Discourse.install! }
+  #   end
+  #
+  # Every endpoint class under DiscourseAi::Completions::Endpoints that has a
+  # `processor` method gets a patch module prepended. The patch lets the
+  # endpoint build its processor as before and, when the result is the stock
+  # OpenAiMessageProcessor, hands out the gem's processor instead (one per
+  # stock instance, so per request). Other processors (the Responses API
+  # one, Anthropic's, ...) pass through untouched. Nothing here needs
+  # Discourse to be loaded until install! is called.
+  module Discourse
+    NAMESPACE = "DiscourseAi::Completions"
+    ENDPOINTS = "#{NAMESPACE}::Endpoints".freeze
+    STOCK_PROCESSOR = "#{NAMESPACE}::OpenAiMessageProcessor".freeze
+
+    class << self
+      # Patches every endpoint class defined now (after a code reload: the
+      # new class objects). Classes that already carry the patch are left
+      # alone, so calling it again changes nothing but the settings.
+      # fast_decode: endpoints whose decode_chunk is the stock one let the
+      # gem's processor decode the raw bytes (no JsonStreamDecoder).
+      # Returns the classes patched by this call.
+      def install!(fast_decode: true)
+        endpoints = lookup(ENDPOINTS)
+        unless endpoints.is_a?(Module)
+          warn_log("discourse_ai_stream: #{ENDPOINTS} is not defined; nothing installed")
+          return []
+        end
+
+        @fast_decode = fast_decode ? true : false
+        patched = endpoint_classes(endpoints).select { |klass| Patch.apply(klass) }
+        @installed = true
+        patched
+      end
+
+      # True between install! and uninstall!.
+      def installed?
+        @installed ? true : false
+      end
+
+      # A prepended module cannot be removed: the patches stay in place and
+      # pass everything through to the stock code until install! runs again.
+      def uninstall!
+        @installed = false
+        nil
+      end
+
+      def fast_decode?
+        installed? && @fast_decode != false
+      end
+
+      # Endpoint classes of the current namespace that carry the patch.
+      def patched_classes
+        endpoints = lookup(ENDPOINTS)
+        return [] unless endpoints.is_a?(Module)
+
+        endpoint_classes(endpoints).select { |klass| Patch.applied?(klass) }
+      end
+
+      # :current or :legacy, from the readers of the stock processor class
+      # (current Discourse logs cache_read_tokens / cache_write_tokens, the
+      # legacy one cached_tokens). nil when there is no stock class.
+      def generation(stock_class = lookup(STOCK_PROCESSOR))
+        return unless stock_class.is_a?(Class)
+
+        legacy = stock_class.method_defined?(:cached_tokens) && !stock_class.method_defined?(:cache_read_tokens)
+        legacy ? :legacy : :current
+      end
+
+      # Where warnings go: this when set, else Rails.logger, else stderr.
+      attr_writer :logger
+
+      def logger
+        return @logger if @logger
+
+        ::Rails.logger if defined?(::Rails) && ::Rails.respond_to?(:logger)
+      end
+
+      def warn_log(message)
+        target = logger
+        target ? target.warn(message) : Kernel.warn(message)
+      rescue StandardError => e
+        Kernel.warn("#{message} (logger raised #{e.class}: #{e.message})")
+      end
+
+      # The constant now bound to `path`, or nil. Looked up on every call:
+      # after a code reload the names point at new objects.
+      def lookup(path)
+        path.split("::").reduce(Object) do |scope, name|
+          return nil unless scope.is_a?(Module) && scope.const_defined?(name, false)
+
+          scope.const_get(name, false)
+        end
+      rescue NameError, LoadError
+        nil
+      end
+
+      private
+
+      def endpoint_classes(endpoints)
+        endpoints.constants.sort.filter_map do |name|
+          value = endpoints.const_get(name, false)
+          value if value.is_a?(Class) && Patch.endpoint?(value)
+        rescue NameError, LoadError => e
+          # An endpoint file that fails to load must not take the site down.
+          warn_log("discourse_ai_stream: skipped #{endpoints.name}::#{name}: #{e.class}: #{e.message}")
+          nil
+        end
+      end
+    end
+  end
+end
+
+require_relative "discourse/reporter"
+require_relative "discourse/session"
+require_relative "discourse/patch"

@@ -1,0 +1,129 @@
+# frozen_string_literal: true
+
+module DiscourseAiStream
+  module Discourse
+    # The module prepended to one endpoint class. It wraps only the methods
+    # that class defines itself (in its body or in a module it includes, such
+    # as OpenAiShared): a subclass that defines none of them (Mistral) runs
+    # its parent's patch, one that overrides decode_chunk (Vllm) gets its
+    # own. Each wrapper keeps the visibility of the method it wraps.
+    #
+    # Wrappers:
+    # - processor: call the original; a stock OpenAiMessageProcessor is
+    #   swapped for the gem's (see Session), anything else passes through.
+    # - decode_chunk: where the original is the stock one and the processor
+    #   is the gem's, the processor decodes the raw bytes itself (fast path);
+    #   otherwise the original runs, talking to the gem's processor.
+    # - decode_chunk, decode_chunk_finish, decode: provider errors are logged
+    #   with the endpoint's provider, then raised on.
+    # While uninstalled every wrapper only calls the original.
+    class Patch < Module
+      WRAPPED = %i[processor decode_chunk decode_chunk_finish decode].freeze
+      # Owners of the stock decode_chunk: the class in older Discourse, the
+      # shared module it was moved to later.
+      STOCK_DECODE_OWNERS = ["#{ENDPOINTS}::OpenAi", "#{ENDPOINTS}::OpenAiShared"].freeze
+
+      class << self
+        # A class worth patching: it has a processor method (own or inherited).
+        def endpoint?(klass)
+          klass.method_defined?(:processor) || klass.private_method_defined?(:processor)
+        end
+
+        # Whether `klass` carries a patch of its own (not only its parent's).
+        def applied?(klass)
+          own_prepends(klass).any?(Patch)
+        end
+
+        # Prepends a patch unless `klass` has one or defines nothing to wrap.
+        # Returns true when it prepended.
+        def apply(klass)
+          return false if applied?(klass)
+
+          methods = WRAPPED.select { |name| own_layer(klass).any? { |mod| defines?(mod, name) } }
+          return false if methods.empty?
+
+          klass.prepend(new(klass, methods))
+          true
+        end
+
+        private
+
+        def own_prepends(klass)
+          klass.ancestors.take_while { |mod| !mod.equal?(klass) }
+        end
+
+        # The class and the modules it includes itself, without its prepends
+        # and without what it inherits.
+        def own_layer(klass)
+          ancestors = klass.ancestors
+          start = ancestors.index(klass)
+          stop = klass.superclass ? ancestors.index(klass.superclass) : ancestors.size
+          ancestors[start...stop].reject { |mod| mod.is_a?(Patch) }
+        end
+
+        def defines?(mod, name)
+          mod.instance_methods(false).include?(name) || mod.private_instance_methods(false).include?(name)
+        end
+      end
+
+      attr_reader :target_name, :wrapped, :fast_decode
+
+      def initialize(klass, methods)
+        super()
+        @target_name = klass.name || klass.inspect
+        @wrapped = methods.freeze
+        owner = klass.instance_method(:decode_chunk).owner if methods.include?(:decode_chunk)
+        @fast_decode = owner ? STOCK_DECODE_OWNERS.include?(owner.name) : false
+        methods.each do |name|
+          send(:"wrap_#{name}")
+          copy_visibility(klass, name)
+        end
+      end
+
+      def inspect
+        "#<#{self.class.name} #{target_name} #{wrapped.join(",")}#{" fast_decode" if fast_decode}>"
+      end
+      alias to_s inspect
+
+      private
+
+      def wrap_processor
+        define_method(:processor) do
+          Session.processor_for(self, super())
+        end
+      end
+
+      def wrap_decode_chunk
+        fast = fast_decode
+        define_method(:decode_chunk) do |raw|
+          Session.reporting(self) do
+            ours = fast && Discourse.fast_decode? && Session.ours(processor)
+            ours ? ours.decode_chunk(raw) : super(raw)
+          end
+        end
+      end
+
+      def wrap_decode_chunk_finish
+        define_method(:decode_chunk_finish) do
+          Session.reporting(self) { super() }
+        ensure
+          Session.flush(self)
+        end
+      end
+
+      def wrap_decode
+        define_method(:decode) do |raw|
+          Session.reporting(self) { super(raw) }
+        end
+      end
+
+      def copy_visibility(klass, name)
+        if klass.private_method_defined?(name)
+          private name
+        elsif klass.protected_method_defined?(name)
+          protected name
+        end
+      end
+    end
+  end
+end

@@ -1,0 +1,67 @@
+# frozen_string_literal: true
+
+module DiscourseAiStream
+  module Discourse
+    # Logs what one response's processor reports, at warn level. Some servers
+    # repeat an anomaly on every delta (Poolside's integer ids, for one), so
+    # only the first anomaly of each kind in a response gets a line; at the
+    # end of the response one more line counts the ones left out. Argument
+    # excerpts are not logged: they may hold user data.
+    class Reporter
+      attr_reader :label
+
+      def initialize(label)
+        @label = label
+        @counts = Hash.new(0)
+        @unlogged = Hash.new(0)
+        @errors = []
+      end
+
+      # The processor's on_anomaly hook. Also hands the anomaly on to the
+      # process-wide DiscourseAiStream.on_anomaly, which an instance hook
+      # would otherwise shadow.
+      def anomaly(anomaly)
+        forward(anomaly)
+        kind = anomaly[:kind]
+        @counts[kind] += 1
+        if @counts[kind] == 1
+          Discourse.warn_log("discourse_ai_stream: #{label}: #{kind}: #{anomaly[:message]}#{call_of(anomaly)}")
+        else
+          @unlogged[kind] += 1
+        end
+      end
+
+      # Once per error object, however many wrappers it passes through.
+      def provider_error(error)
+        return if @errors.any? { |seen| seen.equal?(error) }
+
+        @errors << error
+        Discourse.warn_log("discourse_ai_stream: #{label}: provider error in the stream: #{error.message}")
+      end
+
+      def flush
+        return if @unlogged.empty?
+
+        counts = @unlogged.map { |kind, count| "#{kind} x#{count}" }.join(", ")
+        Discourse.warn_log("discourse_ai_stream: #{label}: more anomalies in this response, not logged: #{counts}")
+        @unlogged.clear
+      end
+
+      private
+
+      def call_of(anomaly)
+        details = { tool: anomaly[:name], id: anomaly[:id], index: anomaly[:index] }.compact
+        return "" if details.empty?
+
+        " (#{details.map { |key, value| "#{key} #{value}" }.join(", ")})"
+      end
+
+      def forward(anomaly)
+        hook = DiscourseAiStream.on_anomaly
+        hook&.call(anomaly)
+      rescue StandardError => e
+        Kernel.warn("discourse_ai_stream: on_anomaly hook raised #{e.class}: #{e.message}")
+      end
+    end
+  end
+end

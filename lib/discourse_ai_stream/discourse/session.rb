@@ -1,0 +1,114 @@
+# frozen_string_literal: true
+
+module DiscourseAiStream
+  module Discourse
+    # The gem's processor that stands in for one stock processor, kept on
+    # the endpoint instance. Discourse builds an endpoint per request and the
+    # endpoint memoizes its processor (in whatever ivar it likes), so keying
+    # the session to that stock instance gives one gem processor per
+    # request, however the endpoint memoizes.
+    class Session
+      IVAR = :@discourse_ai_stream_session
+
+      attr_reader :stock, :processor, :reporter
+
+      class << self
+        # What the patched `processor` returns: the gem's processor in place
+        # of a stock OpenAiMessageProcessor, anything else unchanged.
+        def processor_for(endpoint, candidate)
+          return candidate unless Discourse.installed?
+          return candidate if candidate.is_a?(DiscourseAiStream::OpenAiMessageProcessor)
+
+          session = of(endpoint)
+          return session.processor if session&.stock.equal?(candidate)
+          return candidate unless stock?(candidate)
+
+          session = new(endpoint, candidate)
+          endpoint.instance_variable_set(IVAR, session)
+          session.processor
+        end
+
+        # `processor` when it is the gem's, else nil.
+        def ours(processor)
+          processor if processor.is_a?(DiscourseAiStream::OpenAiMessageProcessor)
+        end
+
+        # Runs the block; a provider error is logged (once) and raised on.
+        def reporting(endpoint)
+          yield
+        rescue DiscourseAiStream::ProviderError => e
+          if Discourse.installed?
+            reporter = of(endpoint)&.reporter || Reporter.new(label(endpoint))
+            reporter.provider_error(e)
+          end
+          raise
+        end
+
+        # End of a response: one line for the anomalies that were not logged.
+        def flush(endpoint)
+          of(endpoint)&.reporter&.flush
+        end
+
+        def of(endpoint)
+          endpoint.instance_variable_get(IVAR)
+        end
+
+        # By name, so that it holds across code reloads (new class objects)
+        # and excludes subclasses and the Responses API processor.
+        def stock?(candidate)
+          candidate.class.name == STOCK_PROCESSOR # rubocop:disable Style/ClassEqualityComparison
+        end
+
+        # "mistral (DiscourseAi::Completions::Endpoints::Mistral)".
+        def label(endpoint)
+          class_name = endpoint.class.name || endpoint.class.inspect
+          provider = provider_name(endpoint)
+          provider ? "#{provider} (#{class_name})" : class_name
+        end
+
+        private
+
+        def provider_name(endpoint)
+          return unless endpoint.respond_to?(:llm_model, true)
+
+          model = endpoint.send(:llm_model)
+          provider = model.provider if model.respond_to?(:provider)
+          provider&.to_s
+        rescue StandardError
+          nil
+        end
+      end
+
+      def initialize(endpoint, stock)
+        @stock = stock
+        @reporter = Reporter.new(self.class.label(endpoint))
+        @processor = DiscourseAiStream::OpenAiMessageProcessor.new(
+          partial_tool_calls: partial_tool_calls(endpoint, stock),
+          usage: Discourse.generation(stock.class) == :legacy ? :legacy : :current,
+          tool_call_class: tool_call_class,
+          on_anomaly: @reporter.method(:anomaly)
+        )
+      end
+
+      private
+
+      # The stock processor was built with the endpoint's setting: read it
+      # back from there, else from the endpoint.
+      def partial_tool_calls(endpoint, stock)
+        if stock.instance_variable_defined?(:@partial_tool_calls)
+          stock.instance_variable_get(:@partial_tool_calls) ? true : false
+        elsif endpoint.respond_to?(:partial_tool_calls, true)
+          endpoint.send(:partial_tool_calls) ? true : false
+        else
+          false
+        end
+      end
+
+      # The bot and the endpoints test `is_a?(DiscourseAi::Completions::ToolCall)`.
+      def tool_call_class
+        klass = Discourse.lookup("#{NAMESPACE}::ToolCall")
+        klass.is_a?(Class) ? klass : DiscourseAiStream.tool_call_class
+      end
+    end
+  end
+end

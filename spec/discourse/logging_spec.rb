@@ -1,0 +1,107 @@
+# frozen_string_literal: true
+
+require_relative "../support/discourse_stand_ins"
+
+RSpec.describe "logging of anomalies and provider errors with the gem installed" do
+  include DiscourseStandIns
+
+  let!(:logger) { stub_rails_logger }
+  let(:integration) { DiscourseAiStream::Discourse }
+
+  before do
+    load_discourse_stand_ins(generation: :legacy)
+    integration.install!
+  end
+
+  after do
+    integration.uninstall!
+    integration.logger = nil
+    DiscourseAiStream.on_anomaly = nil
+  end
+
+  def sse(*chunks)
+    chunks.map { |chunk| "data: #{JSON.generate(chunk)}\n\n" }
+  end
+
+  # A fragment at an index no call was announced at, on every delta.
+  def orphan_fragments(count)
+    (1..count).map { |i| { choices: [{ delta: { tool_calls: [{ index: 3, function: { arguments: "f#{i}" } }] } }] } }
+  end
+
+  def mistral
+    DiscourseAi::Completions::Endpoints::Mistral.new(llm_model("mistral"))
+  end
+
+  it "logs an anomaly at warn with the endpoint's provider" do
+    mistral.perform_stream(sse(*orphan_fragments(1), { choices: [{ delta: {}, finish_reason: "stop" }] }))
+    expect(logger.warnings).to eq([
+                                    "discourse_ai_stream: mistral (DiscourseAi::Completions::Endpoints::Mistral): " \
+                                    "orphan_fragment: a tool call fragment matched no call and carried no name " \
+                                    "to start one (index 3)"
+                                  ])
+  end
+
+  it "logs one line per anomaly kind in a response, and counts the rest at the end" do
+    mistral.perform_stream(sse(*orphan_fragments(50)) << "data: not json\n\n" << "data: nor this\n\n")
+    expect(logger.warnings.size).to eq(3)
+    expect(logger.warnings[0]).to include("orphan_fragment")
+    expect(logger.warnings[1]).to include("non_json_data")
+    expect(logger.warnings[2]).to end_with("more anomalies in this response, not logged: " \
+                                           "orphan_fragment x49, non_json_data x1")
+  end
+
+  it "logs each response on its own" do
+    2.times { mistral.perform_stream(sse(*orphan_fragments(3))) }
+    expect(logger.warnings.grep(/orphan_fragment: /).size).to eq(2)
+  end
+
+  it "falls back to the endpoint's class name without an llm_model provider" do
+    vllm = DiscourseAi::Completions::Endpoints::Vllm.new(DiscourseStandIns::LlmModel.new)
+    vllm.perform_stream(sse(*orphan_fragments(1)))
+    expect(logger.warnings.first).to start_with("discourse_ai_stream: DiscourseAi::Completions::Endpoints::Vllm: ")
+  end
+
+  it "logs a provider error once, with the provider, and raises it on" do
+    reads = sse({ error: { message: "rate limited", code: 429 } })
+    %w[Mistral Vllm].each do |name|
+      endpoint = DiscourseAi::Completions::Endpoints.const_get(name).new(llm_model(name.downcase))
+      expect { endpoint.perform_stream(reads) }.to raise_error(DiscourseAiStream::ProviderError, /rate limited/)
+    end
+    expect(logger.warnings).to eq(
+      ["discourse_ai_stream: mistral (DiscourseAi::Completions::Endpoints::Mistral): " \
+       "provider error in the stream: rate limited",
+       "discourse_ai_stream: vllm (DiscourseAi::Completions::Endpoints::Vllm): " \
+       "provider error in the stream: rate limited"]
+    )
+  end
+
+  it "still hands every anomaly to DiscourseAiStream.on_anomaly" do
+    seen = []
+    DiscourseAiStream.on_anomaly = ->(anomaly) { seen << anomaly[:kind] }
+    mistral.perform_stream(sse(*orphan_fragments(4)))
+    expect(seen).to eq([:orphan_fragment] * 4)
+  end
+
+  it "logs nothing for a clean stream" do
+    mistral.perform_stream([DiscourseStandIns::MISTRAL_SSE])
+    expect(logger.lines).to eq([])
+  end
+
+  it "logs nothing once uninstalled" do
+    integration.uninstall!
+    mistral.perform_stream(sse(*orphan_fragments(3)))
+    expect(logger.lines).to eq([])
+  end
+
+  it "writes to a logger of its own when one is set, and to stderr without any" do
+    own = DiscourseStandIns::FakeLogger.new
+    integration.logger = own
+    mistral.perform_stream(sse(*orphan_fragments(1)))
+    expect(own.warnings.size).to eq(1)
+    expect(logger.lines).to eq([])
+
+    integration.logger = nil
+    hide_const("Rails")
+    expect { mistral.perform_stream(sse(*orphan_fragments(1))) }.to output(/orphan_fragment/).to_stderr
+  end
+end

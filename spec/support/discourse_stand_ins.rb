@@ -1,0 +1,104 @@
+# frozen_string_literal: true
+
+# Stand-ins for the Discourse AI classes that drive the processor, written
+# from docs/discourse-contract.md (not copied from Discourse). Each call of
+# `load_discourse_stand_ins` stubs fresh `DiscourseAi` and `AiApiAuditLog`
+# constants for the current example (rspec-mocks removes them afterwards,
+# so specs that expect no Discourse never see them) and loads the class
+# definitions into them with `load`: the classes are new objects every time,
+# as after a code reload, and constants inside them resolve lexically from
+# `DiscourseAi::Completions` as in Discourse.
+#
+# Generations:
+# - :legacy  - the processor reads only tool_calls[0] (the bug); the
+#   endpoint methods live in Endpoints::OpenAi; final_log_update writes
+#   cached_tokens.
+# - :current - the processor keeps per-call state; the endpoint methods
+#   live in the Endpoints::OpenAiShared module; final_log_update writes
+#   cache_read_tokens / cache_write_tokens.
+module DiscourseStandIns
+  DIR = File.expand_path("discourse_stand_ins", __dir__)
+  GENERATIONS = %i[legacy current].freeze
+
+  # The raw chunk of the bug report: Mistral sends both parallel calls, the
+  # finish_reason and the usage in one chunk, with an unknown top-level "p".
+  MISTRAL_CHUNK = '{"id":"cmpl-e5cc70bb28c444948073e77776eb30ef","object":"chat.completion.chunk",' \
+                  '"created":1702256327,"model":"mistral-large-latest","choices":[{"index":0,"delta":' \
+                  '{"content":"","tool_calls":[{"id":"bM0Xl0KSh","function":{"name":"get_weather",' \
+                  '"arguments":"{\\"city\\": \\"Paris\\"}"},"index":0},{"id":"kgOYVL46d","function":' \
+                  '{"name":"get_local_time","arguments":"{\\"timezone\\": \\"Europe/Paris\\"}"},"index":1}]},' \
+                  '"finish_reason":"tool_calls","logprobs":null}],"usage":{"prompt_tokens":172,' \
+                  '"total_tokens":195,"completion_tokens":23},"p":"abcdefghijklmnopq"}'
+  # As it arrives on the wire: one SSE data line, then the end marker.
+  MISTRAL_SSE = "data: #{MISTRAL_CHUNK}\n\ndata: [DONE]\n\n".b.freeze
+  MISTRAL_IDS = %w[bM0Xl0KSh kgOYVL46d].freeze
+
+  # A row of ai_api_audit_logs, with the columns of both generations.
+  AuditLogRow = Struct.new(:id, :provider_id, :raw_response_payload, :request_tokens, :response_tokens,
+                           :cached_tokens, :cache_read_tokens, :cache_write_tokens, :created_at,
+                           keyword_init: true)
+
+  # LlmModel: the endpoint reads provider, name and custom params.
+  LlmModel = Struct.new(:provider, :name, :custom_params, keyword_init: true) do
+    def lookup_custom_param(key)
+      (custom_params || {})[key]
+    end
+  end
+
+  # Rails.logger stand-in: keeps what was logged, by level.
+  class FakeLogger
+    attr_reader :lines
+
+    def initialize
+      @lines = []
+    end
+
+    %i[debug info warn error].each do |level|
+      define_method(level) { |message = nil, &block| @lines << [level, message || block&.call] }
+    end
+
+    def warnings
+      lines.select { |level, _| level == :warn }.map(&:last)
+    end
+  end
+
+  # The class files return at once unless loaded from here, so a spec
+  # helper that requires everything under spec/support cannot define
+  # DiscourseAi for the whole run.
+  def self.loading?
+    @loading ? true : false
+  end
+
+  def self.load_files(generation)
+    @loading = true
+    ["common.rb", "#{generation}.rb", "endpoints.rb"].each { |file| load File.join(DIR, file) }
+  ensure
+    @loading = false
+  end
+
+  def load_discourse_stand_ins(generation: :legacy)
+    raise ArgumentError, "generation: #{generation.inspect}" unless GENERATIONS.include?(generation)
+
+    stub_const("DiscourseAi", Module.new)
+    stub_const("AiApiAuditLog", Class.new(AuditLogRow))
+    DiscourseStandIns.load_files(generation)
+    DiscourseAi::Completions
+  end
+
+  # [id, name, parameters] of the final (non-partial) tool calls among items.
+  def final_calls(items)
+    items.reject { |item| item.is_a?(String) || item.partial? }.uniq(&:id).map { |c| [c.id, c.name, c.parameters] }
+  end
+
+  def stub_rails_logger
+    logger = FakeLogger.new
+    rails = Module.new
+    rails.define_singleton_method(:logger) { logger }
+    stub_const("Rails", rails)
+    logger
+  end
+
+  def llm_model(provider, **custom_params)
+    LlmModel.new(provider: provider, name: "#{provider}-model", custom_params: custom_params.transform_keys(&:to_s))
+  end
+end

@@ -1,0 +1,186 @@
+# frozen_string_literal: true
+
+# Loaded by DiscourseStandIns#load_discourse_stand_ins into freshly stubbed
+# DiscourseAi / AiApiAuditLog constants; not required anywhere else.
+
+return unless defined?(DiscourseStandIns) && DiscourseStandIns.loading?
+
+require "json"
+require "set"
+
+class AiApiAuditLog
+  # Discourse's names.
+  # rubocop:disable Naming/ConstantName
+  module Provider
+    OpenAI = 1
+    Anthropic = 2
+    Vllm = 5
+    SambaNova = 8
+    Mistral = 9
+    OpenRouter = 10
+  end
+  # rubocop:enable Naming/ConstantName
+end
+
+module DiscourseAi
+  module Completions
+    # Shaped as the contract describes DiscourseAi::Completions::ToolCall.
+    class ToolCall
+      attr_reader :id, :name, :parameters, :provider_data
+      attr_accessor :partial
+
+      def initialize(id:, name:, parameters: nil, provider_data: nil)
+        @id = id
+        @name = name
+        self.parameters = parameters || {}
+        self.provider_data = provider_data || {}
+        @partial = false
+      end
+
+      def partial?
+        @partial ? true : false
+      end
+
+      def parameters=(value)
+        raise ArgumentError, "parameters must be a Hash" unless value.is_a?(Hash)
+
+        @parameters = value.transform_keys(&:to_sym)
+      end
+
+      def provider_data=(value)
+        raise ArgumentError, "provider_data must be a Hash" unless value.is_a?(Hash)
+
+        @provider_data = JSON.parse(JSON.generate(value), symbolize_names: true)
+      end
+
+      def ==(other)
+        other.is_a?(ToolCall) &&
+          [id, name, parameters, provider_data] == [other.id, other.name, other.parameters, other.provider_data]
+      end
+
+      def to_s
+        "#{name} - #{id} #{parameters}"
+      end
+
+      def dup
+        copy = ToolCall.new(id: id, name: name, parameters: Marshal.load(Marshal.dump(parameters)),
+                            provider_data: Marshal.load(Marshal.dump(provider_data)))
+        copy.partial = partial
+        copy
+      end
+    end
+
+    # Buffers raw reads and yields the JSON objects of complete `data:` lines.
+    class JsonStreamDecoder
+      def initialize(line_regex: /\Adata: ?(\{.*\})\z/)
+        @line_regex = line_regex
+        @buffer = String.new(encoding: Encoding::BINARY)
+      end
+
+      def <<(raw)
+        @buffer << raw.b
+        lines = @buffer.split("\n", -1)
+        @buffer = lines.pop || String.new(encoding: Encoding::BINARY)
+        lines.filter_map { |line| parse(line.chomp("\r")) }
+      end
+
+      private
+
+      def parse(line)
+        match = @line_regex.match(line)
+        match && JSON.parse(match[1].dup.force_encoding(Encoding::UTF_8), symbolize_names: true)
+      rescue JSON::ParserError
+        nil
+      end
+    end
+
+    # Not the gem's business: must reach the endpoint untouched.
+    class OpenAiResponsesMessageProcessor
+      attr_reader :prompt_tokens, :completion_tokens, :cache_read_tokens, :cache_write_tokens, :cached_tokens
+
+      def initialize(partial_tool_calls: false)
+        @partial_tool_calls = partial_tool_calls
+      end
+
+      def process_streamed_message(json)
+        json[:delta] if json[:type] == "response.output_text.delta"
+      end
+
+      def process_message(json)
+        Array(json[:output_text])
+      end
+
+      def finish
+        []
+      end
+    end
+
+    # Another provider's processor, to check that it passes through too.
+    class AnthropicMessageProcessor
+      def initialize(streaming_mode: true)
+        @streaming_mode = streaming_mode
+      end
+
+      def process_message(json)
+        Array(json.dig(:delta, :text))
+      end
+
+      def finish
+        []
+      end
+    end
+
+    module Endpoints
+      # The request loop of Endpoints::Base, reduced to what touches the
+      # processor: every read of the body goes to decode_chunk, then
+      # decode_chunk_finish, then final_log_update writes the audit log.
+      class Base
+        attr_reader :partial_tool_calls, :llm_model
+
+        def initialize(llm_model)
+          @llm_model = llm_model
+        end
+
+        # reads: the Strings read from the HTTP body. Returns every item in order.
+        def perform_stream(reads, log: AiApiAuditLog.new, partial_tool_calls: false)
+          @partial_tool_calls = partial_tool_calls
+          raw = String.new(encoding: Encoding::BINARY)
+          items = []
+          reads.each do |read|
+            raw << read.b
+            items.concat(decode_chunk(read.b))
+          end
+          items.concat(decode_chunk_finish)
+        ensure
+          log.raw_response_payload = raw
+          final_log_update(log)
+        end
+
+        # The non-streaming path: the whole body at once.
+        def perform_request(body, log: AiApiAuditLog.new)
+          decode(body)
+        ensure
+          final_log_update(log)
+        end
+
+        def final_log_update(log)
+          # overridden by the endpoints that know their usage
+        end
+
+        protected
+
+        def decode(_raw)
+          raise NotImplementedError
+        end
+
+        def decode_chunk(_raw)
+          raise NotImplementedError
+        end
+
+        def decode_chunk_finish
+          []
+        end
+      end
+    end
+  end
+end

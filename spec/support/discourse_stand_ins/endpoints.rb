@@ -1,0 +1,122 @@
+# frozen_string_literal: true
+
+# Endpoints common to both generations, on top of legacy.rb or current.rb.
+
+return unless defined?(DiscourseStandIns) && DiscourseStandIns.loading?
+
+module DiscourseAi
+  module Completions
+    module Endpoints
+      # Inherits everything.
+      class Mistral < OpenAi
+        def provider_id
+          AiApiAuditLog::Provider::Mistral
+        end
+      end
+
+      # Decodes the stream itself: one process_streamed_message per event,
+      # each result wrapped with Array(), and every ToolCall tagged with the
+      # response id in provider_data.
+      class Vllm < OpenAi
+        def provider_id
+          AiApiAuditLog::Provider::Vllm
+        end
+
+        private
+
+        def decode(raw)
+          json = JSON.parse(raw, symbolize_names: true)
+          tag_tool_calls(processor.process_message(json), json[:id])
+        end
+
+        def decode_chunk(raw)
+          @decoder ||= JsonStreamDecoder.new
+          items = []
+          (@decoder << raw).each do |json|
+            @batch_id = json[:id] if json[:id].is_a?(String) && !json[:id].empty?
+            items.concat(tag_tool_calls(Array(processor.process_streamed_message(json)), @batch_id))
+          end
+          seen = Set.new.compare_by_identity
+          items.compact.select { |item| !item.is_a?(ToolCall) || seen.add?(item) }
+        end
+
+        def decode_chunk_finish
+          tag_tool_calls(processor.finish, @batch_id)
+        end
+
+        def tag_tool_calls(items, batch_id)
+          return items unless batch_id
+
+          items.each do |item|
+            next unless item.is_a?(ToolCall)
+
+            vllm = (item.provider_data[:vllm] || {}).merge(tool_batch_id: batch_id)
+            item.provider_data = item.provider_data.merge(vllm: vllm)
+          end
+        end
+      end
+
+      # An endpoint with a processor method of its own (as older OpenRouter
+      # had), memoized in an ivar of its own; decode_chunk is inherited.
+      class OpenRouter < OpenAi
+        def provider_id
+          AiApiAuditLog::Provider::OpenRouter
+        end
+
+        private
+
+        # rubocop:disable Naming/MemoizedInstanceVariableName
+        def processor
+          @router_processor ||= OpenAiMessageProcessor.new(partial_tool_calls: partial_tool_calls)
+        end
+        # rubocop:enable Naming/MemoizedInstanceVariableName
+      end
+
+      # Not an OpenAi subclass: its own processor and its own decode_chunk
+      # (as older SambaNova had).
+      class SambaNova < Base
+        def provider_id
+          AiApiAuditLog::Provider::SambaNova
+        end
+
+        def final_log_update(log)
+          log.request_tokens = processor.prompt_tokens if processor.prompt_tokens
+          log.response_tokens = processor.completion_tokens if processor.completion_tokens
+        end
+
+        private
+
+        def processor
+          @processor ||= OpenAiMessageProcessor.new(partial_tool_calls: partial_tool_calls)
+        end
+
+        def decode_chunk(raw)
+          @json_decoder ||= JsonStreamDecoder.new
+          (@json_decoder << raw).flat_map { |json| Array(processor.process_streamed_message(json)) }
+        end
+
+        def decode_chunk_finish
+          processor.finish
+        end
+      end
+
+      # Another provider's processor: must pass through.
+      class Anthropic < Base
+        def provider_id
+          AiApiAuditLog::Provider::Anthropic
+        end
+
+        private
+
+        def processor
+          @processor ||= AnthropicMessageProcessor.new
+        end
+
+        def decode_chunk(raw)
+          @decoder ||= JsonStreamDecoder.new
+          (@decoder << raw).flat_map { |json| processor.process_message(json) }
+        end
+      end
+    end
+  end
+end
