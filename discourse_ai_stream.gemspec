@@ -26,7 +26,8 @@ Gem::Specification.new do |spec|
   # and none of the build products that may lie around in a working copy.
   build_products = %r{(\A|/)target/|(\A|/)tmp/|/Makefile\z|/mkmf\.log\z|\.(so|bundle|dylib|dll|o)\z|/\.gem\.}
   spec.files = Dir.chdir(__dir__) do
-    patterns = %w[Cargo.toml Cargo.lock LICENSE README.md discourse_ai_stream.gemspec ext/**/* lib/**/*.rb exe/*]
+    patterns = %w[Cargo.toml Cargo.lock LICENSE README.md discourse_ai_stream.gemspec ext/**/* lib/**/*.rb
+                  lib/tasks/*.rake exe/*]
     Dir.glob(patterns).select { |path| File.file?(path) }.grep_v(build_products).sort
   end
   spec.bindir = "exe"

@@ -18,3 +18,5 @@ require_relative "discourse_ai_stream/config"
 require_relative "discourse_ai_stream/tool_call"
 require_relative "discourse_ai_stream/open_ai_message_processor"
 require_relative "discourse_ai_stream/discourse"
+require_relative "discourse_ai_stream/audit"
+require_relative "discourse_ai_stream/railtie" if defined?(::Rails::Railtie)

@@ -1,0 +1,137 @@
+# frozen_string_literal: true
+
+require "time"
+
+module DiscourseAiStream
+  # How many streamed tool calls did a site already lose? The raw SSE text
+  # of every streamed response sits in AiApiAuditLog#raw_response_payload.
+  # Each one is decoded again with a fresh processor that also follows the
+  # stream as the legacy Discourse processor did (simulate_legacy): the
+  # calls the stream requested, minus the calls the legacy processor ran,
+  # are the calls the site dropped. Used by `rake discourse_ai_stream:audit`
+  # and `discourse-ai-stream audit`; needs neither Rails nor Discourse.
+  module Audit
+    # The OpenAI-compatible providers of AiApiAuditLog::Provider.
+    PROVIDERS = %w[OpenAI Mistral Vllm OpenRouter SambaNova].freeze
+    DEFAULT_DAYS = 30
+    WORST_ROWS = 5
+    BATCH_SIZE = 500
+    # A payload is a stream when a line starts with an SSE field.
+    STREAM_LINE = /^(?:\xEF\xBB\xBF)?(?:data|event):/n
+    QUIET = ->(_anomaly) {}
+
+    # One response: ids of the calls the stream requested and of those the
+    # legacy processor ran; errors the decoding raised ("Class: message").
+    Result = Struct.new(:requested, :ran, :errors, :anomalies, keyword_init: true) do
+      def lost
+        requested - ran
+      end
+
+      def lost?
+        !lost.empty?
+      end
+    end
+
+    module_function
+
+    def streamed?(payload)
+      payload.is_a?(String) && STREAM_LINE.match?(payload.b)
+    end
+
+    # The Result for one raw response, nil when it is not a stream.
+    def analyze(payload)
+      return unless streamed?(payload)
+
+      processor = OpenAiMessageProcessor.new(simulate_legacy: true, tool_call_class: DiscourseAiStream::ToolCall,
+                                             on_anomaly: QUIET)
+      result = Result.new(requested: [], ran: [], errors: [], anomalies: 0)
+      [-> { processor.decode_chunk(payload) }, -> { processor.finish }].each { |step| run_step(result, &step) }
+      result.requested.uniq!
+      result.ran = Array(processor.legacy_tool_call_ids)
+      result.anomalies = processor.anomalies.size
+      result
+    end
+
+    def run_step(result)
+      result.requested.concat(call_ids(yield))
+    rescue DiscourseAiStream::Error => e
+      # Nothing is lost by the error: the items before it come with it, and
+      # a call with bad arguments was still requested.
+      result.requested.concat(call_ids(e.items))
+      result.requested << e.tool_id if e.respond_to?(:tool_id) && e.tool_id
+      result.errors << "#{e.class.name.split("::").last}: #{e.message}"
+    end
+
+    def call_ids(items)
+      items.filter_map { |item| item.id.to_s if item.respond_to?(:parameters) && !item.partial? }
+    end
+
+    # Walks `scope` (an ActiveRecord relation, or anything with find_each,
+    # in_batches or each) and adds every row to a Report.
+    def run(scope, provider_names: {}, batch_size: BATCH_SIZE, report: Report.new)
+      each_row(scope, batch_size) do |row|
+        provider = field(row, :provider_id)
+        name = provider_names.fetch(provider) { "provider #{provider.inspect}" }
+        report.add(name, field(row, :id), analyze(field(row, :raw_response_payload)))
+      end
+      report
+    end
+
+    def each_row(scope, batch_size, &)
+      if scope.respond_to?(:find_each)
+        scope.find_each(batch_size: batch_size, &)
+      elsif scope.respond_to?(:in_batches)
+        scope.in_batches(of: batch_size) { |batch| batch.each(&) }
+      else
+        scope.each(&)
+      end
+    end
+
+    def field(row, name)
+      return row.public_send(name) if row.respond_to?(name)
+
+      row[name] || row[name.to_s] if row.respond_to?(:[])
+    end
+
+    # {provider_id => name} for the providers `model::Provider` defines.
+    def provider_names(model)
+      provider = model.const_get(:Provider, false)
+      PROVIDERS.select { |name| provider.const_defined?(name, false) }.to_h { |name| [provider.const_get(name), name] }
+    end
+
+    # The rows worth decoding: OpenAI-compatible providers, created since
+    # `since` (nil: all), with something that looks like SSE in the payload.
+    # Only the three columns the audit reads are loaded.
+    def scope(model, since:, provider_ids: provider_names(model).keys)
+      relation = model.where(provider_id: provider_ids)
+      relation = relation.where("created_at >= ?", since) if since
+      relation.where("raw_response_payload LIKE ?", "%data:%").select(:id, :provider_id, :raw_response_payload)
+    end
+
+    # SINCE of the rake task: a date or time, "30d" (days back), "all", or
+    # nothing (DEFAULT_DAYS back).
+    def parse_since(value, now: Time.now)
+      text = value.to_s.strip
+      return now - (DEFAULT_DAYS * 86_400) if text.empty?
+      return nil if text.casecmp?("all")
+      return now - (Integer(text[0...-1], 10) * 86_400) if text.match?(/\A\d+d\z/i)
+
+      Time.parse(text)
+    rescue ArgumentError
+      raise ArgumentError, "SINCE must be a date or time, a number of days like 30d, or all; got #{value.inspect}"
+    end
+
+    # The rake task: audit `model` (AiApiAuditLog) and print the report.
+    def run_task(model:, since: nil, io: $stdout, batch_size: BATCH_SIZE)
+      from = parse_since(since)
+      names = provider_names(model)
+      io.puts "discourse_ai_stream audit: streamed responses of #{names.values.join(", ")} " \
+              "#{from ? "since #{from.utc.iso8601}" : "of all time"}"
+      report = run(scope(model, since: from, provider_ids: names.keys), provider_names: names, batch_size: batch_size)
+      report.lines.each { |line| io.puts line }
+      report
+    end
+  end
+end
+
+require_relative "audit/report"

@@ -1,0 +1,10 @@
+# frozen_string_literal: true
+
+namespace :discourse_ai_stream do
+  desc "Count the streamed tool calls the legacy OpenAiMessageProcessor dropped, per provider " \
+       "(SINCE: a date, 30d or all; default 30 days)"
+  task :audit, [:since] => :environment do |_task, args|
+    require "discourse_ai_stream"
+    DiscourseAiStream::Audit.run_task(model: AiApiAuditLog, since: args[:since])
+  end
+end

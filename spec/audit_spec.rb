@@ -1,0 +1,262 @@
+# frozen_string_literal: true
+
+require "json"
+require "rake"
+require "stringio"
+
+RSpec.describe DiscourseAiStream::Audit do
+  fixtures = File.expand_path("fixtures/audit", __dir__)
+  define_method(:fixture) { |name| File.binread(File.join(fixtures, name)) }
+
+  # Just enough of an ActiveRecord relation: where/select chain, find_each
+  # in batches. `log` records every call, shared along the chain.
+  let(:relation_class) do
+    Class.new do
+      attr_reader :log
+
+      def initialize(rows, log = [])
+        @rows = rows
+        @log = log
+      end
+
+      def where(*args, **kwargs)
+        @log << [:where, args, kwargs]
+        self
+      end
+
+      def select(*columns)
+        @log << [:select, columns]
+        self
+      end
+
+      def find_each(batch_size:, &block)
+        @rows.each_slice(batch_size) do |batch|
+          @log << [:batch, batch.size]
+          batch.each(&block)
+        end
+      end
+    end
+  end
+
+  let(:rows) do
+    [[101, 9, "mistral_parallel.sse"], [102, 9, "mistral_three_calls.sse"], [103, 1, "openai_sequential.sse"],
+     [104, 1, "text_only.sse"], [105, 1, "not_streamed.json"],
+     [106, 5, "provider_error.sse"]].map do |id, provider, file|
+      { id: id, provider_id: provider, raw_response_payload: fixture(file).dup.force_encoding(Encoding::UTF_8) }
+    end
+  end
+
+  let(:model) do
+    relation = relation_class.new(rows)
+    Class.new do
+      const_set(:Provider, Module.new)
+      { OpenAI: 1, Anthropic: 2, Vllm: 5, Mistral: 9, OpenRouter: 10 }.each { |k, v| self::Provider.const_set(k, v) }
+      define_singleton_method(:relation) { relation }
+      define_singleton_method(:where) { |*args, **kwargs| relation.where(*args, **kwargs) }
+    end
+  end
+
+  describe ".analyze" do
+    it "finds the call the legacy processor dropped from the bug report's chunk" do
+      result = described_class.analyze(fixture("mistral_parallel.sse"))
+      expect(result.requested).to eq(%w[bM0Xl0KSh kgOYVL46d])
+      expect(result.ran).to eq(%w[bM0Xl0KSh])
+      expect(result.lost).to eq(%w[kgOYVL46d])
+    end
+
+    it "finds 2 of 3 calls lost when three come in one chunk" do
+      result = described_class.analyze(fixture("mistral_three_calls.sse"))
+      expect([result.requested.size, result.ran.size]).to eq([3, 1])
+      expect(result.lost).to eq(%w[Ex4fG5hI6 Rt7jK8lM9])
+      expect(result).to be_lost
+    end
+
+    it "finds nothing lost when the calls come one after the other" do
+      result = described_class.analyze(fixture("openai_sequential.sse"))
+      expect(result.requested).to eq(%w[call_weather1 call_time1])
+      expect(result.lost).to eq([])
+      expect(result.errors).to eq([])
+    end
+
+    it "counts no calls in a text answer and skips a payload that is not a stream" do
+      expect(described_class.analyze(fixture("text_only.sse")).requested).to eq([])
+      expect(described_class.analyze(fixture("not_streamed.json"))).to be_nil
+      expect(described_class.analyze(nil)).to be_nil
+    end
+
+    it "records a provider error and keeps going" do
+      result = described_class.analyze(fixture("provider_error.sse"))
+      expect(result.errors).to eq(["ProviderError: Rate limit reached for requests"])
+      expect(result.requested).to eq([])
+    end
+
+    it "counts a call whose arguments do not parse as requested" do
+      calls = [{ index: 0, id: "ok", function: { name: "f", arguments: "{}" } },
+               { index: 1, id: "bad", function: { name: "f", arguments: '{"a": tru' } }]
+      chunk = { choices: [{ delta: { tool_calls: calls }, finish_reason: "tool_calls" }] }
+      result = described_class.analyze("data: #{JSON.generate(chunk)}\n\ndata: [DONE]\n\n")
+      expect(result.requested).to contain_exactly("ok", "bad")
+      expect(result.lost).to eq(["bad"])
+      expect(result.errors.first).to start_with("ToolArgumentsError")
+    end
+
+    it "does not call the process-wide anomaly hook" do
+      seen = []
+      DiscourseAiStream.on_anomaly = ->(anomaly) { seen << anomaly }
+      described_class.analyze("data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":4,\"function\":" \
+                              "{\"arguments\":\"x\"}}]}}]}\n\n")
+      expect(seen).to eq([])
+    ensure
+      DiscourseAiStream.on_anomaly = nil
+    end
+  end
+
+  describe ".run" do
+    let(:names) { { 1 => "OpenAI", 5 => "Vllm", 9 => "Mistral" } }
+
+    it "aggregates per provider, in batches, with the worst rows first" do
+      relation = relation_class.new(rows)
+      report = described_class.run(relation, provider_names: names, batch_size: 4)
+      expect(relation.log).to eq([[:batch, 4], [:batch, 2]])
+      mistral, open_ai, vllm = report.providers.map(&:to_h)
+      expect(mistral).to include(provider: "Mistral", responses: 2, requested: 5, dropped: 3, responses_with_loss: 2,
+                                 worst: [[2, 3, 102], [1, 2, 101]])
+      expect(open_ai).to include(responses: 2, requested: 2, dropped: 0, skipped: 1)
+      expect(vllm).to include(responses: 1, errors: [106])
+      expect(report).to be_any_loss
+    end
+
+    it "prints a table, the worst rows and notes" do
+      lines = described_class.run(relation_class.new(rows), provider_names: names).lines
+      expect(lines).to eq([
+                            "provider  responses  tool calls  dropped by legacy  responses with loss",
+                            "Mistral           2           5                  3                    2",
+                            "OpenAI            2           2                  0                    0",
+                            "Vllm              1           0                  0                    0",
+                            "total             5           7                  3                    2",
+                            "worst rows, Mistral: 102 (2 of 3 lost), 101 (1 of 2 lost)",
+                            "skipped 1 row(s) whose payload is not a stream",
+                            "1 response(s) raised while decoding (counted as far as they went): 106"
+                          ])
+    end
+
+    it "keeps only the worst rows asked for" do
+      many = (1..10).map { |i| { id: i, provider_id: 9, raw_response_payload: fixture("mistral_three_calls.sse") } }
+      report = described_class.run(many, provider_names: names,
+                                         report: DiscourseAiStream::Audit::Report.new(worst_rows: 3))
+      expect(report.providers.first.worst).to eq([[2, 3, 1], [2, 3, 2], [2, 3, 3]])
+    end
+
+    it "walks in_batches relations and plain collections of rows too" do
+      batched = Object.new
+      batches = rows.each_slice(2).to_a
+      batched.define_singleton_method(:in_batches) { |of:, &block| batches.each(&block) if of }
+      expect(described_class.run(batched, provider_names: names).total(:dropped)).to eq(3)
+      structs = rows.map { |row| Struct.new(*row.keys).new(*row.values) }
+      expect(described_class.run(structs).providers.map(&:provider)).to include("provider 9")
+    end
+
+    it "says so when there is nothing to audit" do
+      expect(described_class.run([]).lines).to eq(["no streamed responses found"])
+    end
+  end
+
+  describe ".scope" do
+    it "selects streamed rows of the OpenAI-compatible providers since a time, three columns only" do
+      since = Time.utc(2026, 1, 1)
+      described_class.scope(model, since: since)
+      expect(model.relation.log).to eq([
+                                         [:where, [], { provider_id: [1, 9, 5, 10] }],
+                                         [:where, ["created_at >= ?", since], {}],
+                                         [:where, ["raw_response_payload LIKE ?", "%data:%"], {}],
+                                         [:select, %i[id provider_id raw_response_payload]]
+                                       ])
+    end
+
+    it "has no time condition for all of time" do
+      described_class.scope(model, since: nil)
+      expect(model.relation.log.map(&:first)).to eq(%i[where where select])
+    end
+  end
+
+  describe ".parse_since" do
+    let(:now) { Time.utc(2026, 3, 31, 12) }
+
+    it "reads dates, days back and all" do
+      expect(described_class.parse_since(nil, now: now)).to eq(now - (30 * 86_400))
+      expect(described_class.parse_since("7d", now: now)).to eq(now - (7 * 86_400))
+      expect(described_class.parse_since("all", now: now)).to be_nil
+      expect(described_class.parse_since("2026-01-15", now: now)).to eq(Time.parse("2026-01-15"))
+    end
+
+    it "rejects anything else" do
+      expect { described_class.parse_since("last tuesday-ish") }.to raise_error(ArgumentError, /SINCE must be/)
+    end
+  end
+
+  describe "the rake task" do
+    let(:rake) { Rake::Application.new }
+    let!(:recorded_metadata) { Rake::TaskManager.record_task_metadata }
+
+    def capture_stdout
+      original = $stdout
+      $stdout = StringIO.new
+      yield
+      $stdout.string
+    ensure
+      $stdout = original
+    end
+
+    before do
+      Rake::TaskManager.record_task_metadata = true
+      Rake.application = rake
+      rake.define_task(Rake::Task, :environment)
+      load File.expand_path("../lib/tasks/discourse_ai_stream.rake", __dir__)
+      stub_const("AiApiAuditLog", model)
+    end
+
+    after do
+      Rake.application = Rake::Application.new
+      Rake::TaskManager.record_task_metadata = recorded_metadata
+    end
+
+    it "audits AiApiAuditLog since SINCE and prints per provider" do
+      out = capture_stdout { rake["discourse_ai_stream:audit"].invoke("2026-01-01") }
+      expect(out.lines.first)
+        .to eq("discourse_ai_stream audit: streamed responses of OpenAI, Mistral, Vllm, OpenRouter " \
+               "since #{Time.parse("2026-01-01").utc.iso8601}\n")
+      expect(out).to include("Mistral           2           5                  3                    2\n",
+                             "worst rows, Mistral: 102 (2 of 3 lost), 101 (1 of 2 lost)\n")
+      expect(model.relation.log).to include([:where, ["created_at >= ?", Time.parse("2026-01-01")], {}])
+    end
+
+    it "is described for rake -T" do
+      expect(rake["discourse_ai_stream:audit"].comment).to include("SINCE")
+      expect(rake["discourse_ai_stream:audit"].arg_names).to eq([:since])
+    end
+  end
+
+  describe "the railtie" do
+    let(:railtie_base) do
+      Class.new do
+        def self.rake_tasks(&block)
+          (@rake_tasks ||= []) << block if block
+          @rake_tasks
+        end
+      end
+    end
+
+    after { DiscourseAiStream.send(:remove_const, :Railtie) if DiscourseAiStream.const_defined?(:Railtie, false) }
+
+    it "hands the audit task to a Rails app" do
+      stub_const("Rails::Railtie", railtie_base)
+      load File.expand_path("../lib/discourse_ai_stream/railtie.rb", __dir__)
+      rake = Rake::Application.new
+      Rake.application = rake
+      DiscourseAiStream::Railtie.rake_tasks.each(&:call)
+      expect(rake.lookup("discourse_ai_stream:audit")).to be_a(Rake::Task)
+    ensure
+      Rake.application = Rake::Application.new
+    end
+  end
+end
