@@ -1,0 +1,79 @@
+# frozen_string_literal: true
+
+require "json"
+require "optparse"
+require_relative "../discourse_ai_stream"
+
+module DiscourseAiStream
+  # `discourse-ai-stream`: replay a saved raw response, or audit many for
+  # the calls the legacy Discourse processor dropped. `run` returns the exit
+  # status instead of exiting, so specs can drive it in-process.
+  class CLI
+    USAGE = <<~TEXT
+      Usage:
+        discourse-ai-stream replay FILE [--partial] [--json] [--usage current|legacy]
+        discourse-ai-stream audit [--json] FILE... | -
+
+      replay  Decodes one saved raw SSE response (FILE, or - for stdin) and prints
+              its text, each tool call (id, name, parameters), the usage and the
+              anomalies. --partial also shows the partial tool call updates.
+      audit   For each response: the tool calls it requested, and how many of
+              them a processor that reads only tool_calls[0] of each chunk (the
+              legacy Discourse one) would have run. A file of JSON lines with a
+              raw_response_payload each (an ai_api_audit_logs export) holds one
+              response per line. Without FILE, reads stdin.
+
+      Exit status: 0 fine; 1 some response lost calls (audit) or the stream
+      raised an error (replay); 2 bad usage or unreadable input.
+    TEXT
+
+    # Bad arguments or input: printed with the usage hint, exit status 2.
+    class UsageError < StandardError; end
+
+    def initialize(stdin: $stdin, stdout: $stdout, stderr: $stderr)
+      @stdin = stdin
+      @stdout = stdout
+      @stderr = stderr
+    end
+
+    def run(argv)
+      command, *args = argv
+      case command
+      when "replay" then Replay.new(self).run(args)
+      when "audit" then AuditCommand.new(self).run(args)
+      when "help", "-h", "--help" then say(USAGE) || 0
+      when "version", "--version" then say("discourse-ai-stream #{VERSION}") || 0
+      else raise UsageError, command ? "unknown command #{command.inspect}" : "no command given"
+      end
+    rescue UsageError, OptionParser::ParseError => e
+      @stderr.puts "discourse-ai-stream: #{e.message}"
+      @stderr.puts "Try `discourse-ai-stream help`."
+      2
+    rescue SystemCallError, IOError => e
+      @stderr.puts "discourse-ai-stream: #{e.message}"
+      2
+    end
+
+    attr_reader :stdin
+
+    def say(text)
+      @stdout.puts(text)
+      nil
+    end
+
+    # The bytes of FILE, or of stdin for "-".
+    def read_input(name)
+      return stdin.read.to_s.b if name == "-"
+      raise UsageError, "#{name}: no such file" unless File.file?(name)
+
+      File.binread(name)
+    end
+
+    def self.json(value)
+      JSON.generate(value)
+    end
+  end
+end
+
+require_relative "cli/replay"
+require_relative "cli/audit_command"

@@ -1,0 +1,105 @@
+# frozen_string_literal: true
+
+module DiscourseAiStream
+  class CLI
+    # `replay FILE`: feeds a saved response to a processor line by line, as
+    # a stream arrives, and shows what came out.
+    class Replay
+      QUIET = ->(_anomaly) {}
+
+      def initialize(cli)
+        @cli = cli
+        @options = { partial: false, json: false, usage: :current }
+      end
+
+      def run(args)
+        files = parser.parse(args)
+        raise UsageError, "replay needs exactly one FILE (or -), got #{files.size}" unless files.size == 1
+
+        outcome = decode(@cli.read_input(files.first))
+        @cli.say(@options[:json] ? CLI.json(outcome) : text(outcome).join("\n"))
+        outcome[:error] ? 1 : 0
+      end
+
+      private
+
+      def parser
+        OptionParser.new do |opts|
+          opts.on("--partial") { @options[:partial] = true }
+          opts.on("--json") { @options[:json] = true }
+          opts.on("--usage MODE", %w[current legacy]) { |mode| @options[:usage] = mode.to_sym }
+        end
+      end
+
+      def decode(raw)
+        processor = OpenAiMessageProcessor.new(partial_tool_calls: @options[:partial], usage: @options[:usage],
+                                               tool_call_class: DiscourseAiStream::ToolCall, on_anomaly: QUIET)
+        outcome = { text: +"", tool_calls: [], partial_updates: [], usage: nil, anomalies: [], error: nil }
+        raw.each_line { |line| break unless feed(outcome) { processor.decode_chunk(line) } }
+        feed(outcome) { processor.finish }
+        outcome[:usage] = usage(processor)
+        outcome[:anomalies] = processor.anomalies.map { |anomaly| anomaly.compact.transform_values(&:to_s) }
+        outcome.delete(:partial_updates) unless @options[:partial]
+        outcome
+      end
+
+      # Takes the items of one call; false when the stream cannot go on.
+      def feed(outcome)
+        take(outcome, yield)
+        true
+      rescue DiscourseAiStream::Error => e
+        take(outcome, e.items)
+        outcome[:error] ||= { class: e.class.name, message: e.message }
+        e.is_a?(ToolArgumentsError)
+      end
+
+      # ToolCalls are snapshot now: with --partial the same object comes
+      # again later, changed.
+      def take(outcome, items)
+        items.each do |item|
+          next outcome[:text] << item if item.is_a?(String)
+
+          call = { id: item.id, name: item.name, parameters: Marshal.load(Marshal.dump(item.parameters)) }
+          (item.partial? ? outcome[:partial_updates] : outcome[:tool_calls]) << call
+        end
+      end
+
+      def usage(processor)
+        %i[prompt_tokens completion_tokens cache_read_tokens cache_write_tokens].to_h do |reader|
+          [reader, processor.public_send(reader)]
+        end.merge(mode: processor.usage_mode)
+      end
+
+      def text(outcome)
+        lines = ["text: #{CLI.json(outcome[:text])}"]
+        lines.concat(call_lines("partial", outcome[:partial_updates]))
+        lines.concat(call_lines("tool call", outcome[:tool_calls]))
+        lines << "tool calls: none" if outcome[:tool_calls].empty?
+        lines << usage_line(outcome[:usage])
+        lines.concat(anomaly_lines(outcome[:anomalies]))
+        lines << "error: #{outcome[:error][:class]}: #{outcome[:error][:message]}" if outcome[:error]
+        lines
+      end
+
+      def call_lines(label, calls)
+        Array(calls).each_with_index.map do |call, i|
+          "#{label} #{i + 1}: #{call[:name]} (id #{call[:id]}) #{CLI.json(call[:parameters])}"
+        end
+      end
+
+      def usage_line(usage)
+        counts = usage.except(:mode).map { |reader, value| "#{reader} #{value.nil? ? "-" : value}" }
+        "usage (#{usage[:mode]}): #{counts.join(", ")}"
+      end
+
+      def anomaly_lines(anomalies)
+        return ["anomalies: none"] if anomalies.empty?
+
+        anomalies.map do |anomaly|
+          where = anomaly.slice(:name, :id, :index, :field).map { |key, value| "#{key} #{value}" }
+          "anomaly #{anomaly[:kind]}: #{anomaly[:message]}#{" (#{where.join(", ")})" unless where.empty?}"
+        end
+      end
+    end
+  end
+end
