@@ -1,0 +1,16 @@
+# frozen_string_literal: true
+
+# name: discourse-ai-stream
+# about: Discourse AI's OpenAI-compatible endpoints stream through discourse_ai_stream: no tool call dropped
+# version: 0.1.0
+# authors: discourse_ai_stream contributors
+# url: https://github.com/discourse-ai-stream/discourse_ai_stream
+
+# A source gem: installing it compiles Rust, so the container needs cargo
+# and libclang when the plugin first loads (see README.md).
+gem "discourse_ai_stream", "0.1.0"
+
+after_initialize do
+  # Runs again after every code reload in development, on the new classes.
+  reloadable_patch { DiscourseAiStream::Discourse.install! }
+end

@@ -1,0 +1,66 @@
+# frozen_string_literal: true
+
+# Runs inside a Discourse checkout: bin/rspec plugins/discourse-ai-stream/spec
+RSpec.describe "discourse-ai-stream" do
+  # The bug report's chunk: Mistral streams both parallel calls, the
+  # finish_reason and the usage in ONE chunk.
+  let(:sse) do
+    tool_calls = [
+      { id: "bM0Xl0KSh", function: { name: "get_weather", arguments: '{"city": "Paris"}' }, index: 0 },
+      { id: "kgOYVL46d", function: { name: "get_local_time", arguments: '{"timezone": "Europe/Paris"}' }, index: 1 }
+    ]
+    chunk = {
+      id: "cmpl-e5cc70bb28c444948073e77776eb30ef", object: "chat.completion.chunk", created: 1_702_256_327,
+      model: "mistral-large-latest",
+      choices: [{ index: 0, delta: { content: "", tool_calls: tool_calls }, finish_reason: "tool_calls",
+                  logprobs: nil }],
+      usage: { prompt_tokens: 172, total_tokens: 195, completion_tokens: 23 },
+      p: "abcdefghijklmnopq"
+    }
+    "data: #{chunk.to_json}\n\ndata: [DONE]\n\n".b
+  end
+
+  fab!(:mistral_model) do
+    Fabricate(:llm_model, provider: "mistral", name: "mistral-large-latest",
+                          url: "https://api.mistral.ai/v1/chat/completions")
+  end
+  fab!(:vllm_model) do
+    Fabricate(:llm_model, provider: "vllm", name: "qwen3", url: "https://vllm.example.com/v1/chat/completions")
+  end
+
+  # What Endpoints::Base does with a streamed body, without the HTTP.
+  def stream(endpoint)
+    items = endpoint.send(:decode_chunk, sse) + endpoint.send(:decode_chunk_finish)
+    items.grep(DiscourseAi::Completions::ToolCall)
+  end
+
+  it "is installed on the OpenAI-compatible endpoints" do
+    expect(DiscourseAiStream::Discourse).to be_installed
+    expect(DiscourseAiStream::Discourse.patched_classes).to include(DiscourseAi::Completions::Endpoints::OpenAi)
+  end
+
+  it "gets both tool calls of the chunk out of the Mistral endpoint" do
+    endpoint = DiscourseAi::Completions::Endpoints::Mistral.new(mistral_model)
+    calls = stream(endpoint)
+
+    expect(endpoint.send(:processor)).to be_a(DiscourseAiStream::OpenAiMessageProcessor)
+    expect(calls.map(&:id)).to eq(%w[bM0Xl0KSh kgOYVL46d])
+    expect(calls.map(&:name)).to eq(%w[get_weather get_local_time])
+    expect(calls.map(&:parameters)).to eq([{ city: "Paris" }, { timezone: "Europe/Paris" }])
+  end
+
+  it "keeps the tool batch id vLLM puts into provider_data" do
+    calls = stream(DiscourseAi::Completions::Endpoints::Vllm.new(vllm_model))
+    expect(calls.size).to eq(2)
+    expect(calls.map { |call| call.provider_data.dig(:vllm, :tool_batch_id) })
+      .to all(eq("cmpl-e5cc70bb28c444948073e77776eb30ef"))
+  end
+
+  it "reports the usage to the audit log" do
+    endpoint = DiscourseAi::Completions::Endpoints::Mistral.new(mistral_model)
+    stream(endpoint)
+    log = AiApiAuditLog.new
+    endpoint.send(:final_log_update, log)
+    expect([log.request_tokens, log.response_tokens]).to eq([172, 23])
+  end
+end

@@ -1,0 +1,98 @@
+# frozen_string_literal: true
+
+require "yaml"
+require_relative "../support/discourse_stand_ins"
+
+# examples/discourse-plugin/plugin.rb evaluated the way Discourse does it
+# (instance_eval in a plugin instance; after_initialize blocks run later,
+# reloadable_patch blocks again after every code reload), against the
+# stand-ins.
+RSpec.describe "examples/discourse-plugin" do
+  include DiscourseStandIns
+
+  dir = File.expand_path("../../examples/discourse-plugin", __dir__)
+
+  # The part of Plugin::Instance that plugin.rb touches.
+  let(:plugin_class) do
+    Class.new do
+      attr_reader :gems, :initializers, :patches
+
+      def initialize
+        @gems = []
+        @initializers = []
+        @patches = []
+      end
+
+      def gem(name, version, **options)
+        @gems << [name, version, options]
+      end
+
+      def after_initialize(&block)
+        @initializers << block
+      end
+
+      def reloadable_patch(&block)
+        @patches << block
+        yield(self)
+      end
+
+      def boot
+        initializers.each { |block| block.call(self) }
+      end
+
+      def reload
+        patches.each { |block| block.call(self) }
+      end
+    end
+  end
+
+  let(:plugin) do
+    path = File.join(dir, "plugin.rb")
+    plugin_class.new.tap { |instance| instance.instance_eval(File.read(path), path) }
+  end
+
+  before { stub_rails_logger }
+  after { DiscourseAiStream::Discourse.uninstall! }
+
+  def mistral_calls
+    endpoint = DiscourseAi::Completions::Endpoints::Mistral.new(llm_model("mistral"))
+    final_calls(endpoint.perform_stream([DiscourseStandIns::MISTRAL_SSE])).map(&:first)
+  end
+
+  it "asks for this version of the gem" do
+    expect(plugin.gems).to eq([["discourse_ai_stream", DiscourseAiStream::VERSION, {}]])
+    expect(File.read(File.join(dir, "plugin.rb"))).to match(/^# version: #{Regexp.escape(DiscourseAiStream::VERSION)}$/)
+  end
+
+  it "installs the gem in after_initialize, and again on the new classes after a reload" do
+    load_discourse_stand_ins(generation: :legacy)
+    expect(mistral_calls).to eq(%w[bM0Xl0KSh])
+
+    plugin.boot
+    expect(DiscourseAiStream::Discourse).to be_installed
+    expect(mistral_calls).to eq(DiscourseStandIns::MISTRAL_IDS)
+
+    load_discourse_stand_ins(generation: :legacy)
+    expect(mistral_calls).to eq(%w[bM0Xl0KSh])
+    plugin.reload
+    expect(mistral_calls).to eq(DiscourseStandIns::MISTRAL_IDS)
+  end
+
+  it "has a spec for bin/rspec inside Discourse, and CI that installs Rust before the plugin loads" do
+    spec = File.read(File.join(dir, "spec/discourse_ai_stream_spec.rb"))
+    expect(spec).to include("bM0Xl0KSh", "kgOYVL46d", "DiscourseAi::Completions::ToolCall")
+
+    workflow = YAML.safe_load(File.read(File.join(dir, ".github/workflows/discourse-plugin.yml")))
+    steps = workflow.dig("jobs", "backend", "steps").map { |step| step["run"].to_s }
+    rust = steps.index { |run| run.include?("sh.rustup.rs") }
+    migrate = steps.index { |run| run.include?("db:migrate") }
+    expect(rust).to be < migrate
+    expect(steps.last).to include("bin/rspec plugins/${{ env.PLUGIN_NAME }}/spec")
+  end
+
+  it "explains the self-hosted install with app.yml hooks and the Rust toolchain" do
+    readme = File.read(File.join(dir, "README.md"))
+    expect(readme).to include("hooks:", "after_code:", "rustup", "libclang-dev", "./launcher rebuild app",
+                              "discourse_ai_stream:audit")
+  end
+end
