@@ -103,15 +103,25 @@ module DiscourseAiStream
 
       private
 
+      # The classes of the namespace, and subclasses of Endpoints::Base
+      # defined elsewhere (another plugin's endpoint).
       def endpoint_classes(endpoints)
-        endpoints.constants.sort.filter_map do |name|
+        found = endpoints.constants.sort.filter_map do |name|
           value = endpoints.const_get(name, false)
-          value if value.is_a?(Class) && Patch.endpoint?(value)
+          value if value.is_a?(Class)
         rescue NameError, LoadError => e
           # An endpoint file that fails to load must not take the site down.
           warn_log("discourse_ai_stream: skipped #{endpoints.name}::#{name}: #{e.class}: #{e.message}")
           nil
         end
+        base = found.find { |klass| klass.name == "#{ENDPOINTS}::Base" }
+        (found | descendants(base)).select { |klass| Patch.endpoint?(klass) }
+      end
+
+      def descendants(klass)
+        return [] unless klass.respond_to?(:subclasses)
+
+        klass.subclasses.flat_map { |sub| [sub, *descendants(sub)] }
       end
     end
   end

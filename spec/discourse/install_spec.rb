@@ -170,6 +170,30 @@ RSpec.describe "DiscourseAiStream::Discourse.install!" do
       expect(integration).to be_installed
     end
 
+    it "patches endpoints defined outside the namespace too (another plugin's)" do
+      stub_const("OtherPlugin::Endpoint", Class.new(endpoints::Base) do
+        def provider_id = 99
+
+        private
+
+        def processor
+          @processor ||= DiscourseAi::Completions::OpenAiMessageProcessor.new(partial_tool_calls: partial_tool_calls)
+        end
+
+        def decode_chunk(raw)
+          @decoder ||= DiscourseAi::Completions::JsonStreamDecoder.new
+          (@decoder << raw).flat_map { |json| Array(processor.process_streamed_message(json)) }
+        end
+
+        def decode_chunk_finish
+          processor.finish
+        end
+      end)
+      expect(integration.install!).to include(OtherPlugin::Endpoint)
+      items = OtherPlugin::Endpoint.new(llm_model("other")).perform_stream([DiscourseStandIns::MISTRAL_SSE])
+      expect(final_calls(items)).to eq(expected_calls)
+    end
+
     it "is idempotent: installing again adds no second patch" do
       integration.install!
       expect(integration.install!).to eq([])
