@@ -1,0 +1,164 @@
+# frozen_string_literal: true
+
+module Bench
+  # The table of one run, the scaling pairs and the targets of issue 8.
+  class Report
+    PATHS = %i[raw hash floor].freeze
+
+    # `results`: { workload => { path => Result } }.
+    def initialize(results, out: $stdout)
+      @results = results
+      @out = out
+      @stock = results.values.any? { |r| r.key?(:stock) }
+    end
+
+    def print
+      table
+      scaling
+      targets
+    end
+
+    private
+
+    def by_name(name)
+      @results.find { |workload, _| workload.name == name }
+    end
+
+    def table
+      @out.puts header
+      @out.puts "-" * header.size
+      @results.each { |workload, paths| @out.puts row(workload, paths) }
+      @out.puts
+    end
+
+    def header
+      format("%-18s %6s %7s |%s| %6s %6s | %7s%s", "workload", "events", "KB",
+             PATHS.map { |p| format(" %-5s %7s %6s %5s ", p, "MB/s", "us/ev", "al/ev") }.join("|"),
+             "raw x", "hash x", "share", @stock ? format(" | %6s %7s %5s", "stock", "stk-sh", "sh/st") : "")
+    end
+
+    def row(workload, paths)
+      cells = PATHS.map do |path|
+        r = paths.fetch(path)
+        format(" %5s %7.1f %6.2f %5.2f ", "", r.mb_per_s(workload), r.us_per_event(workload),
+               r.allocations_per_event(workload))
+      end
+      format("%-18s %6d %7.0f |%s| %5.1fx %5.2fx | %7.2f%s", workload.name, workload.events, workload.bytes / 1024.0,
+             cells.join("|"), speedup(paths, :raw), speedup(paths, :hash), share(workload, paths, :hash),
+             stock_cells(workload, paths))
+    end
+
+    def stock_cells(workload, paths)
+      return "" unless @stock
+      return format(" | %6s %7s %5s", "-", "-", "-") unless paths.key?(:stock)
+
+      format(" | %6.2f %7.2f %5.2f", paths[:stock].us_per_event(workload), share(workload, paths, :stock),
+             share(workload, paths, :hash) / share(workload, paths, :stock))
+    end
+
+    # Throughput as a multiple of the floor's.
+    def speedup(paths, path)
+      paths.fetch(:floor).seconds / paths.fetch(path).seconds
+    end
+
+    # What a path costs beyond the floor, in µs per event.
+    def share(workload, paths, path)
+      paths.fetch(path).us_per_event(workload) - paths.fetch(:floor).us_per_event(workload)
+    end
+
+    def scaling
+      @out.puts "Scaling (time of the whole stream, large / small; 10.0 is linear):"
+      [%w[args_400k_partial args_40k_partial], %w[text_20k text_2k]].each do |large, small|
+        ratios = pair_ratios(large, small)
+        next @out.puts("  #{large} / #{small}: not run") unless ratios
+
+        @out.puts format("  %-17s / %-16s bytes %5.2fx   raw %5.2fx   hash %5.2fx   floor %5.2fx",
+                         large, small, *ratios)
+      end
+      @out.puts
+    end
+
+    def pair_ratios(large, small)
+      big = by_name(large)
+      little = by_name(small)
+      return nil unless big && little
+
+      [big[0].bytes.fdiv(little[0].bytes)] + PATHS.map { |p| big[1][p].seconds / little[1][p].seconds }
+    end
+
+    def targets
+      @out.puts "Targets (issue 8):"
+      Targets.new(self, @results).each { |line| @out.puts "  #{line}" }
+    end
+
+    public :speedup, :share, :pair_ratios
+  end
+
+  # The targets of issue 8, each checked against this run.
+  class Targets
+    include Enumerable
+
+    def initialize(report, results)
+      @report = report
+      @results = results.to_h { |workload, paths| [workload.name, [workload, paths]] }
+    end
+
+    def each(&)
+      lines = speedups + allocations + hash_shares + scalings
+      lines.each(&)
+    end
+
+    private
+
+    def mark(pass, text)
+      return "n/a   #{text}" if pass.nil?
+
+      "#{pass ? "PASS" : "FAIL"}  #{text}"
+    end
+
+    def speedups
+      [["text_2k", 10], ["tools_4k", 15], ["tools_4k_partial", 10]].map do |name, floor|
+        next mark(nil, "raw #{name} >= #{floor}x the floor: not run") unless @results[name]
+
+        x = @report.speedup(@results[name][1], :raw)
+        mark(x >= floor, format("raw %s: %.1fx the floor's throughput (target >= %dx)", name, x, floor))
+      end
+    end
+
+    def allocations
+      [["text_2k", 2.0, "<="], ["tools_4k", 0.1, "<"]].map do |name, limit, op|
+        next mark(nil, "raw #{name} allocations: not run") unless @results[name]
+
+        workload, paths = @results[name]
+        per = paths[:raw].allocations_per_event(workload)
+        mark(per.public_send(op, limit), format("raw %s: %.3f Ruby allocations per event (target %s %s)",
+                                                name, per, op, limit))
+      end
+    end
+
+    def hash_shares
+      %w[text_2k tools_4k tools_4k_partial].filter_map do |name|
+        next unless @results[name]
+
+        workload, paths = @results[name]
+        share = @report.share(workload, paths, :hash)
+        next mark(nil, format("hash %s: share %.2f us/event; stock not measured (bench/README.md)", name, share)) \
+          unless paths[:stock]
+
+        stock = @report.share(workload, paths, :stock)
+        mark(share <= stock / 3, format("hash %s: processor share %.2f us/event, stock's %.2f (%.2f of it; " \
+                                        "target <= 0.33)", name, share, stock, share / stock))
+      end
+    end
+
+    def scalings
+      [%w[args_400k_partial args_40k_partial], %w[text_20k text_2k]].map do |large, small|
+        ratios = @report.pair_ratios(large, small)
+        next mark(nil, "scaling #{large} / #{small}: not run") unless ratios
+
+        mark(ratios[1] <= 11.0, format("scaling raw %s / %s: %.2fx for %.2fx the bytes (target about 10x, <= 11)",
+                                       large, small, ratios[1], ratios[0]))
+      end
+    end
+  end
+end
