@@ -1,0 +1,242 @@
+//! Shared by the fuzz targets: a tiny deterministic RNG for split points, a
+//! mirror that applies view events the way the Ruby binding does (a Hash per
+//! object, a key given twice replaces its value in place), and the check that
+//! a view is consistent with a final value.
+#![allow(dead_code)]
+
+use openai_stream::json::{ContainerKind, JsonValue, ViewEvent};
+
+/// xorshift64*: split points derived from a seed byte, so libFuzzer mutates
+/// the content and the fragmentation independently.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// A value in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// A value as a Ruby caller holds it: objects keep the first position of a
+/// key and the last value given for it; numbers stay text.
+#[derive(Debug, Clone, PartialEq)]
+pub enum V {
+    Null,
+    Bool(bool),
+    Num(String),
+    Str(String),
+    Arr(Vec<V>),
+    Obj(Vec<(String, V)>),
+}
+
+impl V {
+    /// A final value as the caller sees it (last duplicate key wins, in the
+    /// position of the first).
+    pub fn of(v: &JsonValue) -> V {
+        match v {
+            JsonValue::Null => V::Null,
+            JsonValue::Bool(b) => V::Bool(*b),
+            JsonValue::Number(n) => V::Num(n.as_str().to_owned()),
+            JsonValue::String(s) => V::Str(s.clone()),
+            JsonValue::Array(items) => V::Arr(items.iter().map(V::of).collect()),
+            JsonValue::Object(pairs) => {
+                let mut out: Vec<(String, V)> = Vec::new();
+                for (k, v) in pairs {
+                    let v = V::of(v);
+                    match out.iter_mut().find(|(key, _)| key == k) {
+                        Some(slot) => slot.1 = v,
+                        None => out.push((k.clone(), v)),
+                    }
+                }
+                V::Obj(out)
+            }
+        }
+    }
+
+    fn get_mut(&mut self, slot: &Slot) -> &mut V {
+        match (self, slot) {
+            (V::Obj(pairs), Slot::Key(k)) => {
+                &mut pairs.iter_mut().find(|(key, _)| key == k).expect("open key exists").1
+            }
+            (V::Arr(items), Slot::Index(i)) => &mut items[*i],
+            (other, slot) => panic!("view path {slot:?} into {other:?}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Slot {
+    Key(String),
+    Index(usize),
+}
+
+/// Applies view events. `root: None` until the first event for a raw
+/// parser; a tool call's mirror starts at `{}` (its parameters Hash).
+/// Any malformed event sequence (close without open, append into a
+/// non-string, a key into an array...) panics: that is a finding.
+#[derive(Debug, Default)]
+pub struct Mirror {
+    pub root: Option<V>,
+    /// The open containers, as a path from the root. For a raw parser the
+    /// root itself counts as open while `root_open`.
+    pub path: Vec<Slot>,
+    pub root_open: bool,
+}
+
+impl Mirror {
+    pub fn params() -> Self {
+        Mirror { root: Some(V::Obj(Vec::new())), path: Vec::new(), root_open: true }
+    }
+
+    fn container(&mut self) -> &mut V {
+        let mut v = self.root.as_mut().expect("an event inside a root that never opened");
+        for slot in &self.path {
+            v = v.get_mut(slot);
+        }
+        v
+    }
+
+    fn insert(&mut self, key: Option<&str>, value: V) -> Option<Slot> {
+        if self.root.is_none() || (!self.root_open && self.path.is_empty()) {
+            assert!(key.is_none(), "a key at the root");
+            assert!(self.root.is_none(), "a second root value");
+            self.root = Some(value);
+            return None;
+        }
+        match (self.container(), key) {
+            (V::Obj(pairs), Some(k)) => {
+                match pairs.iter_mut().find(|(key, _)| key == k) {
+                    Some(slot) => slot.1 = value,
+                    None => pairs.push((k.to_owned(), value)),
+                }
+                Some(Slot::Key(k.to_owned()))
+            }
+            (V::Arr(items), None) => {
+                items.push(value);
+                Some(Slot::Index(items.len() - 1))
+            }
+            (other, key) => panic!("view event with key {key:?} into {other:?}"),
+        }
+    }
+
+    pub fn apply(&mut self, event: ViewEvent) {
+        match event {
+            ViewEvent::Open { key, kind } => {
+                let value = match kind {
+                    ContainerKind::Object => V::Obj(Vec::new()),
+                    ContainerKind::Array => V::Arr(Vec::new()),
+                    ContainerKind::String => V::Str(String::new()),
+                };
+                match self.insert(key, value) {
+                    Some(slot) => self.path.push(slot),
+                    None => self.root_open = true,
+                }
+            }
+            ViewEvent::Append(text) => {
+                assert!(!text.is_empty(), "an empty append");
+                assert!(self.root_open, "append outside any open string");
+                match self.container() {
+                    V::Str(s) => s.push_str(text),
+                    other => panic!("append into {other:?}"),
+                }
+            }
+            ViewEvent::Scalar { key, value } => {
+                assert!(
+                    !matches!(value, JsonValue::Array(_) | JsonValue::Object(_) | JsonValue::String(_)),
+                    "a scalar event with {value:?}"
+                );
+                self.insert(key, V::of(value));
+            }
+            ViewEvent::Close => {
+                if self.path.pop().is_none() {
+                    assert!(self.root_open, "close without an open container");
+                    self.root_open = false;
+                }
+            }
+        }
+    }
+}
+
+/// True when `view` can still become `fin`: strings are prefixes, arrays
+/// are prefixes element-wise, object keys are present in `fin` (with a
+/// duplicated key, consistent with one of its values: the view shows each
+/// value while it streams), scalars are equal. Containers that are closed
+/// (not on `open`) must be complete: same string, same length, same keys.
+/// `open`: the path of open containers below this value, or `None` when
+/// this value is itself closed.
+pub fn consistent(view: &V, fin: &JsonValue, open: Option<&[Slot]>) -> bool {
+    let closed = open.is_none();
+    let child_open = |slot: &Slot| -> Option<&[Slot]> {
+        match open {
+            Some([first, rest @ ..]) if first == slot => Some(rest),
+            _ => None,
+        }
+    };
+    match (view, fin) {
+        (V::Null, JsonValue::Null) => true,
+        (V::Bool(a), JsonValue::Bool(b)) => a == b,
+        (V::Num(a), JsonValue::Number(b)) => a == b.as_str(),
+        (V::Str(a), JsonValue::String(b)) => {
+            if closed {
+                a == b
+            } else {
+                b.starts_with(a.as_str())
+            }
+        }
+        (V::Arr(a), JsonValue::Array(b)) => {
+            (if closed { a.len() == b.len() } else { a.len() <= b.len() })
+                && a.iter()
+                    .zip(b)
+                    .enumerate()
+                    .all(|(i, (x, y))| consistent(x, y, child_open(&Slot::Index(i))))
+        }
+        (V::Obj(a), JsonValue::Object(b)) => {
+            let keys_ok = !closed || {
+                let mut distinct: Vec<&str> = Vec::new();
+                for (k, _) in b {
+                    if !distinct.contains(&k.as_str()) {
+                        distinct.push(k);
+                    }
+                }
+                distinct.len() == a.len()
+            };
+            keys_ok
+                && a.iter().all(|(k, x)| {
+                    let slot = Slot::Key(k.clone());
+                    b.iter().filter(|(key, _)| key == k).any(|(_, y)| consistent(x, y, child_open(&slot)))
+                })
+        }
+        _ => false,
+    }
+}
+
+/// JsonValue to serde_json (last duplicate key wins). `None` when a number
+/// does not fit an f64 (`1e400`: valid JSON, which serde_json rejects).
+pub fn to_serde(v: &JsonValue) -> Option<serde_json::Value> {
+    use serde_json::Value;
+    Some(match v {
+        JsonValue::Null => Value::Null,
+        JsonValue::Bool(b) => Value::Bool(*b),
+        JsonValue::Number(n) => serde_json::from_str(n.as_str()).ok()?,
+        JsonValue::String(s) => Value::String(s.clone()),
+        JsonValue::Array(items) => Value::Array(items.iter().map(to_serde).collect::<Option<_>>()?),
+        JsonValue::Object(pairs) => {
+            let mut map = serde_json::Map::new();
+            for (k, v) in pairs {
+                map.insert(k.clone(), to_serde(v)?);
+            }
+            Value::Object(map)
+        }
+    })
+}

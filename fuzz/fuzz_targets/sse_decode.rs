@@ -1,0 +1,186 @@
+//! Raw bytes through `Processor::decode`, whole and split into reads at
+//! fuzzer-chosen points, then `finish`.
+//!
+//! Input: a flags byte (bit 0: a small `max_line_bytes`; bit 1 / bit 2:
+//! partial tool calls for the whole / the split run; bits 4-7: how the
+//! reads are cut), a seed byte for the split points, a byte for the small
+//! line limit, then the body.
+//!
+//! Errors are allowed (they are clear errors); after one the run keeps
+//! feeding, as a caller that logs and goes on would.
+//!
+//! Invariants:
+//! - no panic;
+//! - memory: after a successful `decode` at most one line (the limit) plus
+//!   one event's pending data lines are buffered; after a failed one, at
+//!   most that plus the bytes given since the last success (the lines not
+//!   read yet: nothing is copied twice or kept after it is read);
+//! - every item names a call that exists, and no call completes twice;
+//! - whole and split give the same text, completed calls (compared by call:
+//!   an output puts a call where it first appeared), usage and
+//!   anomalies (when no error occurred), and an error in one iff in the
+//!   other (splits only change how many errors are returned, one per call
+//!   at most).
+#![no_main]
+
+mod common;
+
+use std::collections::HashSet;
+
+use common::{Rng, V};
+use libfuzzer_sys::fuzz_target;
+use openai_stream::anomaly::AnomalyKind;
+use openai_stream::error::Error;
+use openai_stream::output::Item;
+use openai_stream::processor::{Options, Processor};
+use openai_stream::usage::UsageReport;
+
+fuzz_target!(|data: &[u8]| run(data));
+
+/// What a caller saw, flattened over all calls (progress left out: how many
+/// times a call shows progress depends on the reads).
+#[derive(Debug, PartialEq)]
+enum Seen {
+    Text(String),
+    /// CallId, the server's id (None when generated: those are unique per
+    /// process), name, parameters.
+    Completed(u32, Option<String>, String, V),
+}
+
+#[derive(Debug, PartialEq)]
+struct Run {
+    seen: Vec<Seen>,
+    usage: UsageReport,
+    any_error: bool,
+    anomalies: Vec<AnomalyKind>,
+}
+
+fn run(data: &[u8]) {
+    let [flags, seed, limit, body @ ..] = data else { return };
+    let max_line = if flags & 1 != 0 { 1 + usize::from(*limit) } else { 1 << 20 };
+    let options = |partial: bool| Options {
+        partial_tool_calls: partial,
+        max_line_bytes: max_line,
+        ..Options::default()
+    };
+
+    let reads = split(body, *flags >> 4, *seed);
+    let whole = drive(Processor::new(options(flags & 2 != 0)), &[body]);
+    let split = drive(Processor::new(options(flags & 4 != 0)), &reads);
+
+    assert_eq!(texts(&whole.seen), texts(&split.seen), "text, whole vs {} reads", reads.len());
+    assert_eq!(completions(&whole.seen), completions(&split.seen), "calls, whole vs {} reads", reads.len());
+    assert_eq!(whole.usage, split.usage, "usage");
+    assert_eq!(whole.any_error, split.any_error, "errors");
+    // Partial mode adds its own anomalies (partial_arguments_broken). After
+    // an error the lines not read yet stay buffered; those that `finish`
+    // reads are recorded as truncated_event instead of raised, so which
+    // bad line is an anomaly depends on the reads then.
+    if flags & 2 == flags & 4 && !whole.any_error {
+        assert_eq!(whole.anomalies, split.anomalies, "anomalies");
+    }
+}
+
+fn drive(mut p: Processor, reads: &[&[u8]]) -> Run {
+    let max_line = p.options().max_line_bytes;
+    let mut seen = Vec::new();
+    let mut completed = HashSet::new();
+    let mut any_error = false;
+    let mut since_ok = 0usize;
+    for read in reads {
+        let result = p.decode(read).map(|_| ());
+        collect(&p, &mut seen, &mut completed);
+        // One line (or an event's data lines, bounded by the same limit)
+        // plus up to 3 bytes of a possible BOM at the start.
+        let bound = 2 * max_line + 3;
+        match result {
+            Ok(()) => {
+                since_ok = 0;
+                assert!(p.buffered_bytes() <= bound, "{} bytes buffered after Ok", p.buffered_bytes());
+            }
+            Err(e) => {
+                check_error(&e);
+                any_error = true;
+                since_ok += read.len();
+                assert!(
+                    p.buffered_bytes() <= bound + since_ok,
+                    "{} bytes buffered after an error, {since_ok} bytes given since the last Ok",
+                    p.buffered_bytes()
+                );
+            }
+        }
+    }
+    let finished = p.finish().map(|_| ());
+    collect(&p, &mut seen, &mut completed);
+    if let Err(e) = finished {
+        check_error(&e);
+        any_error = true;
+    }
+    assert_eq!(p.buffered_bytes(), 0, "finish leaves nothing buffered");
+    assert!(!p.calls().any_open(), "finish completes every call");
+    let anomalies = p.anomalies().all().iter().map(|a| a.kind).collect();
+    Run { seen, usage: p.usage(), any_error, anomalies }
+}
+
+fn collect(p: &Processor, seen: &mut Vec<Seen>, completed: &mut HashSet<u32>) {
+    for item in p.output().items() {
+        match item {
+            Item::Text(t) => {
+                assert!(!t.is_empty(), "an empty text item");
+                seen.push(Seen::Text(t.to_owned()));
+            }
+            Item::Progress(id) => {
+                assert!(p.calls().get(id).is_some(), "progress names a call that exists");
+            }
+            Item::Completed(id, params) => {
+                let call = p.calls().get(id).expect("completion names a call that exists");
+                assert!(call.is_completed());
+                assert!(completed.insert(id.0), "call {id:?} completed twice");
+                assert!(params.is_object(), "parameters are not an object: {params:?}");
+                let server_id = (!call.id_generated).then(|| call.id.clone());
+                seen.push(Seen::Completed(id.0, server_id, call.name.clone(), V::of(params)));
+            }
+        }
+    }
+}
+
+fn texts(seen: &[Seen]) -> Vec<&str> {
+    seen.iter().filter_map(|s| if let Seen::Text(t) = s { Some(t.as_str()) } else { None }).collect()
+}
+
+/// Completed calls by CallId. Their place among the text items may differ:
+/// a call appears in an output at the place of its first appearance (its
+/// first progress), so with partial tool calls a completion moves up to
+/// where its progress was when both fall in the same read.
+fn completions(seen: &[Seen]) -> Vec<&Seen> {
+    let mut calls: Vec<&Seen> = seen.iter().filter(|s| matches!(s, Seen::Completed(..))).collect();
+    calls.sort_by_key(|s| if let Seen::Completed(id, ..) = s { *id } else { 0 });
+    calls
+}
+
+/// Errors are clear: a message that says something.
+fn check_error(e: &Error) {
+    let message = e.to_string();
+    assert!(!message.trim().is_empty(), "an error without a message: {e:?}");
+}
+
+/// Reads: bytes cut at seeded points; `mode` picks the sizes (single
+/// bytes, short runs, long runs, empty reads among them).
+fn split(body: &[u8], mode: u8, seed: u8) -> Vec<&[u8]> {
+    let mut rng = Rng::new(u64::from(seed) | u64::from(mode) << 8);
+    let max = match mode % 4 {
+        0 => 1,
+        1 => 7,
+        2 => 64,
+        _ => body.len().max(1),
+    };
+    let mut reads = Vec::new();
+    let mut start = 0;
+    while start < body.len() {
+        let len = if mode & 4 != 0 && rng.below(8) == 0 { 0 } else { 1 + rng.below(max) };
+        let end = (start + len).min(body.len());
+        reads.push(&body[start..end]);
+        start = end;
+    }
+    reads
+}
