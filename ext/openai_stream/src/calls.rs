@@ -632,8 +632,9 @@ impl ViewSink for RootView<'_> {
     fn close(&mut self) {
         *self.depth = self.depth.saturating_sub(1);
         if *self.depth >= 1 && !self.not_an_object {
+            // Recorded so the caller's stack of open containers stays in
+            // step, but a value that ends shows nothing new: not a change.
             self.events.close();
-            self.changed = true;
         }
     }
 }

@@ -557,3 +557,34 @@ fn an_orphan_fragment_is_reported_with_its_text() {
     assert_eq!(a.kind, AnomalyKind::OrphanFragment);
     assert_eq!(a.excerpt.as_deref(), Some(r#"{"lost":1}"#));
 }
+
+#[test]
+fn partial_progress_only_when_the_visible_parameters_change() {
+    let mut h = Harness::new(true);
+    let mut visible = Vec::new();
+    for piece in [r#"{"s": "abc"#, "\"", r#", "l": ["x"#, "\"", "]", " ", r#", "n": 1"#, "2", "}"] {
+        let chunk = tool_chunk(
+            &format!(
+                r#"[{{"index":0,"id":"v","function":{{"name":"f","arguments":{}}}}}]"#,
+                serde_json::to_string(piece).unwrap()
+            ),
+            None,
+        );
+        let out = h.chunk(&chunk).unwrap();
+        visible.push(out.first().and_then(Out::call).map(|c| c.params.clone()));
+    }
+    assert_eq!(
+        visible,
+        [
+            Some(json!({"s": "abc"})),
+            None,
+            Some(json!({"s": "abc", "l": ["x"]})),
+            None,
+            None,
+            None,
+            None,
+            None,
+            Some(json!({"s": "abc", "l": ["x"], "n": 12})),
+        ]
+    );
+}
