@@ -2,6 +2,7 @@
 
 require_relative "../spec_helper"
 require_relative "../support/chunks"
+require_relative "../support/stressed_processor"
 
 # Every path where the native code creates or holds Ruby objects. Each
 # processor call runs with GC.stress on (a full collection at every
@@ -11,28 +12,8 @@ require_relative "../support/chunks"
 # keeps the file fast enough for every rspec run; bin/test also runs the
 # whole file under DISCOURSE_AI_STREAM_GC_STRESS=1.
 RSpec.describe "GC safety" do
-  # Wraps every processor method in GC.stress.
   def stressed(processor)
     StressedProcessor.new(processor)
-  end
-
-  # Forwards to a processor with GC.stress on during each call.
-  class StressedProcessor < BasicObject
-    def initialize(processor)
-      @processor = processor
-    end
-
-    def method_missing(name, *args, &block)
-      was = ::GC.stress
-      ::GC.stress = true
-      @processor.__send__(name, *args, &block)
-    ensure
-      ::GC.stress = was
-    end
-
-    def respond_to_missing?(name, include_private = false)
-      @processor.respond_to?(name, include_private)
-    end
   end
 
   def churn
@@ -79,11 +60,11 @@ RSpec.describe "GC safety" do
     end
     seen = []
     processor = stressed(DiscourseAiStream::OpenAiMessageProcessor.new(
-      partial_tool_calls: true, tool_call_class: collecting, on_anomaly: lambda { |a|
-        GC.start
-        seen << a
-      }
-    ))
+                           partial_tool_calls: true, tool_call_class: collecting, on_anomaly: lambda { |a|
+                             GC.start
+                             seen << a
+                           }
+                         ))
     items = stream_items(processor, [tool_chunk([{ index: 0, function: { name: "f", arguments: '{"z":[1,' } },
                                                  call("b", "g", '{"s":"t"}', index: 1)]),
                                      tool_chunk([fragment(0, "2]}")], finish: "tool_calls")])
