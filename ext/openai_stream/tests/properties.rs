@@ -66,6 +66,8 @@ struct Spec {
     shape: Shape,
     /// Cut points (as fractions) for each call's arguments text.
     cuts: Vec<Vec<u8>>,
+    /// Which call's fragment comes next, for interleaved shapes.
+    schedule: Vec<u8>,
 }
 
 fn spec() -> impl Strategy<Value = Spec> {
@@ -74,8 +76,9 @@ fn spec() -> impl Strategy<Value = Spec> {
         prop::collection::vec(("[a-z_]{1,8}", params()), 0..4),
         shape(),
         prop::collection::vec(prop::collection::vec(any::<u8>(), 0..6), 4),
+        prop::collection::vec(any::<u8>(), 1..16),
     )
-        .prop_map(|(text, calls, shape, cuts)| Spec { text, calls, shape, cuts })
+        .prop_map(|(text, calls, shape, cuts, schedule)| Spec { text, calls, shape, cuts, schedule })
 }
 
 /// Splits `s` at char boundaries chosen from `cuts`.
@@ -147,16 +150,19 @@ fn render(spec: &Spec) -> Vec<String> {
             if !headers.is_empty() {
                 chunks.push(chunk(json!({"tool_calls": headers}), None));
             }
-            let longest = frags.iter().map(Vec::len).max().unwrap_or(0);
-            for round in 0..longest {
-                for (i, f) in frags.iter().enumerate().rev() {
-                    if let Some(piece) = f.get(round) {
-                        chunks.push(chunk(
-                            json!({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}),
-                            None,
-                        ));
-                    }
-                }
+            // Any interleaving that keeps each call's own fragments in
+            // order: the schedule picks which call goes next.
+            let mut next = vec![0usize; frags.len()];
+            let mut schedule = spec.schedule.iter().cycle();
+            while next.iter().zip(&frags).any(|(n, f)| *n < f.len()) {
+                let pending: Vec<usize> = (0..frags.len()).filter(|&i| next[i] < frags[i].len()).collect();
+                let pick = pending[*schedule.next().unwrap_or(&0) as usize % pending.len()];
+                let piece = &frags[pick][next[pick]];
+                next[pick] += 1;
+                chunks.push(chunk(
+                    json!({"tool_calls": [{"index": pick, "function": {"arguments": piece}}]}),
+                    None,
+                ));
             }
             chunks.push(chunk(json!({}), Some("tool_calls")));
         }
@@ -257,6 +263,7 @@ proptest! {
         }
         reads.push(&bytes[start..]);
         prop_assert_eq!(decode(reads), whole.clone());
+        prop_assert_eq!(decode(bytes.chunks(1).collect()), whole.clone());
         // And the raw path equals the Hash path.
         let mut h = Harness::new(partial);
         let hashed = h.stream(&refs);
