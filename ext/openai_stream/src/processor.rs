@@ -416,6 +416,12 @@ impl State {
                 excerpt_bytes(data),
             )
         })?;
+        // The scanner reads the usual shapes (in place: a chunk is large);
+        // serde_json decides the rest.
+        let mut scanned = Chunk::default();
+        if crate::chunk::scan::read(text, &mut scanned) {
+            return self.apply_payload(text, &scanned);
+        }
         let field: Field<Chunk> = match serde_json::from_str(text) {
             Ok(f) => f,
             Err(e) if e.is_eof() => return Ok(false),
@@ -456,13 +462,18 @@ impl State {
                 return Ok(true);
             }
         };
+        self.apply_payload(text, &chunk)
+    }
+
+    /// Applies the chunk read from the JSON payload `text`.
+    fn apply_payload(&mut self, text: &str, chunk: &Chunk) -> Result<bool, Error> {
         let result = if self.error_event {
-            Err(provider_error_of(&chunk).unwrap_or_else(|| Error::Provider {
+            Err(provider_error_of(chunk).unwrap_or_else(|| Error::Provider {
                 message: format!("error event: {}", excerpt(text)),
                 payload: None,
             }))
         } else {
-            self.apply_chunk(&chunk)
+            self.apply_chunk(chunk)
         };
         match result {
             // The whole event is the payload when the error is the event.

@@ -4,6 +4,7 @@
 //! every other key is skipped without being built.
 
 pub mod lenient;
+pub mod scan;
 
 use std::borrow::Cow;
 

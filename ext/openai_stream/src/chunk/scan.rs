@@ -1,0 +1,483 @@
+//! The fast path for reading a chunk from JSON text: a strict, single-pass
+//! byte scanner for the shapes servers send on every event.
+//!
+//! It builds exactly the [`Chunk`] the serde path ([`Chunk::from_json`])
+//! builds, and gives up (`None`) on anything it does not handle the same
+//! way: a syntax error or truncated JSON, a field of an unexpected type
+//! (the lenient model records those as `Converted` or `Wrong`), content
+//! parts, object arguments, error payloads, surrogate escapes, numbers that
+//! are not plain integers where an integer is read, unusually deep values.
+//! The caller then reads the text with serde_json, which decides. So the
+//! scanner never accepts what serde_json rejects, and when it accepts, the
+//! result is the same (tests/scan.rs checks both on every fixture, the
+//! benchmark workloads and mutations of them).
+//!
+//! Why it exists: serde's visitor layers, the lenient wrappers and the moves
+//! of the large `Chunk` value between them cost several times the scanning
+//! itself, on every event of every stream.
+
+use std::borrow::Cow;
+
+use super::{
+    Arguments, Choice, Chunk, Content, Delta, Function, PromptTokensDetails, ToolCallDelta, Usage, XGroq,
+};
+use super::{Field, Id, Int, List, Text};
+
+/// Deepest nesting of a skipped value the scanner follows (serde_json's
+/// limit, 128, is far above; deeper values go to serde_json).
+const MAX_SKIP_DEPTH: u32 = 32;
+
+/// Digits of an integer the scanner reads or skips (fits an i64; longer
+/// numbers go to serde_json, which knows when they overflow).
+const MAX_DIGITS: usize = 18;
+
+/// Reads one chunk into `out` (a default chunk), or returns false when
+/// serde_json must decide (see the module documentation); `out` then holds
+/// a part of the chunk and is to be thrown away.
+pub fn read<'a>(text: &'a str, out: &mut Chunk<'a>) -> bool {
+    let mut s = Scanner { src: text, bytes: text.as_bytes(), pos: 0 };
+    s.ws();
+    if s.chunk(out).is_none() {
+        return false;
+    }
+    s.ws();
+    s.pos == s.bytes.len()
+}
+
+/// [`read`] into a new chunk.
+pub fn chunk(text: &str) -> Option<Chunk<'_>> {
+    let mut out = Chunk::default();
+    read(text, &mut out).then_some(out)
+}
+
+/// Assigns a value that was read (the last of duplicate keys wins, as in
+/// the serde path).
+#[inline]
+fn set<T>(slot: &mut T, value: Option<T>) -> Option<()> {
+    *slot = value?;
+    Some(())
+}
+
+/// Bytes that end the fast part of a string: the quote, a backslash, and
+/// control characters (which JSON forbids unescaped).
+static STRING_STOP: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        table[b] = true;
+        b += 1;
+    }
+    table[b'"' as usize] = true;
+    table[b'\\' as usize] = true;
+    table
+};
+
+struct Scanner<'a> {
+    src: &'a str,
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Scanner<'a> {
+    #[inline]
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
+    #[inline]
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\n' | b'\t' | b'\r') = self.peek() {
+            self.pos += 1;
+        }
+    }
+
+    #[inline]
+    fn eat(&mut self, b: u8) -> Option<()> {
+        if self.peek() == Some(b) {
+            self.pos += 1;
+            Some(())
+        } else {
+            None
+        }
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Option<()> {
+        if self.bytes[self.pos..].starts_with(word) {
+            self.pos += word.len();
+            Some(())
+        } else {
+            None
+        }
+    }
+
+    /// `null` at the current position (after whitespace).
+    #[inline]
+    fn null(&mut self) -> Option<()> {
+        self.literal(b"null")
+    }
+
+    // ---- strings ----------------------------------------------------------
+
+    /// A string at the current position, borrowed when it has no escapes.
+    fn string(&mut self) -> Option<Cow<'a, str>> {
+        self.eat(b'"')?;
+        let start = self.pos;
+        let stop = self.stop()?;
+        if self.bytes[stop] == b'"' {
+            self.pos = stop + 1;
+            return Some(Cow::Borrowed(&self.src[start..stop]));
+        }
+        let mut owned = String::with_capacity(stop - start + 16);
+        owned.push_str(&self.src[start..stop]);
+        self.pos = stop;
+        loop {
+            // At a backslash (a control character fails in `escape`).
+            self.escape(Some(&mut owned))?;
+            let from = self.pos;
+            let stop = self.stop()?;
+            owned.push_str(&self.src[from..stop]);
+            self.pos = stop;
+            if self.bytes[stop] == b'"' {
+                self.pos += 1;
+                return Some(Cow::Owned(owned));
+            }
+        }
+    }
+
+    /// Skips a string at the current position, checking it as `string` does.
+    fn skip_string(&mut self) -> Option<()> {
+        self.eat(b'"')?;
+        loop {
+            let stop = self.stop()?;
+            self.pos = stop;
+            if self.bytes[stop] == b'"' {
+                self.pos += 1;
+                return Some(());
+            }
+            self.escape(None)?;
+        }
+    }
+
+    /// The position of the next quote, backslash or control character:
+    /// eight bytes at a time, then byte by byte.
+    #[inline]
+    fn stop(&self) -> Option<usize> {
+        const ONES: u64 = 0x0101_0101_0101_0101;
+        const HIGH: u64 = 0x8080_8080_8080_8080;
+        let mut at = self.pos;
+        while let Some(chunk) = self.bytes.get(at..at + 8) {
+            let word = u64::from_le_bytes(chunk.try_into().ok()?);
+            let quote = word ^ (ONES * b'"' as u64);
+            let backslash = word ^ (ONES * b'\\' as u64);
+            // The lowest flagged byte of each test is exact (borrows only
+            // flag bytes above a real match), so the lowest of all is.
+            let found = ((quote.wrapping_sub(ONES) & !quote)
+                | (backslash.wrapping_sub(ONES) & !backslash)
+                | (word.wrapping_sub(ONES * 0x20) & !word))
+                & HIGH;
+            if found != 0 {
+                return Some(at + (found.trailing_zeros() / 8) as usize);
+            }
+            at += 8;
+        }
+        self.bytes[at..].iter().position(|&b| STRING_STOP[b as usize]).map(|i| at + i)
+    }
+
+    /// One escape sequence at the current position (a backslash), decoded
+    /// into `out`. Surrogates (`\uD800`-`\uDFFF`) are left to serde_json.
+    fn escape(&mut self, out: Option<&mut String>) -> Option<()> {
+        self.eat(b'\\')?;
+        let c = match self.peek()? {
+            b'"' => '"',
+            b'\\' => '\\',
+            b'/' => '/',
+            b'b' => '\u{8}',
+            b'f' => '\u{c}',
+            b'n' => '\n',
+            b'r' => '\r',
+            b't' => '\t',
+            b'u' => {
+                let hex = self.bytes.get(self.pos + 1..self.pos + 5)?;
+                let mut code = 0u32;
+                for &h in hex {
+                    code = code * 16 + (h as char).to_digit(16)?;
+                }
+                self.pos += 4;
+                char::from_u32(code)?
+            }
+            _ => return None,
+        };
+        self.pos += 1;
+        if let Some(out) = out {
+            out.push(c);
+        }
+        Some(())
+    }
+
+    // ---- numbers and skipped values ---------------------------------------
+
+    /// A non-negative integer of at most [`MAX_DIGITS`] digits, no fraction
+    /// or exponent (serde_json reads those as floats).
+    fn integer(&mut self) -> Option<i64> {
+        let start = self.pos;
+        let digits = self.digits();
+        if digits == 0 || digits > MAX_DIGITS || (digits > 1 && self.bytes[start] == b'0') {
+            return None;
+        }
+        if let Some(b'.' | b'e' | b'E') = self.peek() {
+            return None;
+        }
+        self.src[start..self.pos].parse().ok()
+    }
+
+    fn digits(&mut self) -> usize {
+        let start = self.pos;
+        while let Some(b'0'..=b'9') = self.peek() {
+            self.pos += 1;
+        }
+        self.pos - start
+    }
+
+    /// Skips a number: JSON's grammar, without an exponent (serde_json may
+    /// find one out of range) and with short digit runs.
+    fn skip_number(&mut self) -> Option<()> {
+        let _ = self.eat(b'-');
+        let start = self.pos;
+        let digits = self.digits();
+        if digits == 0 || digits > MAX_DIGITS || (digits > 1 && self.bytes[start] == b'0') {
+            return None;
+        }
+        if self.eat(b'.').is_some() {
+            let fraction = self.digits();
+            if fraction == 0 || fraction > MAX_DIGITS {
+                return None;
+            }
+        }
+        match self.peek() {
+            Some(b'e' | b'E') => None,
+            _ => Some(()),
+        }
+    }
+
+    /// Skips any JSON value at the current position.
+    fn skip(&mut self, depth: u32) -> Option<()> {
+        match self.peek()? {
+            b'"' => self.skip_string(),
+            b'{' => {
+                let depth = depth.checked_add(1).filter(|&d| d <= MAX_SKIP_DEPTH)?;
+                self.object(|s, _| s.skip(depth))
+            }
+            b'[' => {
+                let depth = depth.checked_add(1).filter(|&d| d <= MAX_SKIP_DEPTH)?;
+                self.array(|s| s.skip(depth))
+            }
+            b't' => self.literal(b"true"),
+            b'f' => self.literal(b"false"),
+            b'n' => self.null(),
+            b'-' | b'0'..=b'9' => self.skip_number(),
+            _ => None,
+        }
+    }
+
+    // ---- containers -------------------------------------------------------
+
+    /// An object at the current position; `member` reads each value (the
+    /// position is at the value, after whitespace).
+    fn object(&mut self, mut member: impl FnMut(&mut Self, Cow<'a, str>) -> Option<()>) -> Option<()> {
+        self.eat(b'{')?;
+        self.ws();
+        if self.eat(b'}').is_some() {
+            return Some(());
+        }
+        loop {
+            let key = self.string()?;
+            self.ws();
+            self.eat(b':')?;
+            self.ws();
+            member(self, key)?;
+            self.ws();
+            match self.peek()? {
+                b',' => {
+                    self.pos += 1;
+                    self.ws();
+                }
+                b'}' => {
+                    self.pos += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// An array at the current position; `element` reads each element.
+    fn array(&mut self, mut element: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        self.eat(b'[')?;
+        self.ws();
+        if self.eat(b']').is_some() {
+            return Some(());
+        }
+        loop {
+            element(self)?;
+            self.ws();
+            match self.peek()? {
+                b',' => {
+                    self.pos += 1;
+                    self.ws();
+                }
+                b']' => {
+                    self.pos += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    // ---- lenient fields ---------------------------------------------------
+
+    /// A field whose value is `null` or what `read` accepts.
+    #[inline]
+    fn field<T>(&mut self, read: impl FnOnce(&mut Self) -> Option<T>) -> Option<Field<T>> {
+        if self.peek()? == b'n' {
+            self.null()?;
+            return Some(Field::Null);
+        }
+        read(self).map(Field::Value)
+    }
+
+    fn text(&mut self) -> Option<Field<Text<'a>>> {
+        self.field(|s| s.string().map(Text))
+    }
+
+    fn id(&mut self) -> Option<Field<Id<'a>>> {
+        self.field(|s| s.string().map(Id))
+    }
+
+    fn int(&mut self) -> Option<Field<Int>> {
+        self.field(|s| s.integer().map(Int))
+    }
+
+    /// A field holding `null` or an object that `fill` reads into a
+    /// default value, in place (these values are large; no moves).
+    #[inline]
+    fn object_field<T: Default>(
+        &mut self,
+        slot: &mut Field<T>,
+        fill: impl FnOnce(&mut Self, &mut T) -> Option<()>,
+    ) -> Option<()> {
+        if self.peek()? == b'n' {
+            self.null()?;
+            *slot = Field::Null;
+            return Some(());
+        }
+        *slot = Field::Value(T::default());
+        match slot {
+            Field::Value(value) => fill(self, value),
+            _ => None,
+        }
+    }
+
+    /// A list of objects, each read in place (null elements are left to
+    /// serde_json).
+    fn list<T: Default>(
+        &mut self,
+        slot: &mut Field<List<T>>,
+        mut fill: impl FnMut(&mut Self, &mut T) -> Option<()>,
+    ) -> Option<()> {
+        self.object_field(slot, |s, list| {
+            s.array(|s| {
+                list.0.push(Field::Value(T::default()));
+                match list.0.last_mut() {
+                    Some(Field::Value(item)) => fill(s, item),
+                    _ => None,
+                }
+            })
+        })
+    }
+
+    /// `error` fields: only an absent or null error is read here.
+    fn no_error<T>(&mut self) -> Option<Field<T>> {
+        self.null()?;
+        Some(Field::Null)
+    }
+
+    // ---- the chunk model --------------------------------------------------
+
+    fn chunk(&mut self, c: &mut Chunk<'a>) -> Option<()> {
+        self.object(|s, key| match &*key {
+            "choices" => s.list(&mut c.choices, Self::choice),
+            "usage" => s.object_field(&mut c.usage, Self::usage),
+            "x_groq" => s.object_field(&mut c.x_groq, Self::x_groq),
+            "error" => set(&mut c.error, s.no_error()),
+            "object" => set(&mut c.object, s.text()),
+            "message" => set(&mut c.message, s.text()),
+            _ => s.skip(0),
+        })
+    }
+
+    fn choice(&mut self, c: &mut Choice<'a>) -> Option<()> {
+        self.object(|s, key| match &*key {
+            "delta" => s.object_field(&mut c.delta, Self::delta),
+            "message" => s.object_field(&mut c.message, Self::delta),
+            "finish_reason" => set(&mut c.finish_reason, s.text()),
+            "error" => set(&mut c.error, s.no_error()),
+            _ => s.skip(0),
+        })
+    }
+
+    fn delta(&mut self, d: &mut Delta<'a>) -> Option<()> {
+        self.object(|s, key| match &*key {
+            "content" => set(&mut d.content, s.field(|s| s.string().map(Content::Text))),
+            "tool_calls" => s.list(&mut d.tool_calls, Self::tool_call),
+            _ => s.skip(0),
+        })
+    }
+
+    fn tool_call(&mut self, t: &mut ToolCallDelta<'a>) -> Option<()> {
+        self.object(|s, key| match &*key {
+            "index" => set(&mut t.index, s.int()),
+            "id" => set(&mut t.id, s.id()),
+            "function" => s.object_field(&mut t.function, Self::function),
+            _ => s.skip(0),
+        })
+    }
+
+    fn function(&mut self, f: &mut Function<'a>) -> Option<()> {
+        self.object(|s, key| match &*key {
+            "name" => set(&mut f.name, s.text()),
+            "arguments" => set(&mut f.arguments, s.field(|s| s.string().map(Arguments::Text))),
+            "id" => set(&mut f.id, s.id()),
+            _ => s.skip(0),
+        })
+    }
+
+    fn usage(&mut self, u: &mut Usage) -> Option<()> {
+        self.object(|s, key| match &*key {
+            "prompt_tokens" => set(&mut u.prompt_tokens, s.int()),
+            "completion_tokens" => set(&mut u.completion_tokens, s.int()),
+            "prompt_tokens_details" => {
+                s.object_field(&mut u.prompt_tokens_details, Self::prompt_tokens_details)
+            }
+            "prompt_cache_hit_tokens" => set(&mut u.prompt_cache_hit_tokens, s.int()),
+            "cache_creation_tokens" => set(&mut u.cache_creation_tokens, s.int()),
+            _ => s.skip(0),
+        })
+    }
+
+    fn prompt_tokens_details(&mut self, d: &mut PromptTokensDetails) -> Option<()> {
+        self.object(|s, key| match &*key {
+            "cached_tokens" => set(&mut d.cached_tokens, s.int()),
+            "cache_write_tokens" => set(&mut d.cache_write_tokens, s.int()),
+            "cache_creation_tokens" => set(&mut d.cache_creation_tokens, s.int()),
+            _ => s.skip(0),
+        })
+    }
+
+    fn x_groq(&mut self, x: &mut XGroq) -> Option<()> {
+        self.object(|s, key| match &*key {
+            "usage" => s.object_field(&mut x.usage, Self::usage),
+            _ => s.skip(0),
+        })
+    }
+}

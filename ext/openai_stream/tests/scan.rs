@@ -1,0 +1,190 @@
+//! The chunk scanner (the fast path of `Processor::decode`) against the
+//! serde path: whenever the scanner accepts a text, serde_json accepts it
+//! too and builds the same chunk. Checked on every data line of the
+//! recorded fixtures, on hand-written lines for each construct, and on
+//! mutations of them (truncated, a byte replaced, deleted or inserted
+//! anywhere).
+
+use openai_stream::chunk::{scan, Chunk, Field};
+
+fn serde_path(text: &str) -> Option<Chunk<'_>> {
+    match serde_json::from_str::<Field<Chunk>>(text) {
+        Ok(Field::Value(c)) => Some(c),
+        _ => None,
+    }
+}
+
+/// The scanner's result, checked against the serde path. True when the
+/// scanner accepted the text.
+fn check(text: &str) -> bool {
+    let Some(scanned) = scan::chunk(text) else { return false };
+    match serde_path(text) {
+        Some(parsed) => assert_eq!(scanned, parsed, "scanner and serde differ on {text:?}"),
+        None => panic!("the scanner accepted what the serde path rejects or reads otherwise: {text:?}"),
+    }
+    true
+}
+
+fn fixture_lines() -> Vec<String> {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../spec/fixtures");
+    let mut lines = Vec::new();
+    let mut paths: Vec<_> = std::fs::read_dir(dir)
+        .map(|d| d.filter_map(Result::ok).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    paths.sort();
+    for path in paths.iter().filter(|p| p.extension().is_some_and(|e| e == "sse")) {
+        let text = std::fs::read_to_string(path).expect("fixture is UTF-8");
+        for line in text.lines() {
+            if let Some(data) = line.strip_prefix("data:") {
+                let data = data.trim();
+                if data.starts_with('{') {
+                    lines.push(data.to_owned());
+                }
+            }
+        }
+    }
+    lines
+}
+
+/// One line per construct the scanner reads (and some it leaves to serde).
+const LINES: &[&str] = &[
+    // The bench workloads' shapes.
+    r#"{"id":"chatcmpl-bench0","object":"chat.completion.chunk","created":1733000000,"model":"gpt-4o-2024-08-06","system_fingerprint":"fp_50cad350e4","choices":[{"index":0,"delta":{"content":"carries a "},"logprobs":null,"finish_reason":null}]}"#,
+    r#"{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"pat"}}]},"logprobs":null,"finish_reason":null}]}"#,
+    r#"{"id":"x","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"write_file","arguments":""}}]},"finish_reason":null}]}"#,
+    r#"{"id":"x","choices":[],"usage":{"prompt_tokens":1200,"completion_tokens":800,"total_tokens":2000,"prompt_tokens_details":{"cached_tokens":1024,"audio_tokens":0}}}"#,
+    r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}],"usage":null}"#,
+    // Escapes of every kind, whitespace everywhere, empty containers.
+    r#" { "choices" : [ { "delta" : { "content" : "a\"b\\c\/d\be\ff\ng\rh\ti\u00e9j\u0000k\u20ac" } } ] } "#,
+    "{\"choices\":[{\"delta\":{\"content\":\"tab\\tand\\nnewline\"}}]}\n",
+    r#"{"choices":[{"delta":{"content":"surrogates \ud83d\ude00 go to serde"}}]}"#,
+    r#"{"choices":[{"delta":{"content":"lone \ud83d"}}]}"#,
+    r#"{"choices":[{"delta":{"content":"bad \x escape"}}]}"#,
+    r#"{"ch\u006fices":[{"delta":{"content":"escaped key"}}]}"#,
+    r#"{}"#,
+    r#"{"choices":[{}]}"#,
+    r#"{"choices":[{"delta":{"tool_calls":[]}}]}"#,
+    // Duplicate keys: the last wins.
+    r#"{"choices":[{"delta":{"content":"a","content":"b"}}],"choices":[{"delta":{"content":"c"}}]}"#,
+    // Null everywhere.
+    r#"{"choices":null,"usage":null,"x_groq":null,"error":null,"object":null,"message":null}"#,
+    r#"{"choices":[{"delta":null,"message":null,"finish_reason":null,"error":null}]}"#,
+    r#"{"choices":[{"delta":{"content":null,"tool_calls":null}}]}"#,
+    r#"{"choices":[{"delta":{"tool_calls":[{"index":null,"id":null,"function":null}]}}]}"#,
+    r#"{"choices":[{"delta":{"tool_calls":[{"function":{"name":null,"arguments":null,"id":null}}]}}]}"#,
+    r#"{"choices":[null]}"#,
+    // Other types in known fields: the serde path reports them.
+    r#"{"choices":[{"delta":{"tool_calls":[{"index":"1","id":7,"function":{"name":["x"],"arguments":{"a":1}}}]}}]}"#,
+    r#"{"choices":[{"delta":{"content":[{"type":"text","text":"parts"}]}}]}"#,
+    r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1.0}]}}]}"#,
+    r#"{"choices":[{"delta":{"tool_calls":[{"index":-1}]}}]}"#,
+    r#"{"choices":[{"delta":{"tool_calls":[{"index":123456789012345678901234}]}}]}"#,
+    r#"{"choices":"no","usage":5,"object":true}"#,
+    r#"{"error":{"message":"boom","code":500}}"#,
+    r#"{"object":"error","message":"vLLM says no","code":400}"#,
+    r#"{"choices":[{"finish_reason":"error","error":{"message":"upstream"}}]}"#,
+    // Groq, DeepSeek, Claude-compat usage.
+    r#"{"choices":[],"x_groq":{"id":"req_1","usage":{"prompt_tokens":10,"completion_tokens":5}}}"#,
+    r#"{"usage":{"prompt_tokens":10,"prompt_cache_hit_tokens":4,"cache_creation_tokens":2,"prompt_tokens_details":{"cache_write_tokens":1,"cache_creation_tokens":3}}}"#,
+    r#"{"usage":{"prompt_tokens":10.5}}"#,
+    // Skipped values of every kind.
+    r#"{"a":-0,"b":-12.5,"c":0.25,"d":true,"e":false,"f":null,"g":[1,[2,{"h":[]}]],"i":{"j":{"k":"l"}},"choices":[]}"#,
+    r#"{"a":1e5,"choices":[]}"#,
+    r#"{"a":1E-3,"choices":[]}"#,
+    r#"{"a":01,"choices":[]}"#,
+    r#"{"a":1.,"choices":[]}"#,
+    r#"{"a":.5,"choices":[]}"#,
+    r#"{"a":-,"choices":[]}"#,
+    r#"{"a":12345678901234567890123,"choices":[]}"#,
+    r#"{"a":tru,"choices":[]}"#,
+    r#"{"a":nul}"#,
+    // Syntax errors and truncation.
+    r#"{"choices":[],}"#,
+    r#"{"choices":[1,]}"#,
+    r#"{"choices":[]} x"#,
+    r#"{"choices":[]}{}"#,
+    r#"{"choices" []}"#,
+    r#"{"choices":[{"delta":{"content":"unterminated}}]}"#,
+    "{\"choices\":[{\"delta\":{\"content\":\"control \u{1} char\"}}]}",
+    r#"{"choices":[{"delta":{"content":"x"}}]"#,
+    r#"[{"choices":[]}]"#,
+    r#""just a string""#,
+    "",
+    " ",
+];
+
+#[test]
+fn hand_written_lines_agree_with_serde() {
+    let accepted = LINES.iter().filter(|line| check(line)).count();
+    // The common shapes go the fast way.
+    for line in &LINES[..5] {
+        assert!(scan::chunk(line).is_some(), "the scanner gave up on {line}");
+    }
+    assert!(accepted > 15, "only {accepted} lines scanned");
+}
+
+#[test]
+fn deep_values_go_to_serde() {
+    for depth in [10, 31, 32, 33, 127, 128, 129, 5000] {
+        let text = format!(r#"{{"a":{}1{},"choices":[]}}"#, "[".repeat(depth), "]".repeat(depth));
+        check(&text);
+        let text = format!(r#"{{"a":{}{},"choices":[]}}"#, "{\"b\":".repeat(depth), "}".repeat(depth));
+        check(&text);
+    }
+}
+
+#[test]
+fn every_fixture_line_agrees_with_serde() {
+    let lines = fixture_lines();
+    assert!(lines.len() > 50, "fixtures not found ({} lines)", lines.len());
+    let accepted = lines.iter().filter(|line| check(line)).count();
+    eprintln!("scanned {accepted} of {} fixture lines", lines.len());
+    assert!(accepted * 2 > lines.len(), "the scanner read only {accepted} of {} fixture lines", lines.len());
+}
+
+/// Bytes that change the meaning of JSON the most when put anywhere.
+const MUTANTS: &[u8] = b"\"\\{}[],:0-.e nx\t\x01";
+
+fn mutations(line: &str, mut each: impl FnMut(&str)) {
+    let bytes = line.as_bytes();
+    for cut in 0..bytes.len() {
+        if line.is_char_boundary(cut) {
+            each(&line[..cut]);
+        }
+    }
+    for at in 0..bytes.len() {
+        for &m in MUTANTS {
+            for variant in [
+                [&bytes[..at], &[m][..], &bytes[at + 1..]].concat(),
+                [&bytes[..at], &[m][..], &bytes[at..]].concat(),
+            ] {
+                if let Ok(text) = std::str::from_utf8(&variant) {
+                    each(text);
+                }
+            }
+        }
+        let deleted = [&bytes[..at], &bytes[at + 1..]].concat();
+        if let Ok(text) = std::str::from_utf8(&deleted) {
+            each(text);
+        }
+    }
+}
+
+#[test]
+fn mutated_lines_agree_with_serde() {
+    let mut lines: Vec<String> = LINES.iter().take(34).map(|l| (*l).to_owned()).collect();
+    // A sample of the fixtures (every distinct shape is in the first lines
+    // of some file), short enough for a debug build.
+    let fixtures = fixture_lines();
+    lines.extend(fixtures.iter().step_by(7).take(25).cloned());
+    let mut cases = 0usize;
+    let mut accepted = 0usize;
+    for line in &lines {
+        mutations(line, |text| {
+            cases += 1;
+            accepted += usize::from(check(text));
+        });
+    }
+    eprintln!("scanned {accepted} of {cases} mutations");
+    assert!(accepted > 1000, "{accepted} of {cases} mutations scanned");
+}
