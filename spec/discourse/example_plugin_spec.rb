@@ -7,7 +7,7 @@ require_relative "../support/discourse_stand_ins"
 # (instance_eval in a plugin instance; after_initialize blocks run later,
 # reloadable_patch blocks again after every code reload), against the
 # stand-ins.
-RSpec.describe "examples/discourse-plugin" do
+RSpec.describe "examples/discourse-plugin", gc_stress: false do
   include DiscourseStandIns
 
   dir = File.expand_path("../../examples/discourse-plugin", __dir__)

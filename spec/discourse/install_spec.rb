@@ -4,7 +4,7 @@ require_relative "../support/discourse_stand_ins"
 
 # Drives the stand-in endpoints the way Endpoints::Base does, with the raw
 # Mistral chunk of the bug report.
-RSpec.describe "DiscourseAiStream::Discourse.install!" do
+RSpec.describe "DiscourseAiStream::Discourse.install!", gc_stress: false do
   include DiscourseStandIns
 
   let(:integration) { DiscourseAiStream::Discourse }

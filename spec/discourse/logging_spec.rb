@@ -2,7 +2,7 @@
 
 require_relative "../support/discourse_stand_ins"
 
-RSpec.describe "logging of anomalies and provider errors with the gem installed" do
+RSpec.describe "logging of anomalies and provider errors with the gem installed", gc_stress: false do
   include DiscourseStandIns
 
   let!(:logger) { stub_rails_logger }

@@ -9,6 +9,10 @@
 # as after a code reload, and constants inside them resolve lexically from
 # `DiscourseAi::Completions` as in Discourse.
 #
+# The groups that use them opt out of DISCOURSE_AI_STREAM_GC_STRESS
+# (`gc_stress: false`): they test Ruby-level patching, and loading the
+# stand-ins afresh under GC.stress takes minutes per example.
+#
 # Generations:
 # - :legacy  - the processor reads only tool_calls[0] (the bug); the
 #   endpoint methods live in Endpoints::OpenAi; final_log_update writes
