@@ -6,8 +6,9 @@ use std::cell::{Cell, RefCell};
 
 use magnus::gc::Marker;
 use magnus::prelude::*;
+use magnus::rb_sys::AsRawValue;
 use magnus::typed_data::Obj;
-use magnus::value::{Opaque, ReprValue};
+use magnus::value::{Lazy, Opaque, ReprValue};
 use magnus::{DataTypeFunctions, Error, KwArgs, RArray, RHash, RString, Ruby, Symbol, TypedData, Value};
 use openai_stream::anomaly::{Anomaly, AnomalyKind};
 use openai_stream::calls::CallId;
@@ -23,6 +24,15 @@ use crate::errors;
 use crate::guard::guard;
 use crate::ruby_de::{RubyDe, Unsupported};
 use crate::view;
+
+/// The frozen empty Array every call that produced no items returns: most
+/// reads of a stream of argument fragments produce nothing, and a fresh
+/// Array for each was most of what the raw path allocated.
+static NO_ITEMS: Lazy<RArray> = Lazy::new(|ruby| {
+    let items = ruby.ary_new_capa(0);
+    items.freeze();
+    items
+});
 
 /// Slots of the `objects` Array.
 const TOOL_CALL_CLASS: isize = 0;
@@ -210,10 +220,10 @@ impl RbProcessor {
 
     fn build_items(&self, ruby: &Ruby, core: &Processor) -> Result<RArray, Error> {
         let out = core.output();
-        let items = ruby.ary_new_capa(out.len());
         if out.is_empty() {
-            return Ok(items);
+            return Ok(ruby.get_inner(&NO_ITEMS));
         }
+        let items = ruby.ary_new_capa(out.len());
         let objects = ruby.get_inner(self.objects.get().ok_or_else(|| errors::internal(ruby, "no setup"))?);
         let class: Value = objects.entry(TOOL_CALL_CLASS)?;
         let calls: RArray = objects.entry(CALLS)?;
@@ -223,7 +233,10 @@ impl RbProcessor {
                 Item::Progress(call) => progress(ruby, core, class, calls, call)?,
                 Item::Completed(call, params) => completed(ruby, core, class, calls, call, params)?,
             };
-            items.push(value)?;
+            // SAFETY: `items` is a new, unfrozen Array of ours, so the push
+            // cannot raise (magnus's `push` would wrap it in rb_protect, a
+            // cost on every text event).
+            unsafe { rb_sys::rb_ary_push(items.as_raw(), value.as_raw()) };
         }
         Ok(items)
     }
