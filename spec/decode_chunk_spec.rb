@@ -370,11 +370,13 @@ RSpec.describe "OpenAiMessageProcessor#decode_chunk" do
           .to raise_error(DiscourseAiStream::ProviderError, "upstream timeout")
       end
 
-      it "applies only to its own event: the next event, left in the read, is decoded by the next call" do
+      it "applies only to its own event: the next event of the read is decoded too, into the error's items" do
         processor = new_processor
         bytes = "event: error\ndata: {\"error\":{\"message\":\"brief\"}}\n\n#{event(text_chunk("later"))}"
-        expect { processor.decode_chunk(bytes) }.to raise_error(DiscourseAiStream::ProviderError, "brief")
-        expect(processor.decode_chunk("")).to eq(["later"])
+        expect { processor.decode_chunk(bytes) }.to raise_error(DiscourseAiStream::ProviderError, "brief") { |e|
+          expect(e.items).to eq(["later"])
+        }
+        expect(processor.decode_chunk("")).to eq([])
       end
     end
 
@@ -432,10 +434,10 @@ RSpec.describe "OpenAiMessageProcessor#decode_chunk" do
         expect(e.excerpt).to start_with("{\"choices\": [}")
         expect(e.excerpt.bytesize).to be < bad.bytesize
         expect(e.message).to include("{\"choices\": [}")
-        expect(e.items).to eq(["before"])
+        expect(e.items).to eq(%w[before after])
       }
-      # The rest of that read stays buffered and comes out of the next call.
-      expect(processor.decode_chunk("")).to eq(["after"])
+      # The whole read was decoded: nothing is held back for the next call.
+      expect(processor.decode_chunk("")).to eq([])
       expect(summarize(processor.finish)).to eq(prior)
     end
 
@@ -455,12 +457,14 @@ RSpec.describe "OpenAiMessageProcessor#decode_chunk" do
       expect(summarize(processor.finish)).to eq(prior)
     end
 
-    it "raises StreamError for a complete line over the limit and decodes the rest of that read next" do
+    it "raises StreamError for a complete line over the limit and still decodes the rest of that read" do
       processor = new_processor(max_line_bytes: 256)
       bytes = "data: {\"pad\":\"#{"x" * 400}\"}\n\n#{event(text_chunk("rest"))}"
-      expect { processor.decode_chunk(bytes) }
-        .to raise_error(DiscourseAiStream::StreamError) { |e| expect(e.kind).to eq(:line_too_long) }
-      expect(processor.decode_chunk("")).to eq(["rest"])
+      expect { processor.decode_chunk(bytes) }.to raise_error(DiscourseAiStream::StreamError) { |e|
+        expect(e.kind).to eq(:line_too_long)
+        expect(e.items).to eq(["rest"])
+      }
+      expect(processor.decode_chunk("")).to eq([])
     end
 
     it "raises StreamError for invalid UTF-8 in text" do

@@ -35,6 +35,11 @@ pub enum AnomalyKind {
     Truncated,
     /// The stream ended inside an event whose JSON was not complete.
     TruncatedEvent,
+    /// An event that could not be read, found after the error a read
+    /// returned, or at the end of the stream.
+    UnreadableEvent,
+    /// A provider error after the one a read returned.
+    ProviderError,
     /// A data payload that is not JSON (and not a known keep-alive) was skipped.
     NonJsonData,
     /// A JSON payload that is not an object was skipped.
@@ -72,6 +77,8 @@ impl AnomalyKind {
             AnomalyKind::FragmentAfterCompletion => "fragment_after_completion",
             AnomalyKind::Truncated => "truncated",
             AnomalyKind::TruncatedEvent => "truncated_event",
+            AnomalyKind::UnreadableEvent => "unreadable_event",
+            AnomalyKind::ProviderError => "provider_error",
             AnomalyKind::NonJsonData => "non_json_data",
             AnomalyKind::UnexpectedPayload => "unexpected_payload",
             AnomalyKind::UnprefixedData => "unprefixed_data",

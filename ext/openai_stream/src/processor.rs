@@ -9,7 +9,7 @@ use crate::error::{Error, StreamErrorKind};
 use crate::json::JsonValue;
 use crate::legacy::{LegacyOutcome, LegacySimulator};
 use crate::output::Output;
-use crate::sse::{FeedError, Line, LineReader, DEFAULT_MAX_LINE_BYTES};
+use crate::sse::{Event, Line, LineReader, LineTooLong, DEFAULT_MAX_LINE_BYTES};
 use crate::usage::{UsageMode, UsageReport, UsageTotals};
 
 /// How a processor behaves.
@@ -133,45 +133,35 @@ impl Processor {
         Ok(&self.state.out)
     }
 
-    /// Raw bytes from the HTTP body, split anywhere.
+    /// Raw bytes from the HTTP body, split anywhere. The whole read is
+    /// always decoded: when a line cannot be read, the first such error of
+    /// the read is returned (after the rest of the read, whose items are in
+    /// [`Processor::output`]), and later ones are recorded as anomalies. So
+    /// nothing is held back for the next read and nothing is lost.
     pub fn decode(&mut self, bytes: &[u8]) -> Result<&Output, Error> {
         self.state.begin();
         let state = &mut self.state;
-        let result = self.reader.feed(bytes, &mut |line| state.on_line(line));
-        match result {
-            Ok(()) => Ok(&self.state.out),
-            Err(FeedError::Handler(e)) => Err(e),
-            Err(FeedError::TooLong(e)) => {
-                self.state.pending.clear();
-                Err(Error::stream(StreamErrorKind::LineTooLong, e.to_string(), excerpt_bytes(&e.head)))
-            }
+        let mut first_error = None;
+        self.reader.feed(bytes, &mut |event| state.on_event(event, &mut first_error, false));
+        match first_error {
+            None => Ok(&self.state.out),
+            Some(e) => Err(e),
         }
     }
 
     /// End of stream: the last buffered event is read, every open call is
     /// completed in order of first appearance, and the processor is ready for
-    /// a new stream (usage and anomalies are kept). An error found on the
-    /// way is returned after the calls are completed, so they are in
-    /// [`Processor::output`].
+    /// a new stream (usage and anomalies are kept). The stream is over, so
+    /// bytes that cannot be read any more are recorded, not raised, and the
+    /// calls are still returned; a provider error is raised after the calls
+    /// are completed, so they are in [`Processor::output`].
     pub fn finish(&mut self) -> Result<&Output, Error> {
         self.state.begin();
-        // The stream is over: bytes that cannot be read any more are
-        // recorded, not raised, so the calls below are still returned. A
-        // provider error is still raised (after completing the calls).
         let mut first_error = None;
-        loop {
-            let state = &mut self.state;
-            match self.reader.finish(&mut |line| state.on_line(line)) {
-                Ok(()) => break,
-                Err(FeedError::Handler(e)) => self.state.at_end(e, &mut first_error),
-                Err(FeedError::TooLong(e)) => self.state.at_end(
-                    Error::stream(StreamErrorKind::LineTooLong, e.to_string(), excerpt_bytes(&e.head)),
-                    &mut first_error,
-                ),
-            }
-        }
+        let state = &mut self.state;
+        self.reader.finish(&mut |event| state.on_event(event, &mut first_error, true));
         if let Err(e) = self.state.flush_pending() {
-            self.state.at_end(e, &mut first_error);
+            self.state.note_error(e, &mut first_error, true);
         }
         let state = &mut self.state;
         if state.calls.any_open() && !state.saw_finish_reason && !state.saw_done {
@@ -215,8 +205,8 @@ impl Processor {
     }
 
     /// Raw bytes held between calls to [`Processor::decode`]: the line
-    /// reader's unterminated line (or, after a failed line, the rest of the
-    /// read) plus the data lines of an event whose JSON is not complete.
+    /// reader's unterminated line plus the data lines of an event whose JSON
+    /// is not complete; each is bounded by `max_line_bytes`.
     /// Read-only; for memory-bound checks (fuzzing).
     pub fn buffered_bytes(&self) -> usize {
         self.reader.buffered() + self.state.pending.len()
@@ -253,20 +243,52 @@ impl State {
         }
     }
 
-    /// An error found while reading the end of the stream in `finish`.
-    fn at_end(&mut self, e: Error, first_error: &mut Option<Error>) {
-        match e {
-            Error::Stream { message, excerpt, .. } => self.anomalies.push(
-                Anomaly::new(
-                    AnomalyKind::TruncatedEvent,
-                    format!("the stream ended with an event that cannot be read: {message}"),
-                )
-                .excerpt(&excerpt),
-            ),
-            other => {
-                first_error.get_or_insert(other);
+    fn on_event(&mut self, event: Event<'_>, first_error: &mut Option<Error>, at_end: bool) {
+        let result = match event {
+            Event::Line(line) => self.on_line(line),
+            Event::TooLong(e) => {
+                self.pending.clear();
+                Err(line_too_long(&e))
             }
+        };
+        if let Err(e) = result {
+            self.note_error(e, first_error, at_end);
         }
+    }
+
+    /// An error while decoding: the first of a read is returned; later ones,
+    /// and stream errors at the end of the stream, are recorded.
+    fn note_error(&mut self, e: Error, first_error: &mut Option<Error>, at_end: bool) {
+        let raise = first_error.is_none() && !(at_end && matches!(e, Error::Stream { .. }));
+        if raise {
+            *first_error = Some(e);
+            return;
+        }
+        let anomaly = match e {
+            Error::Stream { message, excerpt, .. } => {
+                let when = if at_end {
+                    "at the end of the stream"
+                } else {
+                    "after an earlier error in the same read"
+                };
+                Anomaly::new(
+                    AnomalyKind::UnreadableEvent,
+                    format!("an event {when} could not be read: {message}"),
+                )
+                .excerpt(&excerpt)
+            }
+            Error::Provider { message, .. } => Anomaly::new(
+                AnomalyKind::ProviderError,
+                format!("the provider sent another error in the same read: {message}"),
+            ),
+            Error::Arguments { id, name, message, .. } => {
+                let mut a = Anomaly::new(AnomalyKind::InvalidArguments, message);
+                a.call_id = Some(id);
+                a.call_name = Some(name);
+                a
+            }
+        };
+        self.anomalies.push(anomaly);
     }
 
     fn end_stream(&mut self) {
@@ -779,6 +801,10 @@ impl State {
                 .field(field),
         );
     }
+}
+
+fn line_too_long(e: &LineTooLong) -> Error {
+    Error::stream(StreamErrorKind::LineTooLong, e.to_string(), excerpt_bytes(&e.head))
 }
 
 /// An in-band error in a chunk: `{"error": ...}` or vLLM's `object: "error"`.

@@ -55,21 +55,21 @@ pub struct LineTooLong {
     pub head: Vec<u8>,
 }
 
-/// What stopped [`LineReader::feed`]: the line was too long, or the line
-/// handler returned an error.
-#[derive(Debug)]
-pub enum FeedError<E> {
+/// What the reader hands on: a complete line (without its terminator), or
+/// the report of a line over the limit (whose bytes are dropped).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Event<'a> {
+    Line(&'a [u8]),
     TooLong(LineTooLong),
-    Handler(E),
 }
 
-/// Splits bytes into lines. See the module documentation.
+/// Splits bytes into lines. See the module documentation. It never stops
+/// early: whatever the caller does with a line, the next one follows, so the
+/// reader never holds more than one unterminated line.
 #[derive(Debug)]
 pub struct LineReader {
-    /// Unprocessed bytes: normally one unterminated line; after a handler
-    /// failed, the rest of that read (`unscanned` is then true).
+    /// The unterminated last line of the reads so far.
     buf: Vec<u8>,
-    unscanned: bool,
     max_line: usize,
     /// The stream has not shown its first three bytes yet (BOM check).
     at_start: bool,
@@ -94,7 +94,6 @@ impl LineReader {
     pub fn new(max_line: usize) -> Self {
         LineReader {
             buf: Vec::new(),
-            unscanned: false,
             max_line: max_line.max(1),
             at_start: true,
             skip_lf: false,
@@ -108,7 +107,7 @@ impl LineReader {
         self.max_line
     }
 
-    /// Bytes held for an unterminated line (or left by a failed handler).
+    /// Bytes held for an unterminated line (never more than the limit).
     pub fn buffered(&self) -> usize {
         self.buf.len()
     }
@@ -123,70 +122,10 @@ impl LineReader {
         self.skipping
     }
 
-    /// Feeds one read. Every complete line (without its terminator) is passed
-    /// to `on_line` in order. When `on_line` fails, the bytes after that line
-    /// stay buffered for the next call and the error is returned. A line over
-    /// the limit is reported as [`FeedError::TooLong`] once; the bytes after
-    /// it stay buffered in the same way, and its own bytes are dropped, also
-    /// those that arrive in later reads.
-    pub fn feed<E>(
-        &mut self,
-        input: &[u8],
-        on_line: &mut impl FnMut(&[u8]) -> Result<(), E>,
-    ) -> Result<(), FeedError<E>> {
-        if self.unscanned {
-            let pending = std::mem::take(&mut self.buf);
-            self.unscanned = false;
-            if let Err(e) = self.scan(&pending, on_line) {
-                self.buf.extend_from_slice(input);
-                self.unscanned = true;
-                return Err(e);
-            }
-        }
-        self.scan(input, on_line)
-    }
-
-    /// End of input: lines still buffered are passed on, then a last line
-    /// without a line end. The reader is then ready for a new stream. On an
-    /// error the reader keeps its state; calling `finish` again continues.
-    pub fn finish<E>(
-        &mut self,
-        on_line: &mut impl FnMut(&[u8]) -> Result<(), E>,
-    ) -> Result<(), FeedError<E>> {
-        if self.unscanned {
-            self.feed(&[], on_line)?;
-        }
-        let tail = std::mem::take(&mut self.buf);
-        let was_skipping = self.skipping;
-        let at_start = self.at_start;
-        self.reset();
-        if was_skipping || tail.is_empty() {
-            return Ok(());
-        }
-        let line = match tail.strip_prefix(BOM) {
-            Some(rest) if at_start => rest,
-            _ => &tail[..],
-        };
-        if line.is_empty() {
-            return Ok(());
-        }
-        on_line(line).map_err(FeedError::Handler)
-    }
-
-    /// Forgets everything buffered and starts a new stream.
-    pub fn reset(&mut self) {
-        self.buf.clear();
-        self.unscanned = false;
-        self.at_start = true;
-        self.skip_lf = false;
-        self.skipping = false;
-    }
-
-    fn scan<E>(
-        &mut self,
-        mut input: &[u8],
-        on_line: &mut impl FnMut(&[u8]) -> Result<(), E>,
-    ) -> Result<(), FeedError<E>> {
+    /// Feeds one read: every complete line, and every line over the limit,
+    /// is passed to `on` in order. A line over the limit is reported once;
+    /// its bytes are dropped, also those that arrive in later reads.
+    pub fn feed(&mut self, mut input: &[u8], on: &mut impl FnMut(Event<'_>)) {
         loop {
             if self.skip_lf && !input.is_empty() {
                 self.skip_lf = false;
@@ -195,13 +134,13 @@ impl LineReader {
                 }
             }
             if input.is_empty() {
-                return Ok(());
+                return;
             }
             if self.skipping {
                 match memchr2(b'\n', b'\r', input) {
                     None => {
                         self.skipped_bytes += input.len();
-                        return Ok(());
+                        return;
                     }
                     Some(end) => {
                         self.skipped_bytes += end;
@@ -212,7 +151,7 @@ impl LineReader {
                 }
             }
             if self.at_start {
-                return self.scan_start(input, on_line);
+                return self.feed_start(input, on);
             }
             let Some(end) = memchr2(b'\n', b'\r', input) else {
                 if self.buf.len() + input.len() > self.max_line {
@@ -220,10 +159,11 @@ impl LineReader {
                     self.skipped_bytes += err.length;
                     self.buf.clear();
                     self.skipping = true;
-                    return Err(FeedError::TooLong(err));
+                    on(Event::TooLong(err));
+                } else {
+                    self.buf.extend_from_slice(input);
                 }
-                self.buf.extend_from_slice(input);
-                return Ok(());
+                return;
             };
             let line_len = self.buf.len() + end;
             let rest = self.after_terminator(input, end);
@@ -231,41 +171,57 @@ impl LineReader {
                 let err = self.too_long(&input[..end], line_len);
                 self.skipped_bytes += line_len;
                 self.buf.clear();
-                self.keep_unscanned(rest);
-                return Err(FeedError::TooLong(err));
-            }
-            let result = if self.buf.is_empty() {
-                on_line(&input[..end])
+                on(Event::TooLong(err));
+            } else if self.buf.is_empty() {
+                on(Event::Line(&input[..end]));
             } else {
                 self.buf.extend_from_slice(&input[..end]);
-                let r = on_line(&self.buf);
+                on(Event::Line(&self.buf));
                 self.buf.clear();
-                r
-            };
-            if let Err(e) = result {
-                self.keep_unscanned(rest);
-                return Err(FeedError::Handler(e));
             }
             input = rest;
         }
     }
 
+    /// End of input: a last line without a line end is complete now. The
+    /// reader is then ready for a new stream.
+    pub fn finish(&mut self, on: &mut impl FnMut(Event<'_>)) {
+        let tail = std::mem::take(&mut self.buf);
+        let was_skipping = self.skipping;
+        let at_start = self.at_start;
+        self.reset();
+        if was_skipping {
+            return;
+        }
+        let line = match tail.strip_prefix(BOM) {
+            Some(rest) if at_start => rest,
+            _ => &tail[..],
+        };
+        if !line.is_empty() {
+            on(Event::Line(line));
+        }
+    }
+
+    /// Forgets everything buffered and starts a new stream.
+    pub fn reset(&mut self) {
+        self.buf.clear();
+        self.at_start = true;
+        self.skip_lf = false;
+        self.skipping = false;
+    }
+
     /// The first bytes of a stream: a UTF-8 BOM is dropped. Fewer than three
     /// bytes that could still be a BOM are held until more arrive.
-    fn scan_start<E>(
-        &mut self,
-        input: &[u8],
-        on_line: &mut impl FnMut(&[u8]) -> Result<(), E>,
-    ) -> Result<(), FeedError<E>> {
+    fn feed_start(&mut self, input: &[u8], on: &mut impl FnMut(Event<'_>)) {
         let mut joined = std::mem::take(&mut self.buf);
         joined.extend_from_slice(input);
         if joined.len() < BOM.len() && BOM.starts_with(&joined) {
             self.buf = joined;
-            return Ok(());
+            return;
         }
         self.at_start = false;
         let body = joined.strip_prefix(BOM).unwrap_or(&joined);
-        self.scan(body, on_line)
+        self.feed(body, on);
     }
 
     /// Consumes the line end at `input[end]` (CR, LF or CRLF) and returns
@@ -282,11 +238,6 @@ impl LineReader {
         rest
     }
 
-    fn keep_unscanned(&mut self, rest: &[u8]) {
-        self.buf.extend_from_slice(rest);
-        self.unscanned = !self.buf.is_empty();
-    }
-
     fn too_long(&self, tail: &[u8], length: usize) -> LineTooLong {
         let mut head: Vec<u8> = self.buf.iter().take(HEAD_LEN).copied().collect();
         let more = HEAD_LEN.saturating_sub(head.len());
@@ -299,59 +250,56 @@ impl LineReader {
 mod tests {
     use super::*;
 
-    fn lines_of(reads: &[&[u8]], max: usize) -> (Vec<String>, Vec<String>) {
+    /// Lines and too-long reports of a list of reads, then finish.
+    fn run(reads: &[&[u8]], max: usize) -> (Vec<String>, Vec<LineTooLong>) {
         let mut reader = LineReader::new(max);
         let mut lines = Vec::new();
-        let mut errors = Vec::new();
-        let mut push = |l: &[u8]| -> Result<(), ()> {
-            lines.push(String::from_utf8_lossy(l).into_owned());
-            Ok(())
+        let mut long = Vec::new();
+        let mut on = |e: Event<'_>| match e {
+            Event::Line(l) => lines.push(String::from_utf8_lossy(l).into_owned()),
+            Event::TooLong(t) => long.push(t),
         };
         for read in reads {
-            if let Err(FeedError::TooLong(e)) = reader.feed(read, &mut push) {
-                errors.push(e.to_string());
-            }
+            reader.feed(read, &mut on);
         }
-        if let Err(FeedError::TooLong(e)) = reader.finish(&mut push) {
-            errors.push(e.to_string());
-        }
-        (lines, errors)
+        reader.finish(&mut on);
+        (lines, long)
     }
 
     #[test]
     fn every_line_ending_is_a_line_end() {
-        let (lines, _) = lines_of(&[b"a\nb\r\nc\rd\n\ne"], 100);
+        let (lines, _) = run(&[b"a\nb\r\nc\rd\n\ne"], 100);
         assert_eq!(lines, ["a", "b", "c", "d", "", "e"]);
     }
 
     #[test]
     fn a_crlf_split_across_reads_is_one_line_end() {
-        let (lines, _) = lines_of(&[b"data: 1\r", b"\ndata: 2\r", b"\r\n"], 100);
+        let (lines, _) = run(&[b"data: 1\r", b"\ndata: 2\r", b"\r\n"], 100);
         assert_eq!(lines, ["data: 1", "data: 2", ""]);
     }
 
     #[test]
     fn any_split_gives_the_same_lines() {
         let stream: &[u8] = b"\xEF\xBB\xBFdata: {\"a\":\"\xC3\xA9\"}\r\n\r\n: ping\rdata:x\n\ndata: [DONE]";
-        let (whole, _) = lines_of(&[stream], 1000);
+        let (whole, _) = run(&[stream], 1000);
         assert_eq!(whole, ["data: {\"a\":\"\u{e9}\"}", "", ": ping", "data:x", "", "data: [DONE]"]);
         for i in 0..=stream.len() {
             for j in i..=stream.len() {
-                let (split, _) = lines_of(&[&stream[..i], &stream[i..j], &stream[j..]], 1000);
+                let (split, _) = run(&[&stream[..i], &stream[i..j], &stream[j..]], 1000);
                 assert_eq!(split, whole, "split at {i} and {j}");
             }
         }
         let singles: Vec<&[u8]> = stream.chunks(1).collect();
-        assert_eq!(lines_of(&singles, 1000).0, whole);
+        assert_eq!(run(&singles, 1000).0, whole);
     }
 
     #[test]
     fn a_bom_only_counts_at_the_start() {
-        let (lines, _) = lines_of(&[b"\xEF\xBB", b"\xBFa\n\xEF\xBB\xBFb\n"], 100);
+        let (lines, _) = run(&[b"\xEF\xBB", b"\xBFa\n\xEF\xBB\xBFb\n"], 100);
         assert_eq!(lines[0], "a");
         // A BOM later in the stream is text, not framing.
         assert_eq!(lines[1], "\u{feff}b");
-        let (short, _) = lines_of(&[b"\xEF"], 100);
+        let (short, _) = run(&[b"\xEF"], 100);
         assert_eq!(short.len(), 1, "a lone byte at EOF is still a line");
     }
 
@@ -370,71 +318,44 @@ mod tests {
     fn a_long_line_is_reported_once_and_skipped_without_buffering() {
         let mut reader = LineReader::new(10);
         let mut lines = Vec::new();
-        let mut push = |l: &[u8]| -> Result<(), ()> {
-            lines.push(l.to_vec());
-            Ok(())
+        let mut long = Vec::new();
+        let mut on = |e: Event<'_>| match e {
+            Event::Line(l) => lines.push(l.to_vec()),
+            Event::TooLong(t) => long.push(t),
         };
-        assert!(reader.feed(b"ok\n0123456", &mut push).is_ok());
-        match reader.feed(b"789abc", &mut push) {
-            Err(FeedError::TooLong(e)) => {
-                assert_eq!(e.limit, 10);
-                assert_eq!(e.head, b"0123456789abc");
-            }
-            other => panic!("expected TooLong, got {other:?}"),
-        }
+        reader.feed(b"ok\n0123456", &mut on);
+        reader.feed(b"789abc", &mut on);
         for _ in 0..1000 {
-            assert!(reader.feed(&[b'x'; 1000], &mut push).is_ok());
+            reader.feed(&[b'x'; 1000], &mut on);
             assert_eq!(reader.buffered(), 0);
         }
-        assert!(reader.feed(b"yyy\nnext\n", &mut push).is_ok());
+        reader.feed(b"yyy\nnext\n", &mut on);
         assert_eq!(lines, [b"ok".to_vec(), b"next".to_vec()]);
+        assert_eq!(long.len(), 1);
+        assert_eq!((long[0].limit, long[0].head.as_slice()), (10, &b"0123456789abc"[..]));
         assert!(reader.skipped_bytes() >= 1_000_000);
     }
 
     #[test]
-    fn a_long_complete_line_is_reported_and_the_rest_kept() {
-        let mut reader = LineReader::new(4);
-        let mut lines = Vec::new();
-        let mut push = |l: &[u8]| -> Result<(), ()> {
-            lines.push(l.to_vec());
-            Ok(())
-        };
-        assert!(matches!(reader.feed(b"a\n123456\nb\n", &mut push), Err(FeedError::TooLong(_))));
-        assert!(reader.feed(b"c\n", &mut push).is_ok());
-        assert_eq!(lines, [b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]);
-    }
-
-    #[test]
-    fn after_a_handler_error_the_rest_is_kept_for_the_next_feed() {
-        let mut reader = LineReader::new(100);
-        let mut seen = Vec::new();
-        let mut handler = |l: &[u8]| -> Result<(), String> {
-            if l == b"bad" {
-                return Err("bad line".into());
-            }
-            seen.push(l.to_vec());
-            Ok(())
-        };
-        match reader.feed(b"one\nbad\ntwo\nthr", &mut handler) {
-            Err(FeedError::Handler(e)) => assert_eq!(e, "bad line"),
-            other => panic!("expected a handler error, got {other:?}"),
-        }
-        assert!(reader.feed(b"ee\n", &mut handler).is_ok());
-        assert!(reader.finish(&mut handler).is_ok());
-        assert_eq!(seen, [b"one".to_vec(), b"two".to_vec(), b"three".to_vec()]);
+    fn a_long_complete_line_is_reported_and_the_lines_after_it_follow() {
+        let (lines, long) = run(&[b"a\n123456\nb\n", b"c\n"], 4);
+        assert_eq!(lines, ["a", "b", "c"]);
+        assert_eq!(long.len(), 1);
+        assert_eq!(long[0].length, 6);
     }
 
     #[test]
     fn finish_passes_the_last_unterminated_line_and_resets() {
         let mut reader = LineReader::new(100);
         let mut seen = Vec::new();
-        let mut handler = |l: &[u8]| -> Result<(), ()> {
-            seen.push(l.to_vec());
-            Ok(())
+        let mut on = |e: Event<'_>| {
+            if let Event::Line(l) = e {
+                seen.push(l.to_vec());
+            }
         };
-        assert!(reader.feed(b"data: 1\ndata: 2", &mut handler).is_ok());
-        assert!(reader.finish(&mut handler).is_ok());
-        assert!(reader.feed(b"\xEF\xBB\xBFdata: 3\n", &mut handler).is_ok());
+        reader.feed(b"data: 1\ndata: 2", &mut on);
+        reader.finish(&mut on);
+        reader.feed(b"\xEF\xBB\xBFdata: 3\n", &mut on);
         assert_eq!(seen, [b"data: 1".to_vec(), b"data: 2".to_vec(), b"data: 3".to_vec()]);
     }
 }

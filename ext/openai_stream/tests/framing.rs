@@ -161,11 +161,26 @@ fn invalid_json_raises_naming_the_line_and_keeps_completed_calls() {
         }
         other => panic!("expected a stream error, got {other:?}"),
     }
-    // The call completed before the bad line is in the failing call's output.
-    assert_eq!(h.processor.output().items().count(), 1);
-    // The rest of the stream is still read on the next call.
-    assert_eq!(texts(&h.raw(b"").unwrap()), ["after"]);
+    // The whole read was decoded: the call before the bad line and the text
+    // after it are in the failing call's output, nothing is held back.
+    let out: Vec<_> = h.processor.output().items().collect();
+    assert_eq!(out.len(), 2);
+    assert!(matches!(out[1], openai_stream::output::Item::Text("after")));
+    assert_eq!(h.processor.buffered_bytes(), 0);
+    assert!(h.raw(b"").unwrap().is_empty());
     assert!(h.finish().unwrap().is_empty());
+}
+
+#[test]
+fn later_bad_lines_of_a_read_are_recorded_and_the_first_is_raised() {
+    let stream = format!("data: {{]\n\ndata: {}\n\ndata: {{x\n\n", text_chunk("between"));
+    let mut h = Harness::new(false);
+    assert!(matches!(
+        h.raw(stream.as_bytes()),
+        Err(Error::Stream { kind: StreamErrorKind::InvalidJson, .. })
+    ));
+    assert_eq!(h.processor.output().items().count(), 1);
+    assert_eq!(h.anomaly_kinds(), [AnomalyKind::UnreadableEvent]);
 }
 
 #[test]
@@ -269,7 +284,7 @@ fn an_unreadable_last_line_at_eof_is_recorded_and_finish_still_returns_the_calls
     h.raw(format!("data: {HEADER}\n\ndata: {ARGS}\n\ndata: {{\"x\": nope").as_bytes()).unwrap();
     let out = h.finish().expect("finish does not raise for the end of the stream");
     assert_eq!(final_calls(&out)[0].params, expected_call());
-    assert!(h.anomaly_kinds().contains(&AnomalyKind::TruncatedEvent));
+    assert!(h.anomaly_kinds().contains(&AnomalyKind::UnreadableEvent));
     // A provider error as the last line is still raised, after completing.
     let mut h = Harness::new(false);
     h.raw(format!("data: {HEADER}\n\ndata: {{\"error\":{{\"message\":\"gone\"}}}}").as_bytes()).unwrap();
