@@ -10,6 +10,7 @@ use std::cell::RefCell;
 use std::fmt;
 
 use magnus::prelude::*;
+use magnus::rb_sys::{AsRawValue, FromRawValue};
 use magnus::value::ReprValue;
 use magnus::{Float, Integer, RArray, RHash, RString, Ruby, Symbol, Value};
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -98,27 +99,41 @@ impl<'de> Deserializer<'de> for RubyDe<'_> {
         if let Some(s) = RString::from_value(v) {
             // SAFETY: the visitors copy or ignore the text and never call
             // into Ruby, so the String cannot change while it is borrowed.
-            let bytes = unsafe { s.as_slice() };
-            if let Ok(text) = std::str::from_utf8(bytes) {
+            // SAFETY: the visitors copy or ignore the text and never call
+            // into Ruby, so the String cannot change while it is borrowed.
+            if let Ok(text) = std::str::from_utf8(unsafe { s.as_slice() }) {
                 return visitor.visit_str(text);
             }
             return visitor.visit_string(transcoded_text(ruby, s)?);
         }
         if let Some(h) = RHash::from_value(v) {
             self.enter()?;
-            let mut pairs: Vec<(Value, Value)> = Vec::with_capacity(h.len());
-            h.foreach(|k: Value, val: Value| {
-                pairs.push((k, val));
-                Ok(magnus::r_hash::ForEach::Continue)
-            })
-            .map_err(|e| DeError(format!("could not read a Hash: {e}")))?;
-            return visitor.visit_map(HashAccess { de: &self, pairs: pairs.into_iter(), value: None });
+            let mut pairs = Pairs::new(ruby.qnil().as_value());
+            // SAFETY: the callback only copies the pairs (it cannot raise or
+            // panic), and nothing changes the Hash while it runs. magnus's
+            // `foreach` would add an rb_protect per Hash, on every event.
+            unsafe {
+                rb_sys::rb_hash_foreach(
+                    h.as_raw(),
+                    Some(collect_pair),
+                    &mut pairs as *mut Pairs as rb_sys::VALUE,
+                )
+            };
+            return visitor.visit_map(HashAccess { de: &self, pairs: &pairs, next: 0, value: None });
         }
         if let Some(a) = RArray::from_value(v) {
             self.enter()?;
             return visitor.visit_seq(ArrayAccess { de: &self, array: a, next: 0 });
         }
         if let Some(sym) = Symbol::from_value(v) {
+            // The Symbol's name without copying it (symbolize_names makes
+            // every key a Symbol; they are read on every event).
+            // SAFETY: rb_sym2str returns the Symbol's frozen name String,
+            // which lives as long as the Symbol; the visitors copy or
+            // compare the text without calling into Ruby.
+            if let Some(text) = symbol_text(sym) {
+                return visitor.visit_str(text);
+            }
             let name = sym.name().map_err(|e| DeError(format!("unreadable Symbol: {e}")))?;
             return visitor.visit_string(name.into_owned());
         }
@@ -151,7 +166,18 @@ impl<'de> Deserializer<'de> for RubyDe<'_> {
     serde::forward_to_deserialize_any! {
         bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
         bytes byte_buf option unit unit_struct newtype_struct seq tuple
-        tuple_struct map struct enum identifier
+        tuple_struct map struct enum
+    }
+
+    /// Object keys: a Symbol is tried first (it is one nearly always), then
+    /// anything else as `deserialize_any` reads it.
+    fn deserialize_identifier<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        if let Some(sym) = Symbol::from_value(self.value) {
+            if let Some(text) = symbol_text(sym) {
+                return visitor.visit_str(text);
+            }
+        }
+        self.deserialize_any(visitor)
     }
 
     fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
@@ -186,9 +212,74 @@ impl<'de> SeqAccess<'de> for ArrayAccess<'_, '_> {
     }
 }
 
+/// A Symbol's name, borrowed (symbolize_names makes every key a Symbol;
+/// they are read on every event), when it is UTF-8. A name that is ASCII
+/// (Ruby knows; the name is a frozen String it has scanned) is not
+/// validated again.
+fn symbol_text<'s>(sym: Symbol) -> Option<&'s str> {
+    // SAFETY: rb_sym2str returns the Symbol's frozen name String, which
+    // lives as long as the Symbol (held by the Hash being read); the
+    // visitors copy or compare the text without calling into Ruby.
+    let name = RString::from_value(unsafe { Value::from_raw(rb_sys::rb_sym2str(sym.as_raw())) })?;
+    let bytes: &'s [u8] = unsafe { std::slice::from_raw_parts(name.as_slice().as_ptr(), name.len()) };
+    // SAFETY: an ASCII-only String's bytes are all below 0x80: UTF-8.
+    if unsafe { rb_sys::rb_enc_str_asciionly_p(name.as_raw()) } != 0 {
+        return Some(unsafe { std::str::from_utf8_unchecked(bytes) });
+    }
+    std::str::from_utf8(bytes).ok()
+}
+
+/// `rb_hash_foreach` callback: appends the pair to the `Pairs` in `arg`.
+unsafe extern "C" fn collect_pair(
+    key: rb_sys::VALUE,
+    value: rb_sys::VALUE,
+    arg: rb_sys::VALUE,
+) -> std::os::raw::c_int {
+    // SAFETY: `arg` is the `&mut Pairs` given to rb_hash_foreach, alive and
+    // not otherwise borrowed while the iteration runs.
+    let pairs = unsafe { &mut *(arg as *mut Pairs) };
+    pairs.push((unsafe { Value::from_raw(key) }, unsafe { Value::from_raw(value) }));
+    rb_sys::st_retval::ST_CONTINUE as std::os::raw::c_int
+}
+
+/// The pairs of a Hash, read before they are deserialized: on the stack
+/// for the small Hashes of a chunk (no allocation per Hash, and the Values
+/// stay visible to Ruby's conservative GC), in a Vec past that.
+struct Pairs {
+    inline: [(Value, Value); INLINE_PAIRS],
+    len: usize,
+    more: Vec<(Value, Value)>,
+}
+
+const INLINE_PAIRS: usize = 16;
+
+impl Pairs {
+    fn new(nil: Value) -> Self {
+        Pairs { inline: [(nil, nil); INLINE_PAIRS], len: 0, more: Vec::new() }
+    }
+
+    fn push(&mut self, pair: (Value, Value)) {
+        if self.len < INLINE_PAIRS {
+            self.inline[self.len] = pair;
+        } else {
+            self.more.push(pair);
+        }
+        self.len += 1;
+    }
+
+    fn get(&self, i: usize) -> Option<(Value, Value)> {
+        if i < self.len.min(INLINE_PAIRS) {
+            Some(self.inline[i])
+        } else {
+            self.more.get(i.checked_sub(INLINE_PAIRS)?).copied()
+        }
+    }
+}
+
 struct HashAccess<'a, 'r> {
     de: &'a RubyDe<'r>,
-    pairs: std::vec::IntoIter<(Value, Value)>,
+    pairs: &'a Pairs,
+    next: usize,
     value: Option<Value>,
 }
 
@@ -196,9 +287,10 @@ impl<'de> MapAccess<'de> for HashAccess<'_, '_> {
     type Error = DeError;
 
     fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, DeError> {
-        match self.pairs.next() {
+        match self.pairs.get(self.next) {
             None => Ok(None),
             Some((k, v)) => {
+                self.next += 1;
                 self.value = Some(v);
                 seed.deserialize(self.de.child(k)).map(Some)
             }
@@ -211,6 +303,6 @@ impl<'de> MapAccess<'de> for HashAccess<'_, '_> {
     }
 
     fn size_hint(&self) -> Option<usize> {
-        Some(self.pairs.len())
+        Some(self.pairs.len - self.next)
     }
 }

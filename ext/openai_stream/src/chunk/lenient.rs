@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use std::fmt;
 use std::marker::PhantomData;
 
-use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
 /// The JSON type a field actually held.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -394,10 +394,11 @@ macro_rules! lenient_struct {
         fn from_map<A: serde::de::MapAccess<'de>>(
             mut map: A,
         ) -> Result<$crate::chunk::lenient::Got<Self>, A::Error> {
+            const NAMES: &[&str] = &[$( $key ),*];
             let mut out = Self::default();
-            while let Some(key) = map.next_key::<$crate::chunk::lenient::Key<'de>>()? {
-                match &*key.0 {
-                    $( $key => out.$field = map.next_value()?, )*
+            while let Some(key) = map.next_key_seed($crate::chunk::lenient::KeyIn(NAMES))? {
+                match key {
+                    $( Some($key) => out.$field = map.next_value()?, )*
                     _ => {
                         map.next_value::<$crate::chunk::lenient::Skip>()?;
                     }
@@ -408,6 +409,51 @@ macro_rules! lenient_struct {
     };
 }
 pub(crate) use lenient_struct;
+
+/// Reads an object key as the one of `names` it equals (`None`: a key the
+/// struct does not know, also one that is not a string). Nothing is
+/// allocated, whatever the key's source (serde_json's escaped strings, a
+/// Ruby Symbol).
+pub struct KeyIn(pub &'static [&'static str]);
+
+impl<'de> DeserializeSeed<'de> for KeyIn {
+    type Value = Option<&'static str>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_identifier(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeyIn {
+    type Value = Option<&'static str>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object key")
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(self.0.iter().copied().find(|name| *name == v))
+    }
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(self.0.iter().copied().find(|name| *name == v))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+        Ok(self.0.iter().copied().find(|name| *name == v))
+    }
+    // Keys that are not strings (a Ruby Hash may have Integer keys) match
+    // no field.
+    fn visit_i64<E>(self, _v: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_u64<E>(self, _v: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_bool<E>(self, _v: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+}
 
 /// An object key, borrowed when the source allows.
 pub struct Key<'de>(pub Cow<'de, str>);
