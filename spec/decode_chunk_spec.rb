@@ -10,8 +10,10 @@ require_relative "support/sse_fixtures"
 module DecodeChunkExpectations
   extend SseFixtures
 
-  def self.usage(prompt, completion, read = 0, write = 0)
-    { prompt_tokens: prompt, completion_tokens: completion, cache_read_tokens: read,
+  # `read`: the cache reads the stream sent, nil when it sent none (the
+  # legacy cached_tokens reader is then nil; cache_read_tokens is 0).
+  def self.usage(prompt, completion, read = nil, write = 0)
+    { prompt_tokens: prompt, completion_tokens: completion, cache_read_tokens: read || 0,
       cache_write_tokens: write, cached_tokens: read }
   end
 
@@ -21,7 +23,7 @@ module DecodeChunkExpectations
     "openai_reference" => {
       items: [done_call("call_wX1ref", "get_weather", { location: "Berlin", unit: "celsius" }),
               done_call("call_tM2ref", "get_time", { tz: "Europe/Berlin" })],
-      usage: usage(82, 41)
+      usage: usage(82, 41, 0)
     },
     "mistral_parallel" => {
       items: ["Checking both cities.",
@@ -104,7 +106,7 @@ module DecodeChunkExpectations
     },
     "azure_content_filter" => {
       items: ["On it.", done_call("call_azure9", "open_ticket", { priority: 2, tags: %w[vpn login] })],
-      usage: usage(90, 30)
+      usage: usage(90, 30, 0)
     },
     "mistral_reasoning_parts" => {
       items: ["The answer", " is 3.", "\n"],

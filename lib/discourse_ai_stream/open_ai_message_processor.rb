@@ -34,11 +34,6 @@ module DiscourseAiStream
 
     attr_accessor :on_anomaly
 
-    # The legacy reader: cache reads (what older Discourse logs as cached_tokens).
-    def cached_tokens
-      cache_read_tokens
-    end
-
     def inspect
       "#<#{self.class.name} partial_tool_calls=#{partial_tool_calls?} usage=#{usage_mode} " \
         "anomalies=#{anomalies.size}>"

@@ -33,6 +33,7 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
     class.define_method("completion_tokens", method!(RbProcessor::completion_tokens, 0))?;
     class.define_method("cache_read_tokens", method!(RbProcessor::cache_read_tokens, 0))?;
     class.define_method("cache_write_tokens", method!(RbProcessor::cache_write_tokens, 0))?;
+    class.define_method("cached_tokens", method!(RbProcessor::cached_tokens, 0))?;
     class.define_method("partial_tool_calls?", method!(RbProcessor::partial_tool_calls, 0))?;
     class.define_method("max_line_bytes", method!(RbProcessor::max_line_bytes, 0))?;
     class.define_method("usage_mode", method!(RbProcessor::usage_mode, 0))?;

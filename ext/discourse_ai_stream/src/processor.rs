@@ -260,6 +260,11 @@ impl RbProcessor {
         Self::with_core(ruby, rb_self, |c| c.usage().cache_read_tokens)
     }
 
+    /// The legacy reader: cache reads, nil unless the server sent a count.
+    pub fn cached_tokens(ruby: &Ruby, rb_self: &RbProcessor) -> Result<Option<u64>, Error> {
+        Self::with_core(ruby, rb_self, |c| c.usage().cached_tokens)
+    }
+
     pub fn cache_write_tokens(ruby: &Ruby, rb_self: &RbProcessor) -> Result<Option<u64>, Error> {
         Self::with_core(ruby, rb_self, |c| c.usage().cache_write_tokens)
     }

@@ -41,6 +41,9 @@ pub struct UsageReport {
     pub completion_tokens: Option<u64>,
     pub cache_read_tokens: Option<u64>,
     pub cache_write_tokens: Option<u64>,
+    /// Cache reads as the legacy `cached_tokens` reader reported them: only
+    /// when the server sent a count (no 0 stands in for a missing one).
+    pub cached_tokens: Option<u64>,
     /// True when net prompt tokens would have been negative.
     pub clamped: bool,
 }
@@ -97,6 +100,7 @@ impl UsageTotals {
             completion_tokens: self.completion,
             cache_read_tokens: Some(read),
             cache_write_tokens: Some(write),
+            cached_tokens: self.cache_read,
             clamped,
         }
     }
@@ -147,6 +151,7 @@ mod tests {
         assert_eq!(current.cache_read_tokens, Some(30));
         assert_eq!(current.cache_write_tokens, Some(20));
         assert_eq!(current.completion_tokens, Some(7));
+        assert_eq!(current.cached_tokens, Some(30));
         assert_eq!(t.report(UsageMode::Legacy).prompt_tokens, Some(100));
     }
 
@@ -160,6 +165,7 @@ mod tests {
         let r = t.report(UsageMode::Current);
         assert_eq!((r.prompt_tokens, r.completion_tokens), (Some(10), Some(23)));
         assert_eq!((r.cache_read_tokens, r.cache_write_tokens), (Some(0), Some(0)));
+        assert_eq!(r.cached_tokens, None, "the legacy reader never reported a 0 it was not sent");
     }
 
     #[test]
