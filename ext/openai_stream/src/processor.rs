@@ -281,12 +281,9 @@ impl State {
                 AnomalyKind::ProviderError,
                 format!("the provider sent another error in the same read: {message}"),
             ),
-            Error::Arguments { id, name, message, .. } => {
-                let mut a = Anomaly::new(AnomalyKind::InvalidArguments, message);
-                a.call_id = Some(id);
-                a.call_name = Some(name);
-                a
-            }
+            // Completing the call already recorded its invalid_arguments
+            // anomaly (`Calls::complete`): once is enough.
+            Error::Arguments { .. } => return,
         };
         self.anomalies.push(anomaly);
     }

@@ -75,3 +75,23 @@ fn every_bad_line_is_reported_once_whatever_the_reads() {
         assert_eq!(reports(&[a, b]), 2, "split at {i}");
     }
 }
+
+/// sse_decode: a call whose arguments fail after an earlier error of the
+/// same read was reported invalid twice: once when it was completed (as
+/// every invalid call is) and again when the processor recorded the error it
+/// could not raise.
+#[test]
+fn a_call_is_reported_invalid_once_when_its_error_is_not_the_first_of_the_read() {
+    let stream = concat!(
+        "data: {]\n\n",
+        r#"data: {"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"f","arguments":"x"}}]},"finish_reason":"tool_calls"}]}"#,
+        "\n\n"
+    );
+    let mut p = processor(1024);
+    assert!(p.decode(stream.as_bytes()).is_err());
+    assert!(p.finish().is_ok());
+    let invalid: Vec<_> =
+        p.anomalies().all().iter().filter(|a| a.kind == AnomalyKind::InvalidArguments).collect();
+    assert_eq!(invalid.len(), 1, "{invalid:#?}");
+    assert_eq!(invalid[0].call_id.as_deref(), Some("a"));
+}
