@@ -43,9 +43,10 @@ module Bench
     module_function
 
     # A chunk with the common envelope around `choice` (nil: no choices).
-    def chunk(choice, usage: nil, seq: 0)
+    # As OpenAI's, the envelope is the same on every chunk of a stream.
+    def chunk(choice, usage: nil)
       body = {
-        id: "chatcmpl-bench#{seq % 7}", object: "chat.completion.chunk", created: 1_733_000_000,
+        id: "chatcmpl-AbC9bench0Xyz", object: "chat.completion.chunk", created: 1_733_000_000,
         model: "gpt-4o-2024-08-06", system_fingerprint: "fp_50cad350e4",
         choices: choice ? [{ index: 0 }.merge(choice)] : []
       }
@@ -53,8 +54,8 @@ module Bench
       "data: #{JSON.generate(body)}\n\n"
     end
 
-    def delta(delta, finish_reason: nil, seq: 0)
-      chunk({ delta: delta, logprobs: nil, finish_reason: finish_reason }, seq: seq)
+    def delta(delta, finish_reason: nil)
+      chunk({ delta: delta, logprobs: nil, finish_reason: finish_reason })
     end
 
     def tail(finish_reason)
@@ -67,9 +68,9 @@ module Bench
     def text(count, seed: 1)
       rng = Random.new(seed)
       sse = +delta({ role: "assistant", content: "" })
-      count.times do |i|
+      count.times do
         words = Array.new(rng.rand(1..3)) { WORDS[rng.rand(WORDS.size)] }
-        sse << delta({ content: "#{words.join(" ")} " }, seq: i)
+        sse << delta({ content: "#{words.join(" ")} " })
       end
       sse << tail("stop")
       build("text_#{count / 1000}k", "#{count} text deltas", sse, false)
@@ -102,8 +103,8 @@ module Bench
     def tool_call_deltas(index, size, step, seed:)
       head = delta({ tool_calls: [{ index: index, id: "call_bench#{seed}", type: "function",
                                     function: { name: "write_file", arguments: "" } }] })
-      fragments(arguments(size, seed: seed), step).each_with_index.reduce(+head) do |sse, (fragment, i)|
-        sse << delta({ tool_calls: [{ index: index, function: { arguments: fragment } }] }, seq: i)
+      fragments(arguments(size, seed: seed), step).reduce(+head) do |sse, fragment|
+        sse << delta({ tool_calls: [{ index: index, function: { arguments: fragment } }] })
       end
     end
 
