@@ -1,6 +1,7 @@
 //! The chunk scanner (the fast path of `Processor::decode`) against the
 //! serde path: whenever the scanner accepts a text, serde_json accepts it
-//! too and builds the same chunk. Checked on every data line of the
+//! too and builds the same chunk, also when the envelope comes from the
+//! scanner's memo of the previous text (mutations share long prefixes). Checked on every data line of the
 //! recorded fixtures, on hand-written lines for each construct, and on
 //! mutations of them (truncated, a byte replaced, deleted or inserted
 //! anywhere).
@@ -17,7 +18,14 @@ fn serde_path(text: &str) -> Option<Chunk<'_>> {
 /// The scanner's result, checked against the serde path. True when the
 /// scanner accepted the text.
 fn check(text: &str) -> bool {
-    let Some(scanned) = scan::chunk(text) else { return false };
+    let first = scan::chunk(text);
+    // Again: now the envelope of `text` is remembered (when it has one),
+    // and read from the memo instead of scanned.
+    let Some(scanned) = scan::chunk(text) else {
+        assert!(first.is_none(), "read once, then not: {text:?}");
+        return false;
+    };
+    assert_eq!(first.as_ref(), Some(&scanned), "the memo changed the result for {text:?}");
     match serde_path(text) {
         Some(parsed) => assert_eq!(scanned, parsed, "scanner and serde differ on {text:?}"),
         None => panic!("the scanner accepted what the serde path rejects or reads otherwise: {text:?}"),

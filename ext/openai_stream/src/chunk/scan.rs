@@ -35,13 +35,150 @@ const MAX_DIGITS: usize = 18;
 /// serde_json must decide (see the module documentation); `out` then holds
 /// a part of the chunk and is to be thrown away.
 pub fn read<'a>(text: &'a str, out: &mut Chunk<'a>) -> bool {
-    let mut s = Scanner { src: text, bytes: text.as_bytes(), pos: 0 };
-    s.ws();
-    if s.chunk(out).is_none() {
-        return false;
+    LAST_ENVELOPE.with(|last| {
+        let mut last = last.borrow_mut();
+        let mut s = Scanner { src: text, bytes: text.as_bytes(), pos: 0 };
+        if !last.prefix.is_empty() && text.as_bytes().starts_with(&last.prefix) {
+            // The same bytes as last time up to the first `choices` value:
+            // the same fields, read from this text at the same offsets.
+            last.fields.apply(text, out);
+            s.pos = last.prefix.len();
+            let choices = Some(Cow::Borrowed("choices"));
+            return s.chunk_members(out, choices, &mut None).is_some() && s.at_end();
+        }
+        let mut recorded = None;
+        s.ws();
+        let ok = s.chunk(out, Some(&mut recorded)).is_some() && s.at_end();
+        if let (true, Some((end, fields))) = (ok, recorded) {
+            last.prefix.clear();
+            last.prefix.extend_from_slice(&text.as_bytes()[..end]);
+            last.fields = fields;
+        }
+        ok
+    })
+}
+
+thread_local! {
+    /// The envelope of the last chunk read on this thread. Consecutive
+    /// events of a stream repeat theirs byte for byte (id, object, created,
+    /// model, system_fingerprint), and a Ruby process reads its streams one
+    /// per thread. A cache of a pure function: only equal bytes are reused.
+    static LAST_ENVELOPE: std::cell::RefCell<Envelope> = const {
+        std::cell::RefCell::new(Envelope { prefix: Vec::new(), fields: EnvelopeFields::NONE })
+    };
+}
+
+/// Longest envelope remembered.
+const MAX_ENVELOPE: usize = 1024;
+
+/// What the top-level members before the first `choices` key leave in a
+/// chunk, with the bytes they were read from (up to the `choices` value).
+/// Only plain cases are remembered: unknown members (skipped) and `object`,
+/// `message` (absent, null or unescaped text), `error`, `usage`, `x_groq`
+/// (absent or null).
+#[derive(Debug)]
+struct Envelope {
+    /// Empty: nothing remembered.
+    prefix: Vec<u8>,
+    fields: EnvelopeFields,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct EnvelopeFields {
+    object: TextAt,
+    message: TextAt,
+    error: Absent,
+    usage: Absent,
+    x_groq: Absent,
+}
+
+/// A field that is absent or null.
+#[derive(Debug, Clone, Copy)]
+enum Absent {
+    Missing,
+    Null,
+}
+
+/// A text field as absent, null, or the byte range of its unescaped text.
+#[derive(Debug, Clone, Copy)]
+enum TextAt {
+    Missing,
+    Null,
+    At(usize, usize),
+}
+
+impl EnvelopeFields {
+    const NONE: EnvelopeFields = EnvelopeFields {
+        object: TextAt::Missing,
+        message: TextAt::Missing,
+        error: Absent::Missing,
+        usage: Absent::Missing,
+        x_groq: Absent::Missing,
+    };
+
+    /// The envelope of the chunk being read, when the scanner is at the
+    /// value of its first `choices`: where it ends and what it holds (None
+    /// when it is not a plain one).
+    fn of(s: &Scanner<'_>, c: &Chunk<'_>) -> Option<(usize, EnvelopeFields)> {
+        if s.pos > MAX_ENVELOPE || c.choices != Field::Missing {
+            return None;
+        }
+        let fields = EnvelopeFields {
+            object: TextAt::of(s.src, &c.object)?,
+            message: TextAt::of(s.src, &c.message)?,
+            error: Absent::of(&c.error)?,
+            usage: Absent::of(&c.usage)?,
+            x_groq: Absent::of(&c.x_groq)?,
+        };
+        Some((s.pos, fields))
     }
-    s.ws();
-    s.pos == s.bytes.len()
+
+    fn apply<'a>(self, text: &'a str, c: &mut Chunk<'a>) {
+        c.object = self.object.get(text);
+        c.message = self.message.get(text);
+        c.error = self.error.get();
+        c.usage = self.usage.get();
+        c.x_groq = self.x_groq.get();
+    }
+}
+
+impl Absent {
+    fn of<T>(field: &Field<T>) -> Option<Absent> {
+        match field {
+            Field::Missing => Some(Absent::Missing),
+            Field::Null => Some(Absent::Null),
+            _ => None,
+        }
+    }
+
+    fn get<T>(self) -> Field<T> {
+        match self {
+            Absent::Missing => Field::Missing,
+            Absent::Null => Field::Null,
+        }
+    }
+}
+
+impl TextAt {
+    fn of(src: &str, field: &Field<Text<'_>>) -> Option<TextAt> {
+        match field {
+            Field::Missing => Some(TextAt::Missing),
+            Field::Null => Some(TextAt::Null),
+            Field::Value(Text(Cow::Borrowed(t))) => {
+                let start = (t.as_ptr() as usize).checked_sub(src.as_ptr() as usize)?;
+                (start + t.len() <= src.len()).then_some(TextAt::At(start, start + t.len()))
+            }
+            _ => None,
+        }
+    }
+
+    fn get<'a>(self, text: &'a str) -> Field<Text<'a>> {
+        match self {
+            TextAt::Missing => Field::Missing,
+            TextAt::Null => Field::Null,
+            TextAt::At(start, end) => Field::Value(Text(Cow::Borrowed(&text[start..end]))),
+        }
+    }
 }
 
 /// [`read`] into a new chunk.
@@ -79,6 +216,12 @@ struct Scanner<'a> {
 }
 
 impl<'a> Scanner<'a> {
+    /// Only whitespace is left.
+    fn at_end(&mut self) -> bool {
+        self.ws();
+        self.pos == self.bytes.len()
+    }
+
     #[inline]
     fn peek(&self) -> Option<u8> {
         self.bytes.get(self.pos).copied()
@@ -289,11 +432,31 @@ impl<'a> Scanner<'a> {
         if self.eat(b'}').is_some() {
             return Some(());
         }
+        self.members(None, &mut member)
+    }
+
+    /// The members of an object, from a key; or, with `pending`, from the
+    /// value of that key (the text is read up to its colon).
+    fn members(
+        &mut self,
+        mut pending: Option<Cow<'a, str>>,
+        member: &mut impl FnMut(&mut Self, Cow<'a, str>) -> Option<()>,
+    ) -> Option<()> {
         loop {
-            let key = self.string()?;
-            self.ws();
-            self.eat(b':')?;
-            self.ws();
+            let key = match pending.take() {
+                Some(key) => {
+                    // Whitespace the memo's bytes stopped before.
+                    self.ws();
+                    key
+                }
+                None => {
+                    let key = self.string()?;
+                    self.ws();
+                    self.eat(b':')?;
+                    self.ws();
+                    key
+                }
+            };
             member(self, key)?;
             self.ws();
             match self.peek()? {
@@ -404,9 +567,35 @@ impl<'a> Scanner<'a> {
 
     // ---- the chunk model --------------------------------------------------
 
-    fn chunk(&mut self, c: &mut Chunk<'a>) -> Option<()> {
-        self.object(|s, key| match &*key {
-            "choices" => s.list(&mut c.choices, Self::choice),
+    /// The top-level object. `envelope`, when given, records what the
+    /// members before the first `choices` left in the chunk (see
+    /// [`Envelope`]).
+    fn chunk(
+        &mut self,
+        c: &mut Chunk<'a>,
+        mut envelope: Option<&mut Option<(usize, EnvelopeFields)>>,
+    ) -> Option<()> {
+        self.eat(b'{')?;
+        self.ws();
+        if self.eat(b'}').is_some() {
+            return Some(());
+        }
+        self.chunk_members(c, None, &mut envelope)
+    }
+
+    fn chunk_members(
+        &mut self,
+        c: &mut Chunk<'a>,
+        pending: Option<Cow<'a, str>>,
+        envelope: &mut Option<&mut Option<(usize, EnvelopeFields)>>,
+    ) -> Option<()> {
+        self.members(pending, &mut |s, key| match &*key {
+            "choices" => {
+                if let Some(slot) = envelope.take() {
+                    *slot = EnvelopeFields::of(s, c);
+                }
+                s.list(&mut c.choices, Self::choice)
+            }
             "usage" => s.object_field(&mut c.usage, Self::usage),
             "x_groq" => s.object_field(&mut c.x_groq, Self::x_groq),
             "error" => set(&mut c.error, s.no_error()),
