@@ -4,6 +4,7 @@
 
 use crate::anomaly::{excerpt, excerpt_bytes, Anomalies, Anomaly, AnomalyKind};
 use crate::calls::{CallId, Calls};
+use crate::chunk::scan::EnvelopeMemo;
 use crate::chunk::{Any, Choice, Chunk, Content, Delta, Field, Kind, List, Text};
 use crate::error::{Error, StreamErrorKind};
 use crate::json::JsonValue;
@@ -54,6 +55,8 @@ struct State {
     out: Output,
     /// Data lines of an event whose JSON is not complete yet.
     pending: Vec<u8>,
+    /// The envelope of this stream's last chunk, for the scanner.
+    envelope: EnvelopeMemo,
     /// The current event is `event: error`.
     error_event: bool,
     saw_finish_reason: bool,
@@ -90,6 +93,7 @@ impl Processor {
                 anomalies: Anomalies::default(),
                 out: Output::default(),
                 pending: Vec::new(),
+                envelope: EnvelopeMemo::default(),
                 error_event: false,
                 saw_finish_reason: false,
                 saw_done: false,
@@ -438,7 +442,7 @@ impl State {
         // The scanner reads the usual shapes (in place: a chunk is large);
         // serde_json decides the rest.
         let mut scanned = Chunk::default();
-        if crate::chunk::scan::read(text, &mut scanned) {
+        if crate::chunk::scan::read(text, &mut scanned, &mut self.envelope) {
             return self.apply_payload(text, &scanned);
         }
         let field: Field<Chunk> = match serde_json::from_str(text) {

@@ -31,41 +31,37 @@ const MAX_SKIP_DEPTH: u32 = 32;
 /// numbers go to serde_json, which knows when they overflow).
 const MAX_DIGITS: usize = 18;
 
+/// The envelope (id, object, created, model, ...) of the last chunk a
+/// stream's scanner read, and what it held. Consecutive events of a stream
+/// repeat theirs byte for byte, so the next chunk that starts with the same
+/// bytes takes those fields from here instead of scanning them. A cache of a
+/// pure function: only equal bytes are reused. Each processor keeps its own.
+#[derive(Debug, Default)]
+pub struct EnvelopeMemo(Envelope);
+
 /// Reads one chunk into `out` (a default chunk), or returns false when
 /// serde_json must decide (see the module documentation); `out` then holds
 /// a part of the chunk and is to be thrown away.
-pub fn read<'a>(text: &'a str, out: &mut Chunk<'a>) -> bool {
-    LAST_ENVELOPE.with(|last| {
-        let mut last = last.borrow_mut();
-        let mut s = Scanner { src: text, bytes: text.as_bytes(), pos: 0 };
-        if !last.prefix.is_empty() && text.as_bytes().starts_with(&last.prefix) {
-            // The same bytes as last time up to the first `choices` value:
-            // the same fields, read from this text at the same offsets.
-            last.fields.apply(text, out);
-            s.pos = last.prefix.len();
-            let choices = Some(Cow::Borrowed("choices"));
-            return s.chunk_members(out, choices, &mut None).is_some() && s.at_end();
-        }
-        let mut recorded = None;
-        s.ws();
-        let ok = s.chunk(out, Some(&mut recorded)).is_some() && s.at_end();
-        if let (true, Some((end, fields))) = (ok, recorded) {
-            last.prefix.clear();
-            last.prefix.extend_from_slice(&text.as_bytes()[..end]);
-            last.fields = fields;
-        }
-        ok
-    })
-}
-
-thread_local! {
-    /// The envelope of the last chunk read on this thread. Consecutive
-    /// events of a stream repeat theirs byte for byte (id, object, created,
-    /// model, system_fingerprint), and a Ruby process reads its streams one
-    /// per thread. A cache of a pure function: only equal bytes are reused.
-    static LAST_ENVELOPE: std::cell::RefCell<Envelope> = const {
-        std::cell::RefCell::new(Envelope { prefix: Vec::new(), fields: EnvelopeFields::NONE })
-    };
+pub fn read<'a>(text: &'a str, out: &mut Chunk<'a>, memo: &mut EnvelopeMemo) -> bool {
+    let last = &mut memo.0;
+    let mut s = Scanner { src: text, bytes: text.as_bytes(), pos: 0 };
+    if !last.prefix.is_empty() && text.as_bytes().starts_with(&last.prefix) {
+        // The same bytes as last time up to the first `choices` value: the
+        // same fields, read from this text at the same offsets.
+        last.fields.apply(text, out);
+        s.pos = last.prefix.len();
+        let choices = Some(Cow::Borrowed("choices"));
+        return s.chunk_members(out, choices, &mut None).is_some() && s.at_end();
+    }
+    let mut recorded = None;
+    s.ws();
+    let ok = s.chunk(out, Some(&mut recorded)).is_some() && s.at_end();
+    if let (true, Some((end, fields))) = (ok, recorded) {
+        last.prefix.clear();
+        last.prefix.extend_from_slice(&text.as_bytes()[..end]);
+        last.fields = fields;
+    }
+    ok
 }
 
 /// Longest envelope remembered.
@@ -76,7 +72,7 @@ const MAX_ENVELOPE: usize = 1024;
 /// Only plain cases are remembered: unknown members (skipped) and `object`,
 /// `message` (absent, null or unescaped text), `error`, `usage`, `x_groq`
 /// (absent or null).
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct Envelope {
     /// Empty: nothing remembered.
     prefix: Vec<u8>,
@@ -105,6 +101,12 @@ enum TextAt {
     Missing,
     Null,
     At(usize, usize),
+}
+
+impl Default for EnvelopeFields {
+    fn default() -> Self {
+        EnvelopeFields::NONE
+    }
 }
 
 impl EnvelopeFields {
@@ -182,9 +184,9 @@ impl TextAt {
 }
 
 /// [`read`] into a new chunk.
-pub fn chunk(text: &str) -> Option<Chunk<'_>> {
+pub fn chunk<'a>(text: &'a str, memo: &mut EnvelopeMemo) -> Option<Chunk<'a>> {
     let mut out = Chunk::default();
-    read(text, &mut out).then_some(out)
+    read(text, &mut out, memo).then_some(out)
 }
 
 /// Assigns a value that was read (the last of duplicate keys wins, as in
