@@ -14,7 +14,7 @@ use libfuzzer_sys::fuzz_target;
 use openai_stream::chunk::{scan, Chunk, Field};
 
 fuzz_target!(|data: &[u8]| {
-    let mut memo = scan::EnvelopeMemo::default();
+    let mut memo = scan::ScanMemo::default();
     for piece in data.split(|&b| b == b'\n') {
         let text = String::from_utf8_lossy(piece);
         let mut scanned = Chunk::default();

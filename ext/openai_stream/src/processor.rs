@@ -4,7 +4,7 @@
 
 use crate::anomaly::{excerpt, excerpt_bytes, Anomalies, Anomaly, AnomalyKind};
 use crate::calls::{CallId, Calls};
-use crate::chunk::scan::EnvelopeMemo;
+use crate::chunk::scan::ScanMemo;
 use crate::chunk::{Any, Choice, Chunk, Content, Delta, Field, Kind, List, Text};
 use crate::error::{Error, StreamErrorKind};
 use crate::json::JsonValue;
@@ -56,7 +56,7 @@ struct State {
     /// Data lines of an event whose JSON is not complete yet.
     pending: Vec<u8>,
     /// The envelope of this stream's last chunk, for the scanner.
-    envelope: EnvelopeMemo,
+    envelope: ScanMemo,
     /// The current event is `event: error`.
     error_event: bool,
     saw_finish_reason: bool,
@@ -93,7 +93,7 @@ impl Processor {
                 anomalies: Anomalies::default(),
                 out: Output::default(),
                 pending: Vec::new(),
-                envelope: EnvelopeMemo::default(),
+                envelope: ScanMemo::default(),
                 error_event: false,
                 saw_finish_reason: false,
                 saw_done: false,

@@ -31,35 +31,60 @@ const MAX_SKIP_DEPTH: u32 = 32;
 /// numbers go to serde_json, which knows when they overflow).
 const MAX_DIGITS: usize = 18;
 
-/// The envelope (id, object, created, model, ...) of the last chunk a
-/// stream's scanner read, and what it held. Consecutive events of a stream
-/// repeat theirs byte for byte, so the next chunk that starts with the same
-/// bytes takes those fields from here instead of scanning them. A cache of a
-/// pure function: only equal bytes are reused. Each processor keeps its own.
+mod template;
+
+use template::Template;
+
+/// What a stream's scanner remembers of the last chunk it read, so that the
+/// next one, which nearly always repeats most of its bytes, costs less: a
+/// cache of a pure function, where only equal bytes are reused. Each
+/// processor keeps its own.
+///
+/// - The envelope (id, object, created, model, ...): the bytes before the
+///   first `choices` value and what they held. A chunk that starts with the
+///   same bytes takes those fields from here instead of scanning them.
+/// - The template: when the last chunk was a plain text or arguments delta,
+///   everything but the one string that changes from event to event. A
+///   chunk with the same bytes before and after that string is the same
+///   chunk with a new string (see `template.rs`).
 #[derive(Debug, Default)]
-pub struct EnvelopeMemo(Envelope);
+pub struct ScanMemo {
+    envelope: Envelope,
+    template: Option<Template>,
+}
 
 /// Reads one chunk into `out` (a default chunk), or returns false when
 /// serde_json must decide (see the module documentation); `out` then holds
 /// a part of the chunk and is to be thrown away.
-pub fn read<'a>(text: &'a str, out: &mut Chunk<'a>, memo: &mut EnvelopeMemo) -> bool {
-    let last = &mut memo.0;
-    let mut s = Scanner { src: text, bytes: text.as_bytes(), pos: 0 };
-    if !last.prefix.is_empty() && text.as_bytes().starts_with(&last.prefix) {
+pub fn read<'a>(text: &'a str, out: &mut Chunk<'a>, memo: &mut ScanMemo) -> bool {
+    if let Some(template) = &memo.template {
+        if template.read(text, out) {
+            return true;
+        }
+        *out = Chunk::default();
+    }
+    let last = &mut memo.envelope;
+    let mut s = Scanner::new(text);
+    let ok = if !last.prefix.is_empty() && text.as_bytes().starts_with(&last.prefix) {
         // The same bytes as last time up to the first `choices` value: the
         // same fields, read from this text at the same offsets.
         last.fields.apply(text, out);
         s.pos = last.prefix.len();
         let choices = Some(Cow::Borrowed("choices"));
-        return s.chunk_members(out, choices, &mut None).is_some() && s.at_end();
-    }
-    let mut recorded = None;
-    s.ws();
-    let ok = s.chunk(out, Some(&mut recorded)).is_some() && s.at_end();
-    if let (true, Some((end, fields))) = (ok, recorded) {
-        last.prefix.clear();
-        last.prefix.extend_from_slice(&text.as_bytes()[..end]);
-        last.fields = fields;
+        s.chunk_members(out, choices, &mut None).is_some() && s.at_end()
+    } else {
+        let mut recorded = None;
+        s.ws();
+        let ok = s.chunk(out, Some(&mut recorded)).is_some() && s.at_end();
+        if let (true, Some((end, fields))) = (ok, recorded) {
+            last.prefix.clear();
+            last.prefix.extend_from_slice(&text.as_bytes()[..end]);
+            last.fields = fields;
+        }
+        ok
+    };
+    if ok {
+        memo.template = Template::of(text, out, s.varying);
     }
     ok
 }
@@ -184,7 +209,7 @@ impl TextAt {
 }
 
 /// [`read`] into a new chunk.
-pub fn chunk<'a>(text: &'a str, memo: &mut EnvelopeMemo) -> Option<Chunk<'a>> {
+pub fn chunk<'a>(text: &'a str, memo: &mut ScanMemo) -> Option<Chunk<'a>> {
     let mut out = Chunk::default();
     read(text, &mut out, memo).then_some(out)
 }
@@ -215,9 +240,27 @@ struct Scanner<'a> {
     src: &'a str,
     bytes: &'a [u8],
     pos: usize,
+    /// The strings a template could vary (see [`Varying`]).
+    varying: Varying,
+}
+
+/// Where the strings that change from event to event were read: each
+/// `delta.content` (or `message.content`) and `function.arguments` string.
+/// A template is made only when there was exactly one.
+#[derive(Debug, Default, Clone, Copy)]
+struct Varying {
+    count: u32,
+    /// The last one: its first byte after the opening quote, and the
+    /// position of its closing quote.
+    start: usize,
+    end: usize,
 }
 
 impl<'a> Scanner<'a> {
+    fn new(src: &'a str) -> Self {
+        Scanner { src, bytes: src.as_bytes(), pos: 0, varying: Varying::default() }
+    }
+
     /// Only whitespace is left.
     fn at_end(&mut self) -> bool {
         self.ws();
@@ -266,6 +309,22 @@ impl<'a> Scanner<'a> {
     /// A string at the current position, borrowed when it has no escapes.
     fn string(&mut self) -> Option<Cow<'a, str>> {
         self.eat(b'"')?;
+        self.string_body()
+    }
+
+    /// A string that a template may vary: read as `string`, where it was
+    /// is recorded.
+    fn varying_string(&mut self) -> Option<Cow<'a, str>> {
+        self.eat(b'"')?;
+        let start = self.pos;
+        let text = self.string_body()?;
+        self.varying = Varying { count: self.varying.count + 1, start, end: self.pos - 1 };
+        Some(text)
+    }
+
+    /// The rest of a string whose opening quote was read, up to and
+    /// including its closing quote.
+    fn string_body(&mut self) -> Option<Cow<'a, str>> {
         let start = self.pos;
         let stop = self.stop()?;
         if self.bytes[stop] == b'"' {
@@ -619,7 +678,7 @@ impl<'a> Scanner<'a> {
 
     fn delta(&mut self, d: &mut Delta<'a>) -> Option<()> {
         self.object(|s, key| match &*key {
-            "content" => set(&mut d.content, s.field(|s| s.string().map(Content::Text))),
+            "content" => set(&mut d.content, s.field(|s| s.varying_string().map(Content::Text))),
             "tool_calls" => s.list(&mut d.tool_calls, Self::tool_call),
             _ => s.skip(0),
         })
@@ -637,7 +696,7 @@ impl<'a> Scanner<'a> {
     fn function(&mut self, f: &mut Function<'a>) -> Option<()> {
         self.object(|s, key| match &*key {
             "name" => set(&mut f.name, s.text()),
-            "arguments" => set(&mut f.arguments, s.field(|s| s.string().map(Arguments::Text))),
+            "arguments" => set(&mut f.arguments, s.field(|s| s.varying_string().map(Arguments::Text))),
             "id" => set(&mut f.id, s.id()),
             _ => s.skip(0),
         })

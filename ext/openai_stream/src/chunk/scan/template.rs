@@ -1,0 +1,287 @@
+//! The template of a stream's plain deltas: the last text or arguments delta
+//! with its one varying string cut out.
+//!
+//! Consecutive events of a stream differ, nearly always, in one string: the
+//! `content` of a text delta, or the `arguments` fragment of a tool-call
+//! delta. Everything before that string (the envelope, `choices`, the
+//! index...) and everything after it (`logprobs`, `finish_reason: null`, the
+//! closing brackets) repeats byte for byte. So when a text starts with the
+//! template's prefix and ends with its suffix, and the bytes between are one
+//! JSON string that ends exactly where the suffix starts, a JSON reader
+//! would reach that string in the same state as last time, read it, and
+//! continue over the same bytes to the same end: the chunk is the template's
+//! chunk with the new string. Reading it costs two comparisons and the scan
+//! of that string.
+//!
+//! Templates are made only from chunks whose every field can be rebuilt
+//! from the prefix (texts borrowed from it, absent or null fields, an
+//! integer index), with exactly one varying string read in the whole chunk
+//! (so duplicate keys never make one).
+
+use std::borrow::Cow;
+
+use super::{Absent, Scanner, TextAt, Varying};
+use crate::chunk::{
+    Arguments, Choice, Chunk, Content, Delta, Field, Function, Id, Int, List, Text, ToolCallDelta,
+};
+
+/// Longest prefix, and longest suffix, a template keeps.
+const MAX_PART: usize = 2048;
+
+#[derive(Debug)]
+pub(super) struct Template {
+    /// The bytes before the varying string, its opening quote included.
+    prefix: Vec<u8>,
+    /// The bytes from the varying string's closing quote to the end.
+    suffix: Vec<u8>,
+    object: TextAt,
+    message: TextAt,
+    error: Absent,
+    usage: Absent,
+    x_groq: Absent,
+    finish_reason: Absent,
+    choice_error: Absent,
+    slot: Slot,
+}
+
+/// What the varying string is, and the fields beside it.
+#[derive(Debug)]
+enum Slot {
+    /// `choices[0].delta.content`.
+    Content { tool_calls: Absent },
+    /// `choices[0].delta.tool_calls[0].function.arguments`.
+    Arguments { content: Absent, index: Field<Int>, id: TextAt, name: TextAt, function_id: TextAt },
+}
+
+impl Template {
+    /// The template of a chunk just read from `text`, when it has one.
+    pub(super) fn of(text: &str, c: &Chunk<'_>, varying: Varying) -> Option<Template> {
+        let Varying { count, start, end } = varying;
+        if count != 1 || start > MAX_PART || text.len().checked_sub(end)? > MAX_PART || start > end {
+            return None;
+        }
+        let prefixed = |field: &Field<Text<'_>>| at(text, start, field, |t| &t.0);
+        let choice = match &c.choices {
+            Field::Value(List(choices)) if choices.len() == 1 => match &choices[0] {
+                Field::Value(choice) if choice.message == Field::Missing => choice,
+                _ => return None,
+            },
+            _ => return None,
+        };
+        let delta = match &choice.delta {
+            Field::Value(delta) => delta,
+            _ => return None,
+        };
+        let slot = match (&delta.content, &delta.tool_calls) {
+            (Field::Value(Content::Text(_)), tool_calls) => {
+                Slot::Content { tool_calls: Absent::of(tool_calls)? }
+            }
+            (content, Field::Value(List(calls))) if calls.len() == 1 => {
+                let Field::Value(call) = &calls[0] else { return None };
+                let Field::Value(function) = &call.function else { return None };
+                if !matches!(function.arguments, Field::Value(Arguments::Text(_))) {
+                    return None;
+                }
+                let index = match call.index {
+                    Field::Missing | Field::Null | Field::Value(_) => call.index.clone(),
+                    _ => return None,
+                };
+                Slot::Arguments {
+                    content: Absent::of(content)?,
+                    index,
+                    id: at(text, start, &call.id, |id| &id.0)?,
+                    name: prefixed(&function.name)?,
+                    function_id: at(text, start, &function.id, |id| &id.0)?,
+                }
+            }
+            _ => return None,
+        };
+        Some(Template {
+            prefix: text.as_bytes()[..start].to_vec(),
+            suffix: text.as_bytes()[end..].to_vec(),
+            object: prefixed(&c.object)?,
+            message: prefixed(&c.message)?,
+            error: Absent::of(&c.error)?,
+            usage: Absent::of(&c.usage)?,
+            x_groq: Absent::of(&c.x_groq)?,
+            finish_reason: Absent::of(&choice.finish_reason)?,
+            choice_error: Absent::of(&choice.error)?,
+            slot,
+        })
+    }
+
+    /// Reads `text` into `out` (a default chunk) when it is this template
+    /// with another string; false (and `out` untouched) when it is not.
+    pub(super) fn read<'a>(&self, text: &'a str, out: &mut Chunk<'a>) -> bool {
+        let bytes = text.as_bytes();
+        let Some(value_end) = bytes.len().checked_sub(self.suffix.len()) else { return false };
+        if value_end < self.prefix.len() || !bytes.starts_with(&self.prefix) || !bytes.ends_with(&self.suffix)
+        {
+            return false;
+        }
+        let mut s = Scanner::new(text);
+        s.pos = self.prefix.len();
+        let Some(value) = s.string_body() else { return false };
+        // The string must end where the suffix starts (its closing quote is
+        // the suffix's first byte), not earlier.
+        if s.pos != value_end + 1 {
+            return false;
+        }
+        self.fill(text, value, out);
+        true
+    }
+
+    fn fill<'a>(&self, text: &'a str, value: Cow<'a, str>, out: &mut Chunk<'a>) {
+        let mut delta = Delta::default();
+        match &self.slot {
+            Slot::Content { tool_calls } => {
+                delta.content = Field::Value(Content::Text(value));
+                delta.tool_calls = tool_calls.get();
+            }
+            Slot::Arguments { content, index, id, name, function_id } => {
+                delta.content = content.get();
+                let function = Function {
+                    name: name.get(text),
+                    arguments: Field::Value(Arguments::Text(value)),
+                    id: id_field(*function_id, text),
+                };
+                let call = ToolCallDelta {
+                    index: index.clone(),
+                    id: id_field(*id, text),
+                    function: Field::Value(function),
+                };
+                delta.tool_calls = Field::Value(List(vec![Field::Value(call)]));
+            }
+        }
+        let choice = Choice {
+            delta: Field::Value(delta),
+            message: Field::Missing,
+            finish_reason: self.finish_reason.get(),
+            error: self.choice_error.get(),
+        };
+        out.choices = Field::Value(List(vec![Field::Value(choice)]));
+        out.usage = self.usage.get();
+        out.x_groq = self.x_groq.get();
+        out.error = self.error.get();
+        out.object = self.object.get(text);
+        out.message = self.message.get(text);
+    }
+}
+
+/// A text field as its place in the prefix (before `limit`), when it is
+/// absent, null, or text borrowed from there (a text with escapes was
+/// decoded into a String of its own: no place to remember).
+fn at<T>(src: &str, limit: usize, field: &Field<T>, text: impl Fn(&T) -> &str) -> Option<TextAt> {
+    match field {
+        Field::Missing => Some(TextAt::Missing),
+        Field::Null => Some(TextAt::Null),
+        Field::Value(value) => {
+            let t = text(value);
+            let start = (t.as_ptr() as usize).checked_sub(src.as_ptr() as usize)?;
+            (start + t.len() <= limit.min(src.len())).then_some(TextAt::At(start, start + t.len()))
+        }
+        Field::Converted(..) | Field::Wrong(_) => None,
+    }
+}
+
+fn id_field(at: TextAt, text: &str) -> Field<Id<'_>> {
+    match at.get(text) {
+        Field::Value(Text(t)) => Field::Value(Id(t)),
+        Field::Null => Field::Null,
+        _ => Field::Missing,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn serde(text: &str) -> Chunk<'_> {
+        Chunk::from_json(text).expect("valid JSON")
+    }
+
+    /// The template `first` leaves, through a real scan.
+    fn template(first: &str) -> Option<Template> {
+        let mut memo = super::super::ScanMemo::default();
+        assert!(super::super::read(first, &mut Chunk::default(), &mut memo), "scanned {first}");
+        memo.template
+    }
+
+    /// `next` read through the template of `first`: Some(chunk) when the
+    /// template applied.
+    fn through<'a>(first: &str, next: &'a str) -> Option<Chunk<'a>> {
+        let t = template(first)?;
+        let mut out = Chunk::default();
+        t.read(next, &mut out).then_some(out)
+    }
+
+    const TEXT: &str = r#"{"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"Hel"},"logprobs":null,"finish_reason":null}]}"#;
+    const ARGS: &str = r#"{"id":"c1","choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"call_1","function":{"name":"f","arguments":"{\"a"}}]},"finish_reason":null}]}"#;
+
+    #[test]
+    fn the_next_text_delta_is_read_from_the_template() {
+        for value in ["lo", "", " ", "\\\"quoted\\\"", "caf\u{e9} \\u00e9 \\n", "\\\\"] {
+            let next = TEXT.replace("Hel", value);
+            assert_eq!(through(TEXT, &next), Some(serde(&next)), "{next}");
+        }
+    }
+
+    #[test]
+    fn the_next_arguments_fragment_is_read_from_the_template() {
+        for value in ["\\\":1}", "x", "", "\\u007b"] {
+            let next = ARGS.replace("{\\\"a", value);
+            assert_eq!(through(ARGS, &next), Some(serde(&next)), "{next}");
+        }
+    }
+
+    #[test]
+    fn a_string_that_ends_before_the_suffix_is_not_the_template() {
+        // Same prefix and suffix, but the bytes between are not one string.
+        let next = TEXT.replace("Hel", r#"a","content":"b"#);
+        assert_eq!(through(TEXT, &next), None);
+        let next = TEXT.replace("Hel", r#"a"},"delta":{"content":"b"#);
+        assert_eq!(through(TEXT, &next), None);
+        // An escape left open, a control character, a surrogate pair.
+        for value in ["\\", "a\u{1}b", "\\ud83d\\ude00"] {
+            let next = TEXT.replace("Hel", value);
+            assert_eq!(through(TEXT, &next), None, "{next}");
+        }
+    }
+
+    #[test]
+    fn other_bytes_before_or_after_are_not_the_template() {
+        let finished = TEXT.replace(r#""finish_reason":null"#, r#""finish_reason":"stop""#);
+        assert_eq!(through(TEXT, &finished), None);
+        let other_index = ARGS.replace(r#""index":1"#, r#""index":2"#);
+        assert_eq!(through(ARGS, &other_index), None);
+        assert_eq!(through(TEXT, "{}"), None);
+        assert_eq!(through(TEXT, ""), None);
+    }
+
+    #[test]
+    fn chunks_with_two_varying_strings_or_late_fields_make_no_template() {
+        let both = r#"{"choices":[{"delta":{"content":"a","tool_calls":[{"index":0,"function":{"arguments":"x"}}]}}]}"#;
+        assert!(template(both).is_none());
+        let twice = r#"{"choices":[{"delta":{"content":"a","content":"b"}}]}"#;
+        assert!(template(twice).is_none());
+        // The id comes after the varying string: it could not be rebuilt
+        // from the prefix.
+        let late_id =
+            r#"{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"x"},"id":"call_9"}]}}]}"#;
+        assert!(template(late_id).is_none());
+        let usage = r#"{"choices":[{"delta":{"content":"a"}}],"usage":{"prompt_tokens":1}}"#;
+        assert!(template(usage).is_none());
+        let two_calls = r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"x"}},{"index":1}]}}]}"#;
+        assert!(template(two_calls).is_none());
+        let escaped_id =
+            r#"{"choices":[{"delta":{"tool_calls":[{"id":"c\u0031","function":{"arguments":"x"}}]}}]}"#;
+        assert!(template(escaped_id).is_none());
+    }
+
+    #[test]
+    fn fields_in_the_prefix_are_rebuilt() {
+        let first = r#"{"object":"chat.completion.chunk","choices":[{"delta":{"content":null,"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"get_weather","id":"f1","arguments":"{"}}]},"finish_reason":null,"error":null}],"usage":null,"x_groq":null,"error":null}"#;
+        let next = first.replace(r#""arguments":"{""#, r#""arguments":"}""#);
+        assert_eq!(through(first, &next), Some(serde(&next)));
+    }
+}
