@@ -63,6 +63,13 @@ module PackagingBuild
       end
     end
 
+    # Runs the executable RubyGems installed for the gem, in a fresh ruby that
+    # sees only the installed gem, on a fixture of this checkout.
+    def run_installed_exe(*args)
+      env = { "GEM_HOME" => install_dir, "GEM_PATH" => install_dir }
+      run!(env, RbConfig.ruby, File.join(install_dir, "bin", "discourse-ai-stream"), *args, chdir: tmp)
+    end
+
     def cargo_workspace_version
       File.read(File.join(ROOT, "Cargo.toml"))[/^\[workspace\.package\][^\[]*?^version\s*=\s*"([^"]+)"/m, 1]
     end
@@ -124,5 +131,13 @@ RSpec.describe "the source gem", :packaging do
     expect(probe["extensions"]).to contain_exactly(start_with("#{install_dir}/"))
     expect(probe["gem_files"]).to all(start_with("#{install_dir}/"))
     expect(probe["load_path"]).not_to include(start_with(PackagingBuild::ROOT))
+  end
+
+  it "installs the discourse-ai-stream executable, which runs from the installed copy" do
+    fixture = File.join(PackagingBuild::ROOT, "spec/fixtures/mistral_parallel.sse")
+    output = PackagingBuild.run_installed_exe("replay", "--json", fixture)
+    report = JSON.parse(output)
+    expect(report.fetch("tool_calls").map { |call| call["id"] }).to eq(%w[D681PevKs Xk29LmQpT])
+    expect(report.fetch("error")).to be_nil
   end
 end

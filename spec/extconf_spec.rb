@@ -1,0 +1,72 @@
+# frozen_string_literal: true
+
+require "fileutils"
+require "open3"
+require "rbconfig"
+require "tmpdir"
+
+# The Makefile extconf.rb writes without the rb_sys gem: which cargo, which
+# profile and which files `make` would use, read from `make -n` (nothing is
+# built).
+RSpec.describe "ext/discourse_ai_stream/extconf.rb without rb_sys" do
+  let(:root) { File.expand_path("..", __dir__) }
+  let(:extconf) { File.join(root, "ext/discourse_ai_stream/extconf.rb") }
+  let(:no_rb_sys) { File.join(__dir__, "support/no_rb_sys.rb") }
+
+  let(:dir) { Dir.mktmpdir("extconf-") }
+
+  after { FileUtils.rm_rf(dir) }
+
+  def run!(env, *command)
+    output, status = Open3.capture2e({ "RUBYOPT" => nil }.merge(env), *command, chdir: dir)
+    raise "`#{command.join(" ")}` failed (#{status}):\n#{output}" unless status.success?
+
+    output
+  end
+
+  # A stand-in cargo: extconf.rb only checks that it exists and is executable.
+  def fake_cargo
+    File.join(dir, "fake-cargo").tap do |path|
+      File.write(path, "#!/bin/sh\nexit 0\n")
+      File.chmod(0o755, path)
+    end
+  end
+
+  def configure(env = {})
+    run!(env, RbConfig.ruby, "-r", no_rb_sys, extconf)
+  end
+
+  def dry_run(env, target = "install")
+    run!(env, "make", "-n", target, "sitearchdir=#{dir}/site")
+  end
+
+  it "writes its own Makefile that builds the release profile with cargo from PATH" do
+    expect(configure).to include("no rb_sys gem")
+    commands = dry_run({ "CARGO" => nil, "RB_SYS_CARGO_PROFILE" => nil })
+    expect(commands).to match(%r{'cargo' build --manifest-path '#{Regexp.escape(root)}/Cargo.toml'})
+    expect(commands).to include("--profile 'release'", "#{root}/target/release/libdiscourse_ai_stream.so")
+    expect(commands).to include("#{dir}/site/discourse_ai_stream/discourse_ai_stream.#{RbConfig::CONFIG["DLEXT"]}")
+  end
+
+  it "honours CARGO and RB_SYS_CARGO_PROFILE=dev when make runs" do
+    configure
+    cargo = fake_cargo
+    commands = dry_run({ "CARGO" => cargo, "RB_SYS_CARGO_PROFILE" => "dev" })
+    expect(commands).to include("'#{cargo}' build", "--profile 'dev'", "#{root}/target/debug/libdiscourse_ai_stream.so")
+    expect(commands).not_to include("--profile 'release'")
+  end
+
+  it "honours CARGO_TARGET_DIR" do
+    configure
+    commands = dry_run({ "CARGO_TARGET_DIR" => "#{dir}/cargo-target" })
+    expect(commands).to include("--target-dir '#{dir}/cargo-target'",
+                                "#{dir}/cargo-target/release/libdiscourse_ai_stream.so")
+  end
+
+  it "stops with a clear message when CARGO names no executable" do
+    output, status = Open3.capture2e({ "CARGO" => "#{dir}/no-such-cargo" }, RbConfig.ruby, "-r", no_rb_sys, extconf,
+                                     chdir: dir)
+    expect(status).not_to be_success
+    expect(output).to include("no-such-cargo` not found", "Rust toolchain")
+  end
+end
