@@ -72,6 +72,16 @@ module DiscourseAi
         # rubocop:enable Naming/MemoizedInstanceVariableName
       end
 
+      # As older Endpoints::OpenAi had it: decode_chunk_finish reads the
+      # memoized ivar instead of calling `processor`.
+      class OlderOpenAi < OpenAi
+        private
+
+        def decode_chunk_finish
+          @processor.finish
+        end
+      end
+
       # Not an OpenAi subclass: its own processor and its own decode_chunk
       # (as older SambaNova had).
       class SambaNova < Base
