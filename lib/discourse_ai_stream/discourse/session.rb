@@ -50,43 +50,6 @@ module DiscourseAiStream
           raise
         end
 
-        # decode_chunk. Discourse lets an error out of decode_chunk fail the
-        # request, and the items the error carries (what the read produced
-        # besides the error) would never reach the caller. So: the items are
-        # returned, the error is kept and raised by the next decode_chunk or
-        # decode_chunk_finish, before anything else runs. The request still
-        # fails, after the caller saw everything the stream had produced.
-        def decoding(endpoint, &)
-          raise_pending(endpoint)
-          delivering(endpoint) { reporting(endpoint, &) }
-        end
-
-        # decode_chunk_finish: a kept error is raised instead of finishing.
-        def finishing(endpoint, &)
-          raise_pending(endpoint)
-          reporting(endpoint, &)
-        end
-
-        def raise_pending(endpoint)
-          session = of(endpoint)
-          error = session&.pending_error
-          return unless error
-
-          session.pending_error = nil
-          raise error
-        end
-
-        def delivering(endpoint)
-          yield
-        rescue DiscourseAiStream::Error => e
-          session = of(endpoint)
-          raise unless session && Discourse.installed? && !e.items.empty?
-
-          session.pending_error = e
-          session.reporter.deferred(e)
-          Discourse.distinct_calls(e.items)
-        end
-
         # End of a response: one line for the anomalies that were not logged.
         def flush(endpoint)
           of(endpoint)&.reporter&.flush
