@@ -100,6 +100,50 @@ RSpec.describe DiscourseAiStream::Audit do
       expect(result.errors.first).to start_with("ToolArgumentsError")
     end
 
+    context "when the legacy code would have raised JSON::ParserError (the request failed)" do
+      shapes = File.expand_path("fixtures", __dir__)
+      define_method(:shape) { |name| File.binread(File.join(shapes, "#{name}.sse")) }
+
+      let(:good_chunk) do
+        call = { index: 0, id: "call_ok", function: { name: "f", arguments: '{"a":1}' } }
+        "data: #{JSON.generate(choices: [{ delta: { tool_calls: [call] }, finish_reason: "tool_calls" }])}\n\n"
+      end
+
+      {
+        "interleaved_aggregator" => %w[call_agA call_agB], # fragments of both calls in one buffer
+        "tgi_object_arguments" => %w[0],                    # Ruby's to_s of a Hash; and data: without a space
+        "truncated" => %w[call_tr1]                         # no closing brace at the end of the stream
+      }.each do |name, ids|
+        it "counts every call of #{name} as lost" do
+          result = described_class.analyze(shape(name))
+          expect(result.requested).to eq(ids)
+          expect(result.ran).to eq([])
+          expect(result.lost).to eq(ids)
+        end
+      end
+
+      it "counts every call as lost after a complete data line the stock decoder cannot parse" do
+        result = described_class.analyze("#{good_chunk}data: {\"choices\": [oops]}\n\ndata: [DONE]\n\n")
+        expect(result.requested).to eq(%w[call_ok])
+        expect(result.ran).to eq([])
+        expect(result.errors.first).to start_with("StreamError")
+      end
+
+      it "counts a bad line hidden in a comment, which the stock pattern still matched" do
+        result = described_class.analyze(": keep-alive data: {nope}\n\n#{good_chunk}")
+        expect(result.ran).to eq([])
+      end
+
+      it "lets a bad last line through, as the stock decoder kept it in its buffer" do
+        expect(described_class.analyze("#{good_chunk}data: {\"cut\": ").ran).to eq(%w[call_ok])
+        expect(described_class.analyze("#{good_chunk}data: {\"cut\": }\n").ran).to eq(%w[call_ok])
+      end
+
+      it "still counts the calls the legacy processor ran from a good stream" do
+        expect(described_class.analyze("#{good_chunk}data: [DONE]\n\n").ran).to eq(%w[call_ok])
+      end
+    end
+
     it "does not call the process-wide anomaly hook" do
       seen = []
       DiscourseAiStream.on_anomaly = ->(anomaly) { seen << anomaly }

@@ -8,7 +8,9 @@ module DiscourseAiStream
   # Each one is decoded again with a fresh processor that also follows the
   # stream as the legacy Discourse processor did (simulate_legacy): the
   # calls the stream requested, minus the calls the legacy processor ran,
-  # are the calls the site dropped. Used by `rake discourse_ai_stream:audit`
+  # are the calls the site dropped. When the legacy code would have raised
+  # (JSON::ParserError on a data line or on a call's arguments), the request
+  # failed and it ran none of them. Used by `rake discourse_ai_stream:audit`
   # and `discourse-ai-stream audit`; needs neither Rails nor Discourse.
   module Audit
     # The OpenAI-compatible providers of AiApiAuditLog::Provider.
@@ -47,9 +49,20 @@ module DiscourseAiStream
       result = Result.new(requested: [], ran: [], errors: [], anomalies: 0)
       [-> { processor.decode_chunk(payload) }, -> { processor.finish }].each { |step| run_step(result, &step) }
       result.requested.uniq!
-      result.ran = Array(processor.legacy_tool_call_ids)
+      result.ran = legacy_ran(processor, payload, result)
       result.anomalies = processor.anomalies.size
       result
+    end
+
+    # What the legacy site ran: nothing when its decoder raised on a line
+    # or read none (StockDecoder), or when its processor raised on the
+    # arguments (the simulation then emits nothing); otherwise the calls the
+    # simulation emitted.
+    def legacy_ran(processor, payload, result)
+      kinds = processor.anomalies.map { |anomaly| anomaly[:kind] }
+      return [] if StockDecoder.ran_nothing?(payload, gem_errors: result.errors, anomaly_kinds: kinds)
+
+      Array(processor.legacy_tool_call_ids)
     end
 
     def run_step(result)
@@ -135,3 +148,4 @@ module DiscourseAiStream
 end
 
 require_relative "audit/report"
+require_relative "audit/stock_decoder"

@@ -1,5 +1,7 @@
 # frozen_string_literal: true
 
+require "set"
+
 module DiscourseAiStream
   # Puts the gem's processor into a running Discourse:
   #
@@ -89,6 +91,13 @@ module DiscourseAiStream
         Kernel.warn("#{message} (logger raised #{e.class}: #{e.message})")
       end
 
+      # Items as the stock decode_chunk returns them: no nil, and each
+      # ToolCall object once (a partial call may come back several times).
+      def distinct_calls(items)
+        seen = Set.new.compare_by_identity
+        items.compact.select { |item| item.is_a?(String) || seen.add?(item) }
+      end
+
       # The constant now bound to `path`, or nil. Looked up on every call:
       # after a code reload the names point at new objects.
       def lookup(path)
@@ -129,4 +138,5 @@ end
 
 require_relative "discourse/reporter"
 require_relative "discourse/session"
+require_relative "discourse/error_delivery"
 require_relative "discourse/patch"

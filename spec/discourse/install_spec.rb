@@ -156,6 +156,31 @@ RSpec.describe "DiscourseAiStream::Discourse.install!", gc_stress: false do
     end
   end
 
+  describe "an endpoint that reads @processor itself (decode_chunk_finish { @processor.finish })" do
+    # The bug report's chunk without finish_reason and without [DONE]: the
+    # calls are still open when the body ends, so they come out of finish.
+    let(:open_calls_sse) do
+      chunk = JSON.parse(DiscourseStandIns::MISTRAL_CHUNK)
+      chunk["choices"][0]["finish_reason"] = nil
+      "data: #{JSON.generate(chunk)}\n\n".b
+    end
+
+    DiscourseStandIns::GENERATIONS.each do |generation|
+      [true, false].each do |fast|
+        it "gets the calls out at finish (#{generation}, fast_decode: #{fast})" do
+          load_discourse_stand_ins(generation: generation)
+          integration.install!(fast_decode: fast)
+          target = endpoint("OlderOpenAi", "open_ai")
+          items = target.perform_stream([open_calls_sse])
+
+          expect(final_calls(items)).to eq(expected_calls)
+          expect(target.instance_variable_get(:@processor)).to be(target.send(:processor))
+          expect(target.instance_variable_get(:@processor)).to be_a(DiscourseAiStream::OpenAiMessageProcessor)
+        end
+      end
+    end
+  end
+
   describe "patching" do
     before { load_discourse_stand_ins(generation: :legacy) }
 
@@ -164,7 +189,7 @@ RSpec.describe "DiscourseAiStream::Discourse.install!", gc_stress: false do
     it "patches the endpoint classes that define what it wraps, and reports them" do
       patched = integration.install!
       expect(patched).to contain_exactly(endpoints::OpenAi, endpoints::Vllm, endpoints::OpenRouter,
-                                         endpoints::SambaNova, endpoints::Anthropic)
+                                         endpoints::OlderOpenAi, endpoints::SambaNova, endpoints::Anthropic)
       expect(integration.patched_classes).to match_array(patched)
       expect(patches_of(endpoints::Mistral)).to eq([])
       expect(integration).to be_installed

@@ -51,6 +51,49 @@ RSpec.describe "usage in the audit log with the gem installed", gc_stress: false
     end
   end
 
+  # README: with several usage chunks the gem keeps the latest value of each
+  # field and never lets a null erase one; the stock processors do not.
+  context "with several usage chunks in one stream" do
+    def usage_chunk(usage)
+      JSON.generate(choices: [], usage: usage)
+    end
+
+    def logs(chunks, fields)
+      DiscourseAiStream::Discourse.uninstall!
+      stock = stream_into_log(chunks)
+      DiscourseAiStream::Discourse.install!
+      ours = stream_into_log(chunks)
+      [fields.map { |field| ours[field] }, fields.map { |field| stock[field] }]
+    end
+
+    it "logs the last counts where the legacy processor kept the first (zeros first, as LocalAI sends)" do
+      load_discourse_stand_ins(generation: :legacy)
+      chunks = [usage_chunk(prompt_tokens: 0, completion_tokens: 0),
+                usage_chunk(prompt_tokens: 172, completion_tokens: 23, prompt_tokens_details: { cached_tokens: 100 })]
+      ours, stock = logs(chunks, %i[request_tokens response_tokens cached_tokens])
+      expect(ours).to eq([172, 23, 100])
+      expect(stock).to eq([0, 0, 100])
+    end
+
+    it "keeps earlier counts that a later usage leaves out, where the current processor zeroes them" do
+      load_discourse_stand_ins(generation: :current)
+      chunks = [usage_chunk(prompt_tokens: 172, completion_tokens: 5, prompt_tokens_details: { cached_tokens: 100 }),
+                usage_chunk(completion_tokens: 23)]
+      ours, stock = logs(chunks, %i[request_tokens response_tokens cache_read_tokens cache_write_tokens])
+      expect(ours).to eq([72, 23, 100, 0])
+      expect(stock).to eq([0, 23, 0, 0])
+    end
+
+    it "takes a later completion_tokens of 0, which the current processor ignores" do
+      load_discourse_stand_ins(generation: :current)
+      chunks = [usage_chunk(prompt_tokens: 172, completion_tokens: 23),
+                usage_chunk(prompt_tokens: 172, completion_tokens: 0)]
+      ours, stock = logs(chunks, %i[request_tokens response_tokens])
+      expect(ours).to eq([172, 0])
+      expect(stock).to eq([172, 23])
+    end
+  end
+
   context "with the current generation" do
     before do
       load_discourse_stand_ins(generation: :current)

@@ -3,14 +3,31 @@
 //! chunk, and drops the rest. Used by the audit to count the calls a site
 //! already lost. Only the tool-call bookkeeping is modelled, from the
 //! behaviour described in discourse-contract.md; nothing else.
+//!
+//! It also raised on the way, which failed the whole request (Discourse
+//! lets the exception out of `decode_chunk`): the arguments of its one tool
+//! are every `tool_calls[0].function.arguments` appended as Ruby's `to_s`
+//! (fragments of other calls included, when they interleave), and they are
+//! parsed strictly when the tool completes. A `finish_reason` (or an empty
+//! `tool_calls` list) parses them even when empty; an id change or the end
+//! of the stream parses them only when not blank and leaves no buffer
+//! behind, so a fragment of the same chunk fails too. Anything but a JSON
+//! object fails (`parameters=` takes only a Hash). After such an error
+//! nothing ran: [`LegacyOutcome::raised`] is set and `emitted` is empty.
 
-use crate::chunk::{Chunk, Field, Id, List, Text};
+use serde::de::IgnoredAny;
+
+use crate::chunk::{Arguments, Chunk, Field, Id, List, Text};
+use crate::json::JsonValue;
 
 /// The calls the legacy processor would have run, in order.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct LegacyOutcome {
-    /// Ids of the calls it would have emitted.
+    /// Ids of the calls it would have emitted (none when it raised).
     pub emitted: Vec<String>,
+    /// It would have raised (a `JSON::ParserError` on the arguments, or
+    /// worse), failing the request.
+    pub raised: bool,
 }
 
 /// Follows a stream chunk by chunk like the legacy processor.
@@ -18,11 +35,21 @@ pub struct LegacyOutcome {
 pub struct LegacySimulator {
     /// The one tool it tracks: its id.
     tool: Option<String>,
+    /// Its arguments buffer, as Ruby text.
+    arguments: String,
+    /// A non-string arguments value went into the buffer: Ruby's `to_s` of
+    /// it is never JSON (an empty object aside).
+    poisoned: bool,
+    /// The buffer was parsed and dropped (Ruby's `nil`): appending raises.
+    consumed: bool,
     outcome: LegacyOutcome,
 }
 
 impl LegacySimulator {
     pub fn observe(&mut self, chunk: &Chunk) {
+        if self.outcome.raised {
+            return;
+        }
         let Some(choice) = chunk.choices.get().and_then(|List(list)| list.first()).and_then(Field::get)
         else {
             return;
@@ -33,6 +60,7 @@ impl LegacySimulator {
         let empty_list = matches!(tool_calls, Some([]));
         let finished = finish_reason || empty_list;
         match tool_calls {
+            Some([Field::Wrong(_), ..]) => self.raise(), // `dig` on a non-Hash
             Some([first, ..]) => {
                 let first = first.get();
                 let id = first.and_then(|t| match &t.id {
@@ -45,21 +73,42 @@ impl LegacySimulator {
                     .filter(|Text(n)| !n.trim().is_empty());
                 if let (Some(id), Some(current)) = (&id, &self.tool) {
                     if id != current {
+                        if !self.process_arguments() {
+                            return self.raise();
+                        }
                         self.emit();
                     }
                 }
                 if let (Some(id), Some(_)) = (id, name) {
                     self.tool = Some(id);
+                    self.arguments.clear();
+                    self.poisoned = false;
+                    self.consumed = false;
                 }
+                if self.consumed {
+                    return self.raise();
+                }
+                self.append(first.and_then(|t| t.function.get()).map(|f| &f.arguments));
             }
-            _ if finished => self.emit(),
+            _ if finished && self.tool.is_some() => {
+                if !self.parses() {
+                    return self.raise();
+                }
+                self.emit();
+            }
             _ => {}
         }
     }
 
     /// End of stream.
     pub fn finish(&mut self) -> LegacyOutcome {
-        self.emit();
+        if !self.outcome.raised && self.tool.is_some() {
+            if self.process_arguments() {
+                self.emit();
+            } else {
+                self.raise();
+            }
+        }
         std::mem::take(&mut self.outcome)
     }
 
@@ -67,6 +116,44 @@ impl LegacySimulator {
         if let Some(id) = self.tool.take() {
             self.outcome.emitted.push(id);
         }
+    }
+
+    fn raise(&mut self) {
+        self.tool = None;
+        self.outcome.emitted.clear();
+        self.outcome.raised = true;
+    }
+
+    /// `arguments.to_s` appended to the buffer.
+    fn append(&mut self, arguments: Option<&Field<Arguments>>) {
+        match arguments {
+            None | Some(Field::Missing | Field::Null) => {}
+            Some(Field::Value(Arguments::Text(text)) | Field::Converted(Arguments::Text(text), _)) => {
+                self.arguments.push_str(text);
+            }
+            Some(Field::Value(Arguments::Object(value)) | Field::Converted(Arguments::Object(value), _))
+                if matches!(value, JsonValue::Object(pairs) if pairs.is_empty()) =>
+            {
+                self.arguments.push_str("{}");
+            }
+            Some(_) => self.poisoned = true,
+        }
+    }
+
+    /// Parses a buffer that is not blank, then drops it; false if that raised.
+    fn process_arguments(&mut self) -> bool {
+        if self.arguments.trim().is_empty() && !self.poisoned {
+            return true;
+        }
+        self.consumed = true;
+        self.parses()
+    }
+
+    /// The buffer parses as a JSON object.
+    fn parses(&self) -> bool {
+        !self.poisoned
+            && self.arguments.trim_start().starts_with('{')
+            && serde_json::from_str::<IgnoredAny>(&self.arguments).is_ok()
     }
 }
 
@@ -116,5 +203,76 @@ mod tests {
         sim.observe(&Chunk::from_json(a).unwrap());
         sim.observe(&Chunk::from_json(noise).unwrap());
         assert_eq!(sim.outcome.emitted, ["a"]);
+    }
+
+    fn outcome(chunks: &[&str]) -> LegacyOutcome {
+        let mut sim = LegacySimulator::default();
+        for c in chunks {
+            sim.observe(&Chunk::from_json(c).unwrap());
+        }
+        sim.finish()
+    }
+
+    const HEADER_A: &str = r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"f","arguments":""}}]}}]}"#;
+    const END: &str = r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#;
+
+    fn fragment(index: u32, arguments: &str) -> String {
+        let arguments = serde_json::to_string(arguments).unwrap();
+        format!(
+            r#"{{"choices":[{{"delta":{{"tool_calls":[{{"index":{index},"function":{{"arguments":{arguments}}}}}]}}}}]}}"#
+        )
+    }
+
+    #[test]
+    fn interleaved_fragments_go_into_one_buffer_and_raise_at_the_finish() {
+        let headers = r#"{"choices":[{"delta":{"tool_calls":[
+            {"index":0,"id":"a","function":{"name":"f","arguments":""}},
+            {"index":1,"id":"b","function":{"name":"g","arguments":""}}]}}]}"#;
+        let (f1, f2, f3) = (fragment(0, r#"{"q":"#), fragment(1, r#"{"u":1}"#), fragment(0, "2}"));
+        let out = outcome(&[headers, &f1, &f2, &f3, END]);
+        assert!(out.raised);
+        assert!(out.emitted.is_empty());
+    }
+
+    #[test]
+    fn object_arguments_raise() {
+        let chunk = r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"f",
+            "arguments":{"city":"Rome"}}}]}}]}"#;
+        assert!(outcome(&[chunk, END]).raised);
+        let empty = r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"f",
+            "arguments":{}}}]}}]}"#;
+        assert_eq!(outcome(&[empty, END]), LegacyOutcome { emitted: vec!["a".into()], raised: false });
+    }
+
+    #[test]
+    fn truncated_arguments_raise_at_the_end_of_the_stream() {
+        let out = outcome(&[HEADER_A, &fragment(0, r#"{"path": "/tmp/a""#)]);
+        assert!(out.raised);
+        assert!(out.emitted.is_empty());
+    }
+
+    #[test]
+    fn empty_arguments_raise_at_a_finish_reason_but_not_at_the_end() {
+        assert!(outcome(&[HEADER_A, END]).raised);
+        assert_eq!(outcome(&[HEADER_A]).emitted, ["a"]);
+    }
+
+    #[test]
+    fn arguments_that_are_not_an_object_raise() {
+        assert!(outcome(&[HEADER_A, &fragment(0, "[1]"), END]).raised);
+    }
+
+    #[test]
+    fn an_id_change_without_a_name_after_parsed_arguments_raises() {
+        let changed =
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a2","function":{"arguments":""}}]}}]}"#;
+        assert!(outcome(&[HEADER_A, &fragment(0, "{}"), changed, END]).raised);
+    }
+
+    #[test]
+    fn good_streams_do_not_raise() {
+        let b = r#"{"choices":[{"delta":{"tool_calls":[{"index":1,"id":"b","function":{"name":"g","arguments":"{}"}}]}}]}"#;
+        let out = outcome(&[HEADER_A, &fragment(0, r#"{"x": 1}"#), b, END]);
+        assert_eq!(out, LegacyOutcome { emitted: vec!["a".into(), "b".into()], raised: false });
     }
 }

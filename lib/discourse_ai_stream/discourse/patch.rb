@@ -15,7 +15,9 @@ module DiscourseAiStream
     #   is the gem's, the processor decodes the raw bytes itself (fast path);
     #   otherwise the original runs, talking to the gem's processor.
     # - decode_chunk, decode_chunk_finish, decode: provider errors are logged
-    #   with the endpoint's provider, then raised on.
+    #   with the endpoint's provider, then raised on. An error of the gem's
+    #   out of decode_chunk that carries items is raised one call later:
+    #   decode_chunk returns the items first (see ErrorDelivery).
     # While uninstalled every wrapper only calls the original.
     class Patch < Module
       WRAPPED = %i[processor decode_chunk decode_chunk_finish decode].freeze
@@ -96,7 +98,7 @@ module DiscourseAiStream
       def wrap_decode_chunk
         fast = fast_decode
         define_method(:decode_chunk) do |raw|
-          Session.reporting(self) do
+          ErrorDelivery.decoding(self) do
             ours = fast && Discourse.fast_decode? && Session.ours(processor)
             ours ? ours.decode_chunk(raw) : super(raw)
           end
@@ -105,7 +107,7 @@ module DiscourseAiStream
 
       def wrap_decode_chunk_finish
         define_method(:decode_chunk_finish) do
-          Session.reporting(self) { super() }
+          ErrorDelivery.finishing(self) { super() }
         ensure
           Session.flush(self)
         end

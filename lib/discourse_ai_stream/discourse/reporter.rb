@@ -39,6 +39,13 @@ module DiscourseAiStream
         Discourse.warn_log("discourse_ai_stream: #{label}: provider error in the stream: #{error.message}")
       end
 
+      # An error whose items are delivered before it is raised.
+      def deferred(error)
+        Discourse.warn_log("discourse_ai_stream: #{label}: #{error.class.name} in a read that also produced " \
+                           "#{error.items.size} item(s): delivering them first, raising on the next read: " \
+                           "#{error.message}")
+      end
+
       def flush
         return if @unlogged.empty?
 

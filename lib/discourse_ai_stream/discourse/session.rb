@@ -6,11 +6,16 @@ module DiscourseAiStream
     # the endpoint instance. Discourse builds an endpoint per request and the
     # endpoint memoizes its processor (in whatever ivar it likes), so keying
     # the session to that stock instance gives one gem processor per
-    # request, however the endpoint memoizes.
+    # request, however the endpoint memoizes. Every instance variable of the
+    # endpoint that holds the stock instance is pointed at the gem's
+    # processor too, for endpoints that read the ivar directly (older
+    # Discourse: `decode_chunk_finish` calls `@processor.finish`).
     class Session
       IVAR = :@discourse_ai_stream_session
 
       attr_reader :stock, :processor, :reporter
+      # An error decode_chunk caught, to raise on the next call.
+      attr_accessor :pending_error
 
       class << self
         # What the patched `processor` returns: the gem's processor in place
@@ -25,6 +30,7 @@ module DiscourseAiStream
 
           session = new(endpoint, candidate)
           endpoint.instance_variable_set(IVAR, session)
+          session.adopt(endpoint)
           session.processor
         end
 
@@ -88,6 +94,16 @@ module DiscourseAiStream
           tool_call_class: tool_call_class,
           on_anomaly: @reporter.method(:anomaly)
         )
+      end
+
+      # Replaces the stock instance with the gem's processor in every ivar
+      # of `endpoint` that holds it (by identity).
+      def adopt(endpoint)
+        endpoint.instance_variables.each do |name|
+          next if name == IVAR || !endpoint.instance_variable_get(name).equal?(stock)
+
+          endpoint.instance_variable_set(name, processor)
+        end
       end
 
       private

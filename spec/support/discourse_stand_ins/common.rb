@@ -141,16 +141,20 @@ module DiscourseAi
           @llm_model = llm_model
         end
 
-        # reads: the Strings read from the HTTP body. Returns every item in order.
-        def perform_stream(reads, log: AiApiAuditLog.new, partial_tool_calls: false)
+        # reads: the Strings read from the HTTP body. Returns every item in
+        # order, and hands each to the block as soon as it is decoded (as
+        # Discourse hands partials to the caller's block).
+        def perform_stream(reads, log: AiApiAuditLog.new, partial_tool_calls: false, &blk)
           @partial_tool_calls = partial_tool_calls
           raw = String.new(encoding: Encoding::BINARY)
           items = []
+          deliver = ->(decoded) { decoded.each { |item| items << item.tap { blk&.call(item) } } }
           reads.each do |read|
             raw << read.b
-            items.concat(decode_chunk(read.b))
+            deliver.call(decode_chunk(read.b))
           end
-          items.concat(decode_chunk_finish)
+          deliver.call(decode_chunk_finish)
+          items
         ensure
           log.raw_response_payload = raw
           final_log_update(log)

@@ -7,8 +7,34 @@ return unless defined?(DiscourseStandIns) && DiscourseStandIns.loading?
 module DiscourseAi
   module Completions
     module Endpoints
+      # Discourse picks the endpoint class by the model's provider name, from
+      # a fixed list, with each class's can_contact?. There is no Azure
+      # class: OpenAi answers for "azure" too.
+      class Base
+        PICKED_FROM = %w[OpenAi Vllm SambaNova Mistral OpenRouter Anthropic].freeze
+
+        def self.endpoint_for(provider)
+          found = PICKED_FROM.map { |name| Endpoints.const_get(name) }.detect { |klass| klass.can_contact?(provider) }
+          found or raise ArgumentError, "no endpoint for #{provider.inspect}"
+        end
+
+        def self.can_contact?(_provider)
+          false
+        end
+      end
+
+      class OpenAi < Base
+        def self.can_contact?(provider)
+          %w[open_ai azure].include?(provider)
+        end
+      end
+
       # Inherits everything.
       class Mistral < OpenAi
+        def self.can_contact?(provider)
+          provider == "mistral"
+        end
+
         def provider_id
           AiApiAuditLog::Provider::Mistral
         end
@@ -18,6 +44,10 @@ module DiscourseAi
       # each result wrapped with Array(), and every ToolCall tagged with the
       # response id in provider_data.
       class Vllm < OpenAi
+        def self.can_contact?(provider)
+          provider == "vllm"
+        end
+
         def provider_id
           AiApiAuditLog::Provider::Vllm
         end
@@ -59,6 +89,10 @@ module DiscourseAi
       # An endpoint with a processor method of its own (as older OpenRouter
       # had), memoized in an ivar of its own; decode_chunk is inherited.
       class OpenRouter < OpenAi
+        def self.can_contact?(provider)
+          provider == "open_router"
+        end
+
         def provider_id
           AiApiAuditLog::Provider::OpenRouter
         end
@@ -72,9 +106,23 @@ module DiscourseAi
         # rubocop:enable Naming/MemoizedInstanceVariableName
       end
 
+      # As older Endpoints::OpenAi had it: decode_chunk_finish reads the
+      # memoized ivar instead of calling `processor`.
+      class OlderOpenAi < OpenAi
+        private
+
+        def decode_chunk_finish
+          @processor.finish
+        end
+      end
+
       # Not an OpenAi subclass: its own processor and its own decode_chunk
       # (as older SambaNova had).
       class SambaNova < Base
+        def self.can_contact?(provider)
+          provider == "samba_nova"
+        end
+
         def provider_id
           AiApiAuditLog::Provider::SambaNova
         end
@@ -102,6 +150,10 @@ module DiscourseAi
 
       # Another provider's processor: must pass through.
       class Anthropic < Base
+        def self.can_contact?(provider)
+          provider == "anthropic"
+        end
+
         def provider_id
           AiApiAuditLog::Provider::Anthropic
         end
