@@ -100,6 +100,14 @@ RSpec.describe DiscourseAiStream::Audit do
       expect(result.errors.first).to start_with("ToolArgumentsError")
     end
 
+    it "counts integer ids (Poolside) as calls the legacy code ran, as Ruby's present? holds for them" do
+      fixture = File.binread(File.expand_path("fixtures/poolside_integer_ids.sse", __dir__))
+      result = described_class.analyze(fixture)
+      expect(result.requested).to eq(%w[7 8])
+      expect(result.ran).to eq(%w[7 8])
+      expect(result.lost).to eq([])
+    end
+
     context "when the legacy code would have raised JSON::ParserError (the request failed)" do
       shapes = File.expand_path("fixtures", __dir__)
       define_method(:shape) { |name| File.binread(File.join(shapes, "#{name}.sse")) }

@@ -63,10 +63,12 @@ impl LegacySimulator {
             Some([Field::Wrong(_), ..]) => self.raise(), // `dig` on a non-Hash
             Some([first, ..]) => {
                 let first = first.get();
-                let id = first.and_then(|t| match &t.id {
-                    Field::Value(Id(id)) if !id.is_empty() => Some(id.to_string()),
-                    _ => None,
-                });
+                // Ruby's `present?` holds for any Integer, so an integer id
+                // (Poolside) starts a tool there as a String id does.
+                let id = first
+                    .and_then(|t| t.id.get())
+                    .filter(|Id(id)| !id.is_empty())
+                    .map(|Id(id)| id.to_string());
                 let name = first
                     .and_then(|t| t.function.get())
                     .and_then(|f| f.name.get())
@@ -167,6 +169,14 @@ mod tests {
             sim.observe(&Chunk::from_json(c).unwrap());
         }
         sim.finish().emitted
+    }
+
+    #[test]
+    fn integer_ids_start_tools_as_string_ids_do() {
+        let a = r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":7,"function":{"name":"f","arguments":"{}"}}]}}]}"#;
+        let b = r#"{"choices":[{"delta":{"tool_calls":[{"index":1,"id":8,"function":{"name":"g","arguments":"{}"}}]}}]}"#;
+        let done = r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#;
+        assert_eq!(run(&[a, b, done]), ["7", "8"]);
     }
 
     #[test]
