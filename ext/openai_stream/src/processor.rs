@@ -646,6 +646,7 @@ impl State {
             _ => return Ok(()),
         };
         let mut first_error = Ok(());
+        self.calls.begin_list();
         for item in list {
             let d = match item {
                 Field::Value(d) | Field::Converted(d, _) => d,
