@@ -178,6 +178,21 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor do
         }
     end
 
+    it "raises ProviderError from process_message for a choice error, keeping what the message held" do
+      response = message([call("m", "f", '{"a":1}')], content: "so far")
+      response[:choices][0].merge!(finish_reason: "error", error: { message: "upstream died", code: 502 })
+      expect { processor.process_message(response) }
+        .to raise_error(DiscourseAiStream::ProviderError, "upstream died") { |e|
+          expect(e.payload).to eq(message: "upstream died", code: 502)
+          expect(e.items.first).to eq("so far")
+          expect(e.items.last).to have_attributes(id: "m", parameters: { a: 1 })
+        }
+      bare = message([], content: "x")
+      bare[:choices][0][:finish_reason] = "error"
+      expect { described_class.new.process_message(bare) }
+        .to raise_error(DiscourseAiStream::ProviderError, /finish_reason "error"/)
+    end
+
     it "raises TypeError for something that is not a Hash" do
       expect { processor.process_streamed_message("data: {}") }.to raise_error(TypeError, /expected a Hash/)
       expect { processor.process_message(nil) }.to raise_error(TypeError)

@@ -102,6 +102,26 @@ RSpec.describe "bad input" do
     end
   end
 
+  describe "a truncated event in the middle of a stream" do
+    later = ChunkHelpers.tool_chunk([ChunkHelpers.call("b", "fetch", '{"url":"x"}', index: 1)], finish: "tool_calls")
+
+    {
+      "a cut data line with no blank line after it" => "data: {\"choices\":[{\"delta\":{\"content\":\"cu\n",
+      "a cut data line ending where the next event could continue it" => "data: {\"choices\":[\n",
+      "an event closed by a blank line before its JSON was complete" => "data: {\"choices\":[{\"delta\"\n\n"
+    }.each do |name, cut|
+      it "#{name}: raises StreamError naming it, and the next event is read" do
+        processor = DiscourseAiStream::OpenAiMessageProcessor.new
+        bytes = good_sse + cut.b + sse([later], done: false)
+        expect { processor.decode_chunk(bytes) }.to raise_error(DiscourseAiStream::StreamError, /truncated/) { |e|
+          expect(e.kind).to eq(:invalid_json)
+          expect(ids_in(e.items)).to eq(%w[good b])
+        }
+        expect(processor.finish).to eq([])
+      end
+    end
+  end
+
   it "a truncated stream: finish completes the open call and reports it" do
     processor = DiscourseAiStream::OpenAiMessageProcessor.new
     open_call = sse([tool_chunk([call("open", "f", '{"a":1', index: 1)])], done: false)

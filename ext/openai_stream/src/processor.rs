@@ -55,6 +55,8 @@ struct State {
     out: Output,
     /// Data lines of an event whose JSON is not complete yet.
     pending: Vec<u8>,
+    /// Errors of the current line found before its own (see `on_event`).
+    deferred: Vec<Error>,
     /// The envelope of this stream's last chunk, for the scanner.
     envelope: ScanMemo,
     /// The current event is `event: error`.
@@ -93,6 +95,7 @@ impl Processor {
                 anomalies: Anomalies::default(),
                 out: Output::default(),
                 pending: Vec::new(),
+                deferred: Vec::new(),
                 envelope: ScanMemo::default(),
                 error_event: false,
                 saw_finish_reason: false,
@@ -164,7 +167,7 @@ impl Processor {
         let mut first_error = None;
         let state = &mut self.state;
         self.reader.finish(&mut |event| state.on_event(event, &mut first_error, true));
-        if let Err(e) = self.state.flush_pending() {
+        if let Err(e) = self.state.flush_pending(true) {
             self.state.note_error(e, &mut first_error, true);
         }
         let state = &mut self.state;
@@ -255,6 +258,10 @@ impl State {
                 Err(line_too_long(&e))
             }
         };
+        // Errors found before the line's own (a truncated earlier event).
+        for e in std::mem::take(&mut self.deferred) {
+            self.note_error(e, first_error, at_end);
+        }
         if let Err(e) = result {
             self.note_error(e, first_error, at_end);
         }
@@ -297,6 +304,7 @@ impl State {
         self.shown_views.clear();
         self.calls.clear();
         self.pending.clear();
+        self.deferred.clear();
         self.error_event = false;
         self.saw_finish_reason = false;
         self.saw_done = false;
@@ -311,7 +319,7 @@ impl State {
     fn on_line(&mut self, line: &[u8]) -> Result<(), Error> {
         match Line::parse(line) {
             Line::Blank => {
-                let r = self.flush_pending();
+                let r = self.flush_pending(false);
                 self.error_event = false;
                 r
             }
@@ -367,6 +375,9 @@ impl State {
                     head,
                 ));
             }
+            if starts_event(value) {
+                return self.on_data_after_pending(value);
+            }
             self.pending.push(b'\n');
             self.pending.extend_from_slice(value);
             let data = std::mem::take(&mut self.pending);
@@ -407,24 +418,56 @@ impl State {
         }
     }
 
-    /// The end of an event: data still pending must be complete now.
-    fn flush_pending(&mut self) -> Result<(), Error> {
+    /// A data line that starts like a new event (`{`, `[DONE]`) while the
+    /// data of an earlier line is still incomplete. Joined, they are one
+    /// event when that parses (or may still parse and the line alone would
+    /// not: JSON split over data lines). Otherwise the earlier data was
+    /// truncated (a server or proxy cut the line and lost the blank line
+    /// after it): it is reported as an unreadable event, and the new line is
+    /// read on its own, so the event it carries is not lost with it.
+    fn on_data_after_pending(&mut self, value: &[u8]) -> Result<(), Error> {
+        let mut joined = std::mem::take(&mut self.pending);
+        let truncated_len = joined.len();
+        joined.push(b'\n');
+        joined.extend_from_slice(value);
+        let fresh = value.trim_ascii();
+        match completeness(&joined) {
+            Completeness::Complete => {
+                return self.payload(&joined).map(|_| ());
+            }
+            Completeness::Incomplete if completeness(fresh) != Completeness::Complete => {
+                self.pending = joined;
+                return Ok(());
+            }
+            _ => {}
+        }
+        let truncated = &joined[..truncated_len];
+        self.deferred.push(truncated_event(truncated));
+        self.on_data(value)
+    }
+
+    /// The end of an event: data still pending must be complete now. At the
+    /// end of the stream an incomplete event is recorded (the stream was
+    /// cut); before it, it is an error (issue 4: data that starts like JSON
+    /// and does not parse), raised after the rest of the read is decoded.
+    fn flush_pending(&mut self, at_end: bool) -> Result<(), Error> {
         if self.pending.is_empty() {
             return Ok(());
         }
         let data = std::mem::take(&mut self.pending);
         match self.payload(&data) {
             Ok(true) => Ok(()),
-            Ok(false) => {
+            Ok(false) if at_end => {
                 self.anomalies.push(
                     Anomaly::new(
                         AnomalyKind::TruncatedEvent,
-                        "an event ended before its JSON was complete; skipped",
+                        "the stream ended inside an event whose JSON was not complete; skipped",
                     )
                     .excerpt(&excerpt_bytes(&data)),
                 );
                 Ok(())
             }
+            Ok(false) => Err(truncated_event(&data)),
             Err(e) => Err(e),
         }
     }
@@ -569,17 +612,8 @@ impl State {
             self.apply_content(&delta.content);
             self.apply_tool_calls(delta, finishing)?;
         }
-        let choice_error = match &choice.error {
-            Field::Value(Any(v)) | Field::Converted(Any(v), _) => Some(v),
-            _ => None,
-        };
-        if finish_reason == Some("error") || choice_error.is_some() {
-            // OpenRouter: the turn ended in an error. Calls that had
-            // completed stay in the output; the error is raised.
-            let message = choice_error
-                .map(error_message)
-                .unwrap_or_else(|| "the provider ended the response with finish_reason \"error\"".to_owned());
-            return Err(Error::Provider { message, payload: choice_error.cloned() });
+        if let Some(e) = choice_error(choice, finish_reason) {
+            return Err(e);
         }
         if finishing {
             self.saw_finish_reason = true;
@@ -729,6 +763,15 @@ impl State {
                 self.apply_content(&message.content);
                 result = self.apply_whole_calls(message);
             }
+            let finish_reason = match &choice.finish_reason {
+                Field::Value(Text(r)) => Some(&**r),
+                _ => None,
+            };
+            // As in a stream: what the message held stays in the output,
+            // the provider's error is raised (before any arguments error).
+            if let Some(e) = choice_error(choice, finish_reason) {
+                result = Err(e);
+            }
         }
         self.apply_usage(chunk);
         result
@@ -805,6 +848,41 @@ impl State {
     }
 }
 
+/// True when a data line starts like an event of its own.
+fn starts_event(value: &[u8]) -> bool {
+    let v = value.trim_ascii();
+    v.first() == Some(&b'{') || v == b"[DONE]"
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Completeness {
+    Complete,
+    /// Valid so far, ends too early.
+    Incomplete,
+    Invalid,
+}
+
+/// Whether `data` is one complete JSON value (checked without building it).
+fn completeness(data: &[u8]) -> Completeness {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return Completeness::Invalid;
+    };
+    match serde_json::from_str::<crate::chunk::lenient::Skip>(text) {
+        Ok(_) => Completeness::Complete,
+        Err(e) if e.is_eof() => Completeness::Incomplete,
+        Err(_) => Completeness::Invalid,
+    }
+}
+
+/// The error for an event whose JSON ended early.
+fn truncated_event(data: &[u8]) -> Error {
+    Error::stream(
+        StreamErrorKind::InvalidJson,
+        format!("an event ended before its JSON was complete (truncated): {}", excerpt_bytes(data)),
+        excerpt_bytes(data),
+    )
+}
+
 fn line_too_long(e: &LineTooLong) -> Error {
     Error::stream(StreamErrorKind::LineTooLong, e.to_string(), excerpt_bytes(&e.head))
 }
@@ -827,6 +905,22 @@ fn provider_error_of(chunk: &Chunk) -> Option<Error> {
         }
     }
     None
+}
+
+/// OpenRouter: a choice that ended in an error (`error` next to
+/// `finish_reason: "error"`, or either alone).
+fn choice_error(choice: &Choice, finish_reason: Option<&str>) -> Option<Error> {
+    let error = match &choice.error {
+        Field::Value(Any(v)) | Field::Converted(Any(v), _) if !is_empty_error(v) => Some(v),
+        _ => None,
+    };
+    if finish_reason != Some("error") && error.is_none() {
+        return None;
+    }
+    let message = error
+        .map(error_message)
+        .unwrap_or_else(|| "the provider ended the response with finish_reason \"error\"".to_owned());
+    Some(Error::Provider { message, payload: error.cloned() })
 }
 
 fn is_empty_error(v: &JsonValue) -> bool {
@@ -855,3 +949,7 @@ fn error_message(v: &JsonValue) -> String {
         other => excerpt(&other.to_json()),
     }
 }
+
+#[cfg(test)]
+#[path = "processor_tests.rs"]
+mod tests;
