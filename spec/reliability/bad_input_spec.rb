@@ -122,6 +122,19 @@ RSpec.describe "bad input" do
     end
   end
 
+  it "5000 `data: ping` keep-alives: one anomaly with a count, and real anomalies still recorded" do
+    processor = DiscourseAiStream::OpenAiMessageProcessor.new
+    processor.decode_chunk(good_sse)
+    processor.decode_chunk("data: ping\n\n" * 5000)
+    processor.decode_chunk((1..200).map { |i| "data: ping #{i}\n\n" }.join)
+    processor.decode_chunk(sse([tool_chunk([fragment(9, '{"lost":1}')])], done: false))
+    kinds = processor.anomalies.map { |a| a[:kind] }
+    expect(processor.anomalies.first).to include(kind: :non_json_data, excerpt: "ping", count: 5000)
+    expect(kinds.count(:non_json_data)).to be <= 51
+    expect(kinds.last).to eq(:orphan_fragment)
+    expect(processor.anomalies.last[:excerpt]).to eq('{"lost":1}')
+  end
+
   it "a truncated stream: finish completes the open call and reports it" do
     processor = DiscourseAiStream::OpenAiMessageProcessor.new
     open_call = sse([tool_chunk([call("open", "f", '{"a":1', index: 1)])], done: false)
