@@ -117,6 +117,34 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor do
       expect([processor.prompt_tokens, processor.completion_tokens, processor.cache_read_tokens]).to eq([nil] * 3)
     end
 
+    {
+      { prompt_tokens: 9, prompt_tokens_details: { cached_tokens: "abc" } } =>
+        ["usage.prompt_tokens_details.cached_tokens", /"abc"/],
+      { prompt_tokens: 9, prompt_tokens_details: "x" } => ["usage.prompt_tokens_details", /string/],
+      { prompt_tokens: 9, completion_tokens: "7" } => ["usage.completion_tokens", /string/],
+      { prompt_tokens: 9, completion_tokens: { n: 7 } } => ["usage.completion_tokens", /\{"n":7\}/]
+    }.each do |usage, (field, value)|
+      it "reports #{usage} as an anomaly naming #{field} and its value, in both paths" do
+        chunk = { choices: [], usage: usage }
+        hashed = described_class.new
+        hashed.process_streamed_message(parsed(chunk))
+        raw = described_class.new
+        raw.decode_chunk(sse([chunk]))
+        [hashed, raw].each do |p|
+          expect(p.anomalies).to contain_exactly(include(field: field, message: value))
+          expect(p.prompt_tokens).to eq(9)
+        end
+      end
+    end
+
+    it "reports Groq's x_groq.usage of the wrong type" do
+      [{ x_groq: { usage: "x" } }, { x_groq: "x" }, { x_groq: { usage: { completion_tokens: "many" } } }].each do |c|
+        processor = described_class.new
+        processor.process_streamed_message(c.merge(choices: []))
+        expect(processor.anomalies).to contain_exactly(include(kind: :ignored_field, message: /x_groq/)), c.inspect
+      end
+    end
+
     it "refuses an unknown usage mode" do
       expect { described_class.new(usage: :gross) }.to raise_error(ArgumentError, /usage must be one of/)
     end

@@ -714,22 +714,39 @@ impl State {
 
     fn apply_usage(&mut self, chunk: &Chunk) {
         let groq = match &chunk.x_groq {
-            Field::Value(x) => x.usage.get(),
-            _ => None,
+            Field::Value(x) | Field::Converted(x, _) => match &x.usage {
+                Field::Value(u) | Field::Converted(u, _) => Some(u),
+                Field::Wrong(kind) => {
+                    self.ignored("x_groq.usage", *kind);
+                    None
+                }
+                Field::Missing | Field::Null => None,
+            },
+            Field::Wrong(kind) => {
+                self.ignored("x_groq", *kind);
+                None
+            }
+            Field::Missing | Field::Null => None,
         };
         let mut bad = Vec::new();
-        for (usage, name) in [(groq, "x_groq.usage"), (self.usage_of(&chunk.usage), "usage")] {
+        for (usage, source) in [(groq, "x_groq."), (self.usage_of(&chunk.usage), "")] {
             let Some(usage) = usage else { continue };
-            let _ = name;
-            self.usage.merge(usage, &mut |b| bad.push(b));
+            self.usage.merge(usage, &mut |b| bad.push((source, b)));
         }
-        for b in bad {
+        for (source, b) in bad {
             let kind = if b.converted { AnomalyKind::ConvertedField } else { AnomalyKind::IgnoredField };
             let verb = if b.converted { "converted to an integer" } else { "ignored" };
-            self.anomalies.push(
-                Anomaly::new(kind, format!("{} is not a non-negative integer; {verb}", b.field))
-                    .field(b.field),
-            );
+            let message = match &b.value {
+                Some(v) => format!(
+                    "{source}{} is not a non-negative integer: {v} (a {}); {verb}",
+                    b.field,
+                    b.kind.name()
+                ),
+                None => format!("{source}{} was a {}; {verb}", b.field, b.kind.name()),
+            };
+            let mut a = Anomaly::new(kind, message).field(b.field);
+            a.excerpt = b.value;
+            self.anomalies.push(a);
         }
         if !self.reported_usage_clamp && self.usage.report(self.options.usage_mode).clamped {
             self.reported_usage_clamp = true;
