@@ -243,6 +243,31 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor do
     end
   end
 
+  describe "odd content shapes, in both paths" do
+    def both(chunks)
+      hashed = described_class.new
+      hashed_items = chunks.flat_map { |c| Array(hashed.process_streamed_message(parsed(c))) }
+      raw = described_class.new
+      [[hashed_items, hashed], [raw.decode_chunk(sse(chunks, done: false)), raw]]
+    end
+
+    it "reads a streamed choice with message instead of delta, and reports it" do
+      both([{ choices: [{ index: 0, message: { content: "hi" } }] }]).each do |items, p|
+        expect(items).to eq(["hi"])
+        expect(p.anomalies).to contain_exactly(include(kind: :converted_field, field: "choices[0].message"))
+      end
+    end
+
+    it "reports content parts whose text or type has the wrong type" do
+      parts = [{ type: "text", text: { a: 1 } }, { type: 5, text: "x" }, { type: "text", text: "ok" }]
+      both([{ choices: [{ index: 0, delta: { content: parts } }] }]).each do |items, p|
+        expect(items).to eq(["ok"])
+        expect(p.anomalies.map { |a| a[:field] })
+          .to eq(["choices[0].delta.content[].text", "choices[0].delta.content[].type"])
+      end
+    end
+  end
+
   describe "anomalies" do
     it "hands each anomaly to the processor's hook, else the global one" do
       seen = []

@@ -5,7 +5,7 @@
 use crate::anomaly::{excerpt, excerpt_bytes, Anomalies, Anomaly, AnomalyKind};
 use crate::calls::{CallId, Calls};
 use crate::chunk::scan::ScanMemo;
-use crate::chunk::{Any, Choice, Chunk, Content, Delta, Field, Kind, List, Text};
+use crate::chunk::{Any, Choice, Chunk, Content, ContentPart as Part, Delta, Field, Kind, List, Text};
 use crate::error::{Error, StreamErrorKind};
 use crate::json::JsonValue;
 use crate::legacy::{LegacyOutcome, LegacySimulator};
@@ -608,7 +608,22 @@ impl State {
             _ => None,
         };
         let finishing = finish_reason.is_some();
-        if let Some(delta) = self.delta_of(&choice.delta, "choices[0].delta") {
+        let delta = match (&choice.delta, &choice.message) {
+            // A streamed chunk with the non-streamed `message` instead of a
+            // `delta` (some proxies): read it as the delta, and say so.
+            (Field::Missing | Field::Null, Field::Value(_) | Field::Converted(..)) => {
+                self.anomalies.push(
+                    Anomaly::new(
+                        AnomalyKind::ConvertedField,
+                        "a streamed choice carried \"message\" instead of \"delta\"; read as the delta",
+                    )
+                    .field("choices[0].message"),
+                );
+                &choice.message
+            }
+            _ => &choice.delta,
+        };
+        if let Some(delta) = self.delta_of(delta, "choices[0].delta") {
             self.apply_content(&delta.content);
             self.apply_tool_calls(delta, finishing)?;
         }
@@ -640,12 +655,15 @@ impl State {
                 let mut texts: Vec<&str> = Vec::new();
                 for part in parts {
                     match part {
+                        Field::Value(Part { kind: Field::Wrong(k), .. }) => {
+                            self.ignored("choices[0].delta.content[].type", *k);
+                        }
                         Field::Value(p) => match p.kind.get().map(|t| &*t.0) {
-                            Some("text") => {
-                                if let Some(Text(t)) = p.text.get() {
-                                    texts.push(t);
-                                }
-                            }
+                            Some("text") => match &p.text {
+                                Field::Value(Text(t)) | Field::Converted(Text(t), _) => texts.push(t),
+                                Field::Wrong(k) => self.ignored("choices[0].delta.content[].text", *k),
+                                Field::Missing | Field::Null => {}
+                            },
                             // Reasoning is not content.
                             Some("thinking" | "reasoning") => {}
                             other => {

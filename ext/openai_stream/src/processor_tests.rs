@@ -116,3 +116,37 @@ fn process_message_raises_a_choice_error_after_keeping_the_calls() {
     let json = r#"{"choices":[{"message":{"content":"x"},"finish_reason":"stop","error":null}]}"#;
     message(&mut p, json).expect("no error");
 }
+
+fn chunk(p: &mut Processor, json: &str) -> Result<(), Error> {
+    let chunk = Chunk::from_json(json).expect("test JSON");
+    p.process_chunk(&chunk).map(|_| ())
+}
+
+#[test]
+fn a_streamed_message_instead_of_a_delta_is_read_and_reported() {
+    let mut p = Processor::default();
+    chunk(&mut p, r#"{"choices":[{"message":{"content":"hi"}}]}"#).unwrap();
+    assert_eq!(texts(&p), ["hi"]);
+    assert_eq!(kinds(&p), [AnomalyKind::ConvertedField]);
+    chunk(&mut p, r#"{"choices":[{"message":{"content":"again"}}]}"#).unwrap();
+    assert_eq!(p.anomalies().all()[0].count, 2, "one entry, counted");
+}
+
+#[test]
+fn content_parts_of_the_wrong_shape_are_reported() {
+    let mut p = Processor::default();
+    let json = r#"{"choices":[{"delta":{"content":[{"type":"text","text":{"a":1}},{"type":5,"text":"x"},
+        {"type":{"t":"text"}},{"type":"text","text":"ok"}]}}]}"#;
+    chunk(&mut p, json).unwrap();
+    assert_eq!(texts(&p), ["ok"]);
+    let fields: Vec<_> = p.anomalies().all().iter().map(|a| (a.kind, a.field)).collect();
+    assert_eq!(
+        fields,
+        [
+            (AnomalyKind::IgnoredField, Some("choices[0].delta.content[].text")),
+            (AnomalyKind::IgnoredField, Some("choices[0].delta.content[].type")),
+            (AnomalyKind::IgnoredField, Some("choices[0].delta.content[].type")),
+        ]
+    );
+    assert_eq!(p.anomalies().all()[1].count, 1, "an integer and an object type are two anomalies");
+}
