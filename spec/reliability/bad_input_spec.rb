@@ -195,6 +195,58 @@ RSpec.describe "bad input" do
     expect(processor.anomalies.map { |a| a[:kind] }).to eq([:ignored_field])
   end
 
+  describe "huge numbers read the same through decode_chunk and process_streamed_message" do
+    # Generated ids differ between processors by design.
+    normalize = ->(text) { text.to_s.gsub(/call_das_\h+_\d+/, "call_das_N") }
+    # Each step is one call into the processor; the first error is kept, its items too.
+    outcome = lambda do |processor, steps|
+      items = []
+      error = nil
+      steps.each do |step|
+        items.concat(Array(step.call))
+      rescue DiscourseAiStream::Error => e
+        error ||= [e.class, normalize.call(e.message)]
+        items.concat(e.items)
+      end
+      items.concat(processor.finish)
+      [items.map { |i| i.is_a?(String) ? i : [normalize.call(i.id), i.name, i.parameters] }, error,
+       processor.anomalies.map { |a| [a[:kind], normalize.call(a[:message]), a[:field], a[:count]] }]
+    end
+
+    big = 2**80
+    header = ->(extra) { { index: 0, id: "h", function: { name: "f", arguments: '{"a":1}' } }.merge(extra) }
+    {
+      "index: 1e400" => ChunkHelpers.tool_chunk([header.call(index: :INF)]),
+      "index: 2**80" => ChunkHelpers.tool_chunk([header.call(index: big)]),
+      "a Bignum id" => ChunkHelpers.tool_chunk([header.call(id: big)]),
+      "content: 2**80" => ChunkHelpers.text_chunk(:BIG),
+      "content: -1e400" => ChunkHelpers.text_chunk(:NEG_INF),
+      "choices[0].error: 1e400" => { choices: [{ index: 0, delta: {}, error: :INF }] },
+      "usage.prompt_tokens: 2**80" => { choices: [], usage: { prompt_tokens: big } },
+      "arguments object with 1e400 and 2**80" =>
+        ChunkHelpers.tool_chunk([header.call(function: { name: "f", arguments: { inf: :INF, big: big } })])
+    }.each do |name, chunk|
+      it "#{name}: same items, error and anomalies" do
+        json = JSON.generate(chunk).gsub('"INF"', "1e400").gsub('"NEG_INF"', "-1e400").gsub('"BIG"', big.to_s)
+        stream = [json, JSON.generate(good)]
+        hash_processor = DiscourseAiStream::OpenAiMessageProcessor.new
+        hashed = outcome.call(hash_processor, stream.map do |j|
+          -> { hash_processor.process_streamed_message(JSON.parse(j, symbolize_names: true)) }
+        end)
+        raw_processor = DiscourseAiStream::OpenAiMessageProcessor.new
+        decoded = outcome.call(raw_processor, [-> { raw_processor.decode_chunk(sse(stream, done: false)) }])
+        expect(decoded).to eq(hashed)
+        expect(decoded.first.grep(Array).map(&:first)).to include("good")
+      end
+    end
+
+    it "choices[0].error: Infinity raises ProviderError naming it, not \"null\"" do
+      processor = DiscourseAiStream::OpenAiMessageProcessor.new
+      expect { processor.process_streamed_message({ choices: [{ index: 0, delta: {}, error: Float::INFINITY }] }) }
+        .to raise_error(DiscourseAiStream::ProviderError, "Infinity") { |e| expect(e.payload).to eq(Float::INFINITY) }
+    end
+  end
+
   it "duplicate keys: the last one wins, in the chunk and in the arguments, in both paths" do
     raw = '{"choices":[{"delta":{"content":"first","content":"second"}}],' \
           '"choices":[{"delta":{"tool_calls":[{"index":0,"id":"d","function":{"name":"f",' \

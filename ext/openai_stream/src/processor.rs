@@ -488,22 +488,21 @@ impl State {
         if crate::chunk::scan::read(text, &mut scanned, &mut self.envelope) {
             return self.apply_payload(text, &scanned);
         }
-        let field: Field<Chunk> = match serde_json::from_str(text) {
-            Ok(f) => f,
+        let widened: String;
+        let (field, text): (Field<Chunk>, &str) = match serde_json::from_str(text) {
+            Ok(f) => (f, text),
             Err(e) if e.is_eof() => return Ok(false),
-            Err(e) => {
-                let message = e.to_string();
-                let kind = if message.contains("recursion limit") {
-                    StreamErrorKind::TooDeep
-                } else {
-                    StreamErrorKind::InvalidJson
-                };
-                return Err(Error::stream(
-                    kind,
-                    format!("data line is not valid JSON ({message}): {}", excerpt(text)),
-                    excerpt(text),
-                ));
-            }
+            // Numbers beyond f64's range read as Infinity, as in Ruby.
+            Err(e) => match crate::json::widen_out_of_range::<crate::chunk::lenient::Skip>(text, &e) {
+                Some(w) => {
+                    widened = w;
+                    match serde_json::from_str(&widened) {
+                        Ok(f) => (f, widened.as_str()),
+                        Err(e) => return Err(invalid_json(&e, text)),
+                    }
+                }
+                None => return Err(invalid_json(&e, text)),
+            },
         };
         let chunk = match field {
             Field::Value(c) | Field::Converted(c, _) => c,
@@ -881,6 +880,17 @@ impl State {
                 .field(field),
         );
     }
+}
+
+/// A data payload serde_json refused.
+fn invalid_json(e: &serde_json::Error, text: &str) -> Error {
+    let message = e.to_string();
+    let kind = if message.contains("recursion limit") {
+        StreamErrorKind::TooDeep
+    } else {
+        StreamErrorKind::InvalidJson
+    };
+    Error::stream(kind, format!("data line is not valid JSON ({message}): {}", excerpt(text)), excerpt(text))
 }
 
 /// True when a data line starts like an event of its own.

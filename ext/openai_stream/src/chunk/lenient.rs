@@ -226,7 +226,7 @@ impl<'de, T: Lenient<'de>> Visitor<'de> for FieldVisitor<T> {
         })
     }
     fn visit_f64<E>(self, v: f64) -> Result<Field<T>, E> {
-        Ok(T::from_f64(v).into())
+        Ok(T::from_f64(crate::json::widened_to_infinity(v)).into())
     }
     fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Field<T>, E> {
         Ok(T::from_str(Cow::Borrowed(v)).into())
@@ -318,8 +318,8 @@ impl<'de> Lenient<'de> for Any {
         Got::Value(Any(crate::json::JsonValue::Number(crate::json::Number::from_u64(v))))
     }
     fn from_f64(v: f64) -> Got<Self> {
-        Got::Value(Any(crate::json::Number::from_f64(v)
-            .map_or(crate::json::JsonValue::Null, crate::json::JsonValue::Number)))
+        // Infinity (from Ruby, or a number beyond f64's range) is kept.
+        Got::Value(Any(crate::json::JsonValue::Number(crate::json::Number::from_any_f64(v))))
     }
     fn from_str(v: Cow<'de, str>) -> Got<Self> {
         Got::Value(Any(crate::json::JsonValue::String(v.into_owned())))
