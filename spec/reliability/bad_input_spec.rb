@@ -74,11 +74,36 @@ RSpec.describe "bad input" do
     "arguments" => ->(v) { ChunkHelpers.tool_chunk([{ index: 1, id: "x", function: { name: "f", arguments: v } }]) },
     "finish_reason" => ->(v) { { choices: [{ delta: {}, finish_reason: v }] } },
     "usage" => ->(v) { { choices: [], usage: v } },
-    "prompt_tokens" => ->(v) { { choices: [], usage: { prompt_tokens: v } } }
+    "prompt_tokens" => ->(v) { { choices: [], usage: { prompt_tokens: v } } },
+    "completion_tokens" => ->(v) { { choices: [], usage: { completion_tokens: v } } },
+    "prompt_tokens_details" => ->(v) { { choices: [], usage: { prompt_tokens_details: v } } },
+    "prompt_tokens_details.cached_tokens" =>
+      ->(v) { { choices: [], usage: { prompt_tokens_details: { cached_tokens: v } } } },
+    "prompt_tokens_details.cache_write_tokens" =>
+      ->(v) { { choices: [], usage: { prompt_tokens_details: { cache_write_tokens: v } } } },
+    "prompt_tokens_details.cache_creation_tokens" =>
+      ->(v) { { choices: [], usage: { prompt_tokens_details: { cache_creation_tokens: v } } } },
+    "x_groq" => ->(v) { { choices: [], x_groq: v } },
+    "x_groq.usage" => ->(v) { { choices: [], x_groq: { usage: v } } },
+    "object" => ->(v) { { object: v, choices: [] } },
+    "message" => ->(v) { { object: "chat.completion.chunk", message: v, choices: [] } },
+    "choices[0].message" => ->(v) { { choices: [{ message: v }] } },
+    "content part type" => ->(v) { { choices: [{ delta: { content: [{ type: v, text: "x" }] } }] } },
+    "content part text" => ->(v) { { choices: [{ delta: { content: [{ type: "text", text: v }] } }] } },
+    "function.id" =>
+      ->(v) { ChunkHelpers.tool_chunk([{ index: 1, function: { id: v, name: "f", arguments: "{}" } }]) }
   }
-  odd_values = { "an Integer" => 5, "a Float" => 1.5, "true" => true, "an Array" => [1, "x"], "a Time" => Time.at(0) }
+  odd_values = { "an Integer" => 5, "a Float" => 1.5, "true" => true, "an Array" => [1, "x"], "a Time" => Time.at(0),
+                 "a String" => "x", "a Hash" => { a: 1 } }
   # Integers are what these fields hold.
-  integer_fields = %w[index prompt_tokens]
+  integer_fields = %w[index prompt_tokens completion_tokens prompt_tokens_details.cached_tokens
+                      prompt_tokens_details.cache_write_tokens prompt_tokens_details.cache_creation_tokens]
+  # Strings are what these fields hold (the content part's type is any string: "x" is reported as unknown).
+  string_fields = ["content", "id", "name", "arguments", "finish_reason", "object", "message", "content part text",
+                   "function.id"]
+  # Objects are what these fields hold.
+  hash_fields = ["choices[0]", "delta", "tool_calls[0]", "function", "arguments", "usage", "prompt_tokens_details",
+                 "x_groq", "x_groq.usage", "choices[0].message"]
   # Generated ids differ between processors by design.
   comparable = ->(ids) { ids.map { |id| id.start_with?("call_das_") ? :generated : id } }
 
@@ -86,6 +111,8 @@ RSpec.describe "bad input" do
     it "Hash and raw paths: #{field} of every wrong type is ignored or converted, with an anomaly" do
       odd_values.each do |label, value|
         next if integer_fields.include?(field) && value.is_a?(Integer)
+        next if string_fields.include?(field) && value.is_a?(String)
+        next if hash_fields.include?(field) && value.is_a?(Hash)
 
         chunk = build.call(value)
         processor = DiscourseAiStream::OpenAiMessageProcessor.new
@@ -135,10 +162,24 @@ RSpec.describe "bad input" do
     expect(processor.anomalies.last[:excerpt]).to eq('{"lost":1}')
   end
 
+  it "error of any non-empty type: ProviderError naming the value, and the good call is kept, in both paths" do
+    { "an Integer" => [5, "5"], "a String" => %w[x x], "true" => [true, "true"], "an Array" => [[1, "x"], '[1,"x"]'],
+      "a Hash" => [{ a: 1 }, '{"a":1}'], "a Hash with a message" => [{ message: "m" }, "m"] }.each do |label, (v, text)|
+      processor = DiscourseAiStream::OpenAiMessageProcessor.new
+      expect(ids_in(Array(processor.process_streamed_message(good)))).to eq(["good"])
+      expect { processor.process_streamed_message({ error: v }) }
+        .to raise_error(DiscourseAiStream::ProviderError, text), label
+      raw = DiscourseAiStream::OpenAiMessageProcessor.new
+      expect { raw.decode_chunk(good_sse + sse([{ error: v }], done: false)) }
+        .to raise_error(DiscourseAiStream::ProviderError, text) { |e| expect(ids_in(e.items)).to eq(["good"]) }
+    end
+  end
+
   it "a truncated stream: finish completes the open call and reports it" do
     processor = DiscourseAiStream::OpenAiMessageProcessor.new
     open_call = sse([tool_chunk([call("open", "f", '{"a":1', index: 1)])], done: false)
-    processor.decode_chunk("#{good_sse}#{open_call}data: {\"choices\":[{\"del")
+    first = processor.decode_chunk("#{good_sse}#{open_call}data: {\"choices\":[{\"del")
+    expect(ids_in(first)).to eq(["good"])
     expect(ids_in(processor.finish)).to eq(["open"])
     expect(processor.anomalies.map { |a| a[:kind] }).to include(:truncated, :truncated_event, :repaired_arguments)
   end
@@ -154,9 +195,16 @@ RSpec.describe "bad input" do
       errors += 1
     end
     expect(ids_in(first)).to eq(["good"])
-    expect { processor.finish }.not_to raise_error
+    # Garbage makes errors (any other exception would have ended the loop),
+    # each a named one of the gem, and is recorded within the bound.
+    expect(errors).to be_between(1, 160)
+    expect(processor.finish).to eq([])
     expect(processor.anomalies.size).to be <= 1001
-    expect(errors).to be >= 0
+    known = %i[unknown_sse_field unprefixed_data unreadable_event non_json_data unexpected_payload truncated_event
+               provider_error ignored_field anomaly_limit]
+    expect(processor.anomalies.map { |a| a[:kind] }.uniq - known).to eq([])
+    # The stream after the garbage is read again.
+    expect(ids_in(processor.decode_chunk(good_sse))).to eq(["good"])
   end
 
   it "one 100 MB line without a newline: one error, bounded memory" do
@@ -180,9 +228,11 @@ RSpec.describe "bad input" do
   it "NUL bytes: escaped in JSON they are text; a bare NUL payload is skipped and reported" do
     processor = DiscourseAiStream::OpenAiMessageProcessor.new
     escaped = "data: {\"choices\":[{\"delta\":{\"content\":\"a\\u0000b\"}}]}\n\n"
+    expect(ids_in(processor.decode_chunk(good_sse))).to eq(["good"])
     expect(processor.decode_chunk(escaped)).to eq(["a\u0000b"])
     expect(processor.decode_chunk("data: \u0000\u0000\n\n")).to eq([])
     expect(processor.anomalies.map { |a| a[:kind] }).to eq([:non_json_data])
+    expect(processor.finish).to eq([])
   end
 
   it "huge numbers: a huge index is ignored and reported, huge parameters keep every digit" do
@@ -190,7 +240,8 @@ RSpec.describe "bad input" do
     raw = "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":#{big},\"id\":\"h\",\"function\":" \
           "{\"name\":\"f\",\"arguments\":\"{\\\"n\\\":#{big},\\\"f\\\":1e400}\"}}]},\"finish_reason\":\"stop\"}]}\n\n"
     processor = DiscourseAiStream::OpenAiMessageProcessor.new
-    call = processor.decode_chunk(raw).first
+    good_call, call = processor.decode_chunk(good_sse + raw)
+    expect(good_call.id).to eq("good")
     expect(call.parameters).to eq(n: Integer(big), f: Float::INFINITY)
     expect(processor.anomalies.map { |a| a[:kind] }).to eq([:ignored_field])
   end
@@ -251,11 +302,13 @@ RSpec.describe "bad input" do
     raw = '{"choices":[{"delta":{"content":"first","content":"second"}}],' \
           '"choices":[{"delta":{"tool_calls":[{"index":0,"id":"d","function":{"name":"f",' \
           '"arguments":"{\"k\":1,\"k\":2}"}}]},"finish_reason":"stop"}]}'
-    decoded = DiscourseAiStream::OpenAiMessageProcessor.new.decode_chunk("data: #{raw}\n\n")
+    decoded = DiscourseAiStream::OpenAiMessageProcessor.new.decode_chunk("#{good_sse}data: #{raw}\n\n")
     chunk = JSON.parse(raw, symbolize_names: true)
-    hashed = Array(DiscourseAiStream::OpenAiMessageProcessor.new.process_streamed_message(chunk))
+    hash_processor = DiscourseAiStream::OpenAiMessageProcessor.new
+    hashed = [good, chunk].flat_map { |c| Array(hash_processor.process_streamed_message(c)) }
     [decoded, hashed].each do |items|
-      expect(items.map { |i| i.is_a?(String) ? i : [i.id, i.parameters] }).to eq([["d", { k: 2 }]])
+      expect(items.map { |i| i.is_a?(String) ? i : [i.id, i.parameters] })
+        .to eq([["good", { q: "ok" }], ["d", { k: 2 }]])
     end
   end
 end

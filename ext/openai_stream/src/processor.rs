@@ -556,6 +556,7 @@ impl State {
         if let Some(legacy) = self.legacy.as_mut() {
             legacy.observe(chunk);
         }
+        self.check_envelope(chunk);
         if let Some(e) = provider_error_of(chunk) {
             return Err(e);
         }
@@ -565,6 +566,17 @@ impl State {
         }
         self.apply_usage(chunk);
         result
+    }
+
+    /// `object` and `message` (read for vLLM's in-band errors) of the
+    /// wrong type are reported.
+    fn check_envelope(&mut self, chunk: &Chunk) {
+        if let Field::Wrong(kind) = chunk.object {
+            self.ignored("object", kind);
+        }
+        if let Field::Wrong(kind) = chunk.message {
+            self.ignored("message", kind);
+        }
     }
 
     fn first_choice<'c, 'a>(&mut self, choices: &'c Field<List<Choice<'a>>>) -> Option<&'c Choice<'a>> {
@@ -619,6 +631,10 @@ impl State {
                     .field("choices[0].message"),
                 );
                 &choice.message
+            }
+            (Field::Missing | Field::Null, Field::Wrong(kind)) => {
+                self.ignored("choices[0].message", *kind);
+                &choice.delta
             }
             _ => &choice.delta,
         };
@@ -788,6 +804,7 @@ impl State {
     // ---- non-streamed responses -------------------------------------------
 
     fn apply_message(&mut self, chunk: &Chunk) -> Result<(), Error> {
+        self.check_envelope(chunk);
         if let Some(e) = provider_error_of(chunk) {
             return Err(e);
         }

@@ -150,3 +150,11 @@ fn content_parts_of_the_wrong_shape_are_reported() {
     );
     assert_eq!(p.anomalies().all()[1].count, 1, "an integer and an object type are two anomalies");
 }
+
+#[test]
+fn object_and_message_of_the_wrong_type_are_reported() {
+    let mut p = Processor::default();
+    chunk(&mut p, r#"{"object":5,"message":{"a":1},"choices":[{"message":7}]}"#).unwrap();
+    let fields: Vec<_> = p.anomalies().all().iter().map(|a| a.field).collect();
+    assert_eq!(fields, [Some("object"), Some("message"), Some("choices[0].message")]);
+}
