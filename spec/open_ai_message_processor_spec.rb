@@ -243,6 +243,25 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor do
     end
   end
 
+  describe "wrong-type tool call fields, reported with the call" do
+    it "reports arguments: 5 in a non-streamed message, never a silent {}" do
+      items = processor.process_message(message([{ id: "w", type: "function", function: { name: "f", arguments: 5 } }]))
+      expect(items.map { |c| [c.id, c.parameters] }).to eq([["w", {}]])
+      expect(processor.anomalies).to contain_exactly(
+        include(kind: :ignored_field, field: "tool_calls[].function.arguments", id: "w", name: "f")
+      )
+    end
+
+    it "reports a streamed wrong-type field once for each call it belongs to, with its id and index" do
+      stream_items(processor, [tool_chunk([{ index: "0", id: "a", function: { name: "f", arguments: "{}" } },
+                                           { index: "1", id: "b", function: { name: "g", arguments: "{}" } }]),
+                               tool_chunk([{ index: "1", function: { arguments: "" } }]), finish_chunk])
+      expect(processor.anomalies.map { |a| a.values_at(:kind, :field, :id, :index) }).to eq(
+        [[:converted_field, "tool_calls[].index", "a", 0], [:converted_field, "tool_calls[].index", "b", 1]]
+      )
+    end
+  end
+
   describe "odd content shapes, in both paths" do
     def both(chunks)
       hashed = described_class.new
