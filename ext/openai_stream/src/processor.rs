@@ -5,12 +5,16 @@
 use crate::anomaly::{excerpt, excerpt_bytes, Anomalies, Anomaly, AnomalyKind};
 use crate::calls::{CallId, Calls};
 use crate::chunk::scan::ScanMemo;
-use crate::chunk::{Any, Choice, Chunk, Content, ContentPart as Part, Delta, Field, Kind, List, Text};
+use crate::chunk::{Choice, Chunk, Content, ContentPart as Part, Delta, Field, Kind, List, Text};
 use crate::error::{Error, StreamErrorKind};
+use crate::event_data::{
+    completeness, invalid_json, line_too_long, starts_event, truncated_event, Completeness,
+};
+use crate::in_band::{choice_error, provider_error_of};
 use crate::json::JsonValue;
 use crate::legacy::{LegacyOutcome, LegacySimulator};
 use crate::output::Output;
-use crate::sse::{Event, Line, LineReader, LineTooLong, DEFAULT_MAX_LINE_BYTES};
+use crate::sse::{Event, Line, LineReader, DEFAULT_MAX_LINE_BYTES};
 use crate::usage::{UsageMode, UsageReport, UsageTotals};
 
 /// How a processor behaves.
@@ -896,119 +900,6 @@ impl State {
             Anomaly::new(AnomalyKind::IgnoredField, format!("{field} was a {}; ignored", kind.name()))
                 .field(field),
         );
-    }
-}
-
-/// A data payload serde_json refused.
-fn invalid_json(e: &serde_json::Error, text: &str) -> Error {
-    let message = e.to_string();
-    let kind = if message.contains("recursion limit") {
-        StreamErrorKind::TooDeep
-    } else {
-        StreamErrorKind::InvalidJson
-    };
-    Error::stream(kind, format!("data line is not valid JSON ({message}): {}", excerpt(text)), excerpt(text))
-}
-
-/// True when a data line starts like an event of its own.
-fn starts_event(value: &[u8]) -> bool {
-    let v = value.trim_ascii();
-    v.first() == Some(&b'{') || v == b"[DONE]"
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Completeness {
-    Complete,
-    /// Valid so far, ends too early.
-    Incomplete,
-    Invalid,
-}
-
-/// Whether `data` is one complete JSON value (checked without building it).
-fn completeness(data: &[u8]) -> Completeness {
-    let Ok(text) = std::str::from_utf8(data) else {
-        return Completeness::Invalid;
-    };
-    match serde_json::from_str::<crate::chunk::lenient::Skip>(text) {
-        Ok(_) => Completeness::Complete,
-        Err(e) if e.is_eof() => Completeness::Incomplete,
-        Err(_) => Completeness::Invalid,
-    }
-}
-
-/// The error for an event whose JSON ended early.
-fn truncated_event(data: &[u8]) -> Error {
-    Error::stream(
-        StreamErrorKind::InvalidJson,
-        format!("an event ended before its JSON was complete (truncated): {}", excerpt_bytes(data)),
-        excerpt_bytes(data),
-    )
-}
-
-fn line_too_long(e: &LineTooLong) -> Error {
-    Error::stream(StreamErrorKind::LineTooLong, e.to_string(), excerpt_bytes(&e.head))
-}
-
-/// An in-band error in a chunk: `{"error": ...}` or vLLM's `object: "error"`.
-fn provider_error_of(chunk: &Chunk) -> Option<Error> {
-    match &chunk.error {
-        Field::Value(Any(v)) | Field::Converted(Any(v), _) if !is_empty_error(v) => {
-            return Some(Error::Provider { message: error_message(v), payload: Some(v.clone()) });
-        }
-        _ => {}
-    }
-    if let Field::Value(Text(object)) = &chunk.object {
-        if object == "error" {
-            let message = match &chunk.message {
-                Field::Value(Text(m)) if !m.is_empty() => m.to_string(),
-                _ => "the provider sent an error event".to_owned(),
-            };
-            return Some(Error::Provider { message, payload: None });
-        }
-    }
-    None
-}
-
-/// OpenRouter: a choice that ended in an error (`error` next to
-/// `finish_reason: "error"`, or either alone).
-fn choice_error(choice: &Choice, finish_reason: Option<&str>) -> Option<Error> {
-    let error = match &choice.error {
-        Field::Value(Any(v)) | Field::Converted(Any(v), _) if !is_empty_error(v) => Some(v),
-        _ => None,
-    };
-    if finish_reason != Some("error") && error.is_none() {
-        return None;
-    }
-    let message = error
-        .map(error_message)
-        .unwrap_or_else(|| "the provider ended the response with finish_reason \"error\"".to_owned());
-    Some(Error::Provider { message, payload: error.cloned() })
-}
-
-fn is_empty_error(v: &JsonValue) -> bool {
-    match v {
-        JsonValue::Null | JsonValue::Bool(false) => true,
-        JsonValue::String(s) => s.is_empty(),
-        JsonValue::Object(pairs) => pairs.is_empty(),
-        _ => false,
-    }
-}
-
-/// The human message of an error payload: its `message` (also nested in
-/// `error`), else the payload as JSON.
-fn error_message(v: &JsonValue) -> String {
-    match v {
-        JsonValue::String(s) => s.clone(),
-        JsonValue::Object(_) => {
-            if let Some(m) = v.get("message").and_then(JsonValue::as_str) {
-                return m.to_owned();
-            }
-            if let Some(inner) = v.get("error") {
-                return error_message(inner);
-            }
-            excerpt(&v.to_json())
-        }
-        other => excerpt(&other.to_json()),
     }
 }
 
