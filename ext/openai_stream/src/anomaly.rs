@@ -197,7 +197,7 @@ pub fn excerpt_bytes(bytes: &[u8]) -> String {
 
 /// Anomalies of one processor, bounded: after [`Anomalies::LIMIT`] only a
 /// count is kept (one `anomaly_limit` entry says so). An anomaly identical to
-/// one already kept only counts on that one, and noise (payloads skipped as
+/// one already kept (and not about a call) only counts on that one, and noise (payloads skipped as
 /// keep-alives or non-chunks) keeps at most [`Anomalies::NOISE_LIMIT`]
 /// entries per kind, so a stream of pings cannot push real anomalies out.
 #[derive(Debug, Default)]
@@ -219,8 +219,10 @@ impl Anomalies {
     pub const NOISE_LIMIT: usize = 50;
 
     pub fn push(&mut self, anomaly: Anomaly) {
-        let key = anomaly.key();
-        if let Some(&at) = self.seen.get(&key) {
+        // Anomalies of a call are each kept (two calls may share an id, and
+        // each is reported once per call already); the rest repeat.
+        let key = anomaly.call_id.is_none().then(|| anomaly.key());
+        if let Some(&at) = key.as_ref().and_then(|k| self.seen.get(k)) {
             if let Some(kept) = self.list.get_mut(at).filter(|k| k.same_as(&anomaly)) {
                 kept.count = kept.count.saturating_add(1);
                 return;
@@ -239,7 +241,9 @@ impl Anomalies {
             *n += 1;
         }
         if self.list.len() < Self::LIMIT {
-            self.seen.entry(key).or_insert(self.list.len());
+            if let Some(key) = key {
+                self.seen.entry(key).or_insert(self.list.len());
+            }
             self.list.push(anomaly);
         } else {
             if !self.limit_reported {
@@ -326,6 +330,14 @@ mod tests {
         a.push(Anomaly::new(AnomalyKind::NonJsonData, "ping").excerpt("ping"));
         assert!(!a.has_new(), "a repeat is not a new anomaly");
         assert_eq!(a.dropped(), 0);
+        // Two calls that share an id keep an entry each.
+        let mut b = Anomalies::default();
+        for _ in 0..2 {
+            let mut x = Anomaly::new(AnomalyKind::InvalidArguments, "bad");
+            x.call_id = Some("same".into());
+            b.push(x);
+        }
+        assert_eq!(b.len(), 2);
     }
 
     #[test]
