@@ -223,7 +223,7 @@ impl Calls {
             } else {
                 (AnomalyKind::IgnoredField, "ignored")
             };
-            let mut message = format!("{} was a{} {}; {verb}", p.field, article(p.kind), p.kind.name());
+            let mut message = format!("{} was {}; {verb}", p.field, p.kind.described());
             let mut a = match target.and_then(|t| self.calls.get(t as usize)) {
                 Some(call) => {
                     message.push_str(&format!(" (call {:?})", call.id));
@@ -572,13 +572,6 @@ impl Calls {
     /// The raw arguments of a call, taken (for an error report).
     pub fn take_raw(&mut self, id: CallId) -> String {
         self.calls.get_mut(id.index()).map(|c| std::mem::take(&mut c.raw)).unwrap_or_default()
-    }
-}
-
-fn article(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Integer | Kind::Array | Kind::Object => "n",
-        _ => "",
     }
 }
 

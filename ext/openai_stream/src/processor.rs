@@ -775,11 +775,11 @@ impl State {
             let verb = if b.converted { "converted to an integer" } else { "ignored" };
             let message = match &b.value {
                 Some(v) => format!(
-                    "{source}{} is not a non-negative integer: {v} (a {}); {verb}",
+                    "{source}{} is not a non-negative integer: {v} ({}); {verb}",
                     b.field,
-                    b.kind.name()
+                    b.kind.described()
                 ),
-                None => format!("{source}{} was a {}; {verb}", b.field, b.kind.name()),
+                None => format!("{source}{} was {}; {verb}", b.field, b.kind.described()),
             };
             let mut a = Anomaly::new(kind, message).field(b.field);
             a.excerpt = b.value;
@@ -897,7 +897,7 @@ impl State {
 
     fn ignored(&mut self, field: &'static str, kind: Kind) {
         self.anomalies.push(
-            Anomaly::new(AnomalyKind::IgnoredField, format!("{field} was a {}; ignored", kind.name()))
+            Anomaly::new(AnomalyKind::IgnoredField, format!("{field} was {}; ignored", kind.described()))
                 .field(field),
         );
     }

@@ -23,6 +23,19 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// The name with its article, for messages: "an integer", "a string".
+    pub fn described(self) -> &'static str {
+        match self {
+            Kind::Null => "a null",
+            Kind::Boolean => "a boolean",
+            Kind::Integer => "an integer",
+            Kind::Float => "a float",
+            Kind::String => "a string",
+            Kind::Array => "an array",
+            Kind::Object => "an object",
+        }
+    }
+
     /// Lower-case name for messages.
     pub fn name(self) -> &'static str {
         match self {
