@@ -87,7 +87,8 @@ module DecodeChunkExpectations
     "poolside_integer_ids" => {
       items: [done_call("7", "run_tests", { path: "spec" }), done_call("8", "run_linter", { fix: true })],
       usage: NO_USAGE,
-      anomalies: %i[converted_field]
+      # One per call: each integer id is reported with the call it belongs to.
+      anomalies: %i[converted_field converted_field]
     },
     "deepseek_cache_usage" => {
       items: ["Sure.", done_call("call_0_5f1e", "git_log", { limit: 10 })],

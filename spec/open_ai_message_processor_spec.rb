@@ -117,6 +117,34 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor do
       expect([processor.prompt_tokens, processor.completion_tokens, processor.cache_read_tokens]).to eq([nil] * 3)
     end
 
+    {
+      { prompt_tokens: 9, prompt_tokens_details: { cached_tokens: "abc" } } =>
+        ["usage.prompt_tokens_details.cached_tokens", /"abc"/],
+      { prompt_tokens: 9, prompt_tokens_details: "x" } => ["usage.prompt_tokens_details", /string/],
+      { prompt_tokens: 9, completion_tokens: "7" } => ["usage.completion_tokens", /string/],
+      { prompt_tokens: 9, completion_tokens: { n: 7 } } => ["usage.completion_tokens", /\{"n":7\}/]
+    }.each do |usage, (field, value)|
+      it "reports #{usage} as an anomaly naming #{field} and its value, in both paths" do
+        chunk = { choices: [], usage: usage }
+        hashed = described_class.new
+        hashed.process_streamed_message(parsed(chunk))
+        raw = described_class.new
+        raw.decode_chunk(sse([chunk]))
+        [hashed, raw].each do |p|
+          expect(p.anomalies).to contain_exactly(include(field: field, message: value))
+          expect(p.prompt_tokens).to eq(9)
+        end
+      end
+    end
+
+    it "reports Groq's x_groq.usage of the wrong type" do
+      [{ x_groq: { usage: "x" } }, { x_groq: "x" }, { x_groq: { usage: { completion_tokens: "many" } } }].each do |c|
+        processor = described_class.new
+        processor.process_streamed_message(c.merge(choices: []))
+        expect(processor.anomalies).to contain_exactly(include(kind: :ignored_field, message: /x_groq/)), c.inspect
+      end
+    end
+
     it "refuses an unknown usage mode" do
       expect { described_class.new(usage: :gross) }.to raise_error(ArgumentError, /usage must be one of/)
     end
@@ -178,6 +206,21 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor do
         }
     end
 
+    it "raises ProviderError from process_message for a choice error, keeping what the message held" do
+      response = message([call("m", "f", '{"a":1}')], content: "so far")
+      response[:choices][0].merge!(finish_reason: "error", error: { message: "upstream died", code: 502 })
+      expect { processor.process_message(response) }
+        .to raise_error(DiscourseAiStream::ProviderError, "upstream died") { |e|
+          expect(e.payload).to eq(message: "upstream died", code: 502)
+          expect(e.items.first).to eq("so far")
+          expect(e.items.last).to have_attributes(id: "m", parameters: { a: 1 })
+        }
+      bare = message([], content: "x")
+      bare[:choices][0][:finish_reason] = "error"
+      expect { described_class.new.process_message(bare) }
+        .to raise_error(DiscourseAiStream::ProviderError, /finish_reason "error"/)
+    end
+
     it "raises TypeError for something that is not a Hash" do
       expect { processor.process_streamed_message("data: {}") }.to raise_error(TypeError, /expected a Hash/)
       expect { processor.process_message(nil) }.to raise_error(TypeError)
@@ -197,6 +240,50 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor do
       kinds = processor.anomalies.map { |a| a[:kind] }
       expect(kinds).to include(:ignored_field, :converted_field, :unsupported_value)
       expect(processor.prompt_tokens).to eq(12)
+    end
+  end
+
+  describe "wrong-type tool call fields, reported with the call" do
+    it "reports arguments: 5 in a non-streamed message, never a silent {}" do
+      items = processor.process_message(message([{ id: "w", type: "function", function: { name: "f", arguments: 5 } }]))
+      expect(items.map { |c| [c.id, c.parameters] }).to eq([["w", {}]])
+      expect(processor.anomalies).to contain_exactly(
+        include(kind: :ignored_field, field: "tool_calls[].function.arguments", id: "w", name: "f")
+      )
+    end
+
+    it "reports a streamed wrong-type field once for each call it belongs to, with its id and index" do
+      stream_items(processor, [tool_chunk([{ index: "0", id: "a", function: { name: "f", arguments: "{}" } },
+                                           { index: "1", id: "b", function: { name: "g", arguments: "{}" } }]),
+                               tool_chunk([{ index: "1", function: { arguments: "" } }]), finish_chunk])
+      expect(processor.anomalies.map { |a| a.values_at(:kind, :field, :id, :index) }).to eq(
+        [[:converted_field, "tool_calls[].index", "a", 0], [:converted_field, "tool_calls[].index", "b", 1]]
+      )
+    end
+  end
+
+  describe "odd content shapes, in both paths" do
+    def both(chunks)
+      hashed = described_class.new
+      hashed_items = chunks.flat_map { |c| Array(hashed.process_streamed_message(parsed(c))) }
+      raw = described_class.new
+      [[hashed_items, hashed], [raw.decode_chunk(sse(chunks, done: false)), raw]]
+    end
+
+    it "reads a streamed choice with message instead of delta, and reports it" do
+      both([{ choices: [{ index: 0, message: { content: "hi" } }] }]).each do |items, p|
+        expect(items).to eq(["hi"])
+        expect(p.anomalies).to contain_exactly(include(kind: :converted_field, field: "choices[0].message"))
+      end
+    end
+
+    it "reports content parts whose text or type has the wrong type" do
+      parts = [{ type: "text", text: { a: 1 } }, { type: 5, text: "x" }, { type: "text", text: "ok" }]
+      both([{ choices: [{ index: 0, delta: { content: parts } }] }]).each do |items, p|
+        expect(items).to eq(["ok"])
+        expect(p.anomalies.map { |a| a[:field] })
+          .to eq(["choices[0].delta.content[].text", "choices[0].delta.content[].type"])
+      end
     end
   end
 

@@ -46,9 +46,11 @@ RSpec.describe "stream-shapes.md rules" do
     ],
     "6: no index: match by id; neither index nor id continues the latest call" => [
       [ChunkHelpers.tool_chunk([{ id: "g1", function: { name: "f", arguments: '{"a"' } }]),
-       ChunkHelpers.tool_chunk([{ id: "g2", function: { name: "g", arguments: '{"b":2}' } }]),
-       ChunkHelpers.tool_chunk([{ id: "g1", function: { arguments: ":1}" } }]),
-       ChunkHelpers.tool_chunk([{ function: { arguments: "" } }]),
+       ChunkHelpers.tool_chunk([{ id: "g2", function: { name: "g", arguments: '{"b":' } }]),
+       ChunkHelpers.tool_chunk([{ function: { arguments: "2" } }]),
+       ChunkHelpers.tool_chunk([{ id: "g1", function: { arguments: ":1" } }]),
+       ChunkHelpers.tool_chunk([{ function: { arguments: "}" } }]),
+       ChunkHelpers.tool_chunk([{ id: "g2", function: { arguments: "}" } }]),
        ChunkHelpers.finish_chunk("stop")],
       [["g1", "f", { a: 1 }], ["g2", "g", { b: 2 }]]
     ],
@@ -186,6 +188,49 @@ RSpec.describe "stream-shapes.md rules" do
                          [tool_chunk([{ index: 0, function: { name: "f", arguments: "{}" } }]), finish_chunk])
     expect(items.first.id).to start_with("call_das_")
     expect(processor.anomalies).to contain_exactly(include(kind: :generated_id, name: "f", id: items.first.id))
+  end
+
+  # Calls without ids get generated ids, which differ between processors: compare names and parameters.
+  def named_params(items)
+    final_calls(items).map { |c| [c.name, c.parameters] }
+  end
+
+  def both_paths(chunks, partial: false)
+    hashed = stream_items(DiscourseAiStream::OpenAiMessageProcessor.new(partial_tool_calls: partial),
+                          chunks.map { |c| parsed(c) })
+    decoded = decoded_items(DiscourseAiStream::OpenAiMessageProcessor.new(partial_tool_calls: partial), [sse(chunks)])
+    [hashed, decoded]
+  end
+
+  [false, true].each do |partial|
+    it "1: same-name calls with no id and no index in one delta stay separate (partial_tool_calls: #{partial})" do
+      chunk = tool_chunk([{ function: { name: "search", arguments: '{"q":"a"}' } },
+                          { function: { name: "search", arguments: '{"q":"b"}' } }], finish: "tool_calls")
+      both_paths([chunk], partial: partial).each do |items|
+        expect(named_params(items)).to eq([["search", { q: "a" }], ["search", { q: "b" }]])
+        expect(ids_in(items).uniq.size).to eq(2)
+      end
+    end
+
+    it "7: index 0 reused with no id and the same name after complete arguments (partial_tool_calls: #{partial})" do
+      chunks = [tool_chunk([{ index: 0, function: { name: "search", arguments: '{"q":"a"}' } }], finish: ""),
+                tool_chunk([{ index: 0, function: { name: "search", arguments: '{"q":"b"}' } }], finish: ""),
+                finish_chunk("stop")]
+      both_paths(chunks, partial: partial).each do |items|
+        expect(named_params(items)).to eq([["search", { q: "a" }], ["search", { q: "b" }]])
+      end
+    end
+
+    it "arguments: a valid JSON prefix does not complete a call early (partial_tool_calls: #{partial})" do
+      processor = DiscourseAiStream::OpenAiMessageProcessor.new(partial_tool_calls: partial)
+      chunks = [tool_chunk([call("p", "f", '{"n":1', index: 0)]), tool_chunk([fragment(0, "2")]),
+                tool_chunk([fragment(0, ',"s":"x"}')]), tool_chunk([fragment(0, " ")])]
+      early = chunks.flat_map { |c| Array(processor.process_streamed_message(parsed(c))) }
+      expect(early).to all(have_attributes(partial?: true))
+      items = [*processor.process_streamed_message(parsed(finish_chunk))]
+      expect(final_calls(items).map { |c| [c.id, c.parameters] }).to eq([["p", { n: 12, s: "x" }]])
+      expect(processor.anomalies).to eq([])
+    end
   end
 
   it "usage: from any chunk, cache reads from either field, never added, nulls never erase" do

@@ -120,13 +120,18 @@ fn drive(mut p: Processor, reads: &[&[u8]]) -> Run {
     assert!(!p.calls().any_open(), "finish completes every call");
     let all = p.anomalies().all();
     let recorded = |a: &&Anomaly| matches!(a.kind, AnomalyKind::UnreadableEvent | AnomalyKind::ProviderError);
-    let reports = raised + all.iter().filter(recorded).count();
+    // Identical anomalies share one entry: count them by their count.
+    let reports = raised + all.iter().filter(recorded).map(|a| a.count as usize).sum::<usize>();
     let anomalies = all.iter().filter(|a| !recorded(a)).map(|a| a.kind).collect();
     let mut invalid: Vec<&str> = all
         .iter()
         .filter(|a| a.kind == AnomalyKind::InvalidArguments)
         .map(|a| a.call_id.as_deref().unwrap_or_default())
         .collect();
+    assert!(
+        all.iter().filter(|a| a.kind == AnomalyKind::InvalidArguments).all(|a| a.count == 1),
+        "a call reported invalid twice: {all:#?}"
+    );
     let reported = invalid.len();
     invalid.sort_unstable();
     invalid.dedup();

@@ -74,11 +74,36 @@ RSpec.describe "bad input" do
     "arguments" => ->(v) { ChunkHelpers.tool_chunk([{ index: 1, id: "x", function: { name: "f", arguments: v } }]) },
     "finish_reason" => ->(v) { { choices: [{ delta: {}, finish_reason: v }] } },
     "usage" => ->(v) { { choices: [], usage: v } },
-    "prompt_tokens" => ->(v) { { choices: [], usage: { prompt_tokens: v } } }
+    "prompt_tokens" => ->(v) { { choices: [], usage: { prompt_tokens: v } } },
+    "completion_tokens" => ->(v) { { choices: [], usage: { completion_tokens: v } } },
+    "prompt_tokens_details" => ->(v) { { choices: [], usage: { prompt_tokens_details: v } } },
+    "prompt_tokens_details.cached_tokens" =>
+      ->(v) { { choices: [], usage: { prompt_tokens_details: { cached_tokens: v } } } },
+    "prompt_tokens_details.cache_write_tokens" =>
+      ->(v) { { choices: [], usage: { prompt_tokens_details: { cache_write_tokens: v } } } },
+    "prompt_tokens_details.cache_creation_tokens" =>
+      ->(v) { { choices: [], usage: { prompt_tokens_details: { cache_creation_tokens: v } } } },
+    "x_groq" => ->(v) { { choices: [], x_groq: v } },
+    "x_groq.usage" => ->(v) { { choices: [], x_groq: { usage: v } } },
+    "object" => ->(v) { { object: v, choices: [] } },
+    "message" => ->(v) { { object: "chat.completion.chunk", message: v, choices: [] } },
+    "choices[0].message" => ->(v) { { choices: [{ message: v }] } },
+    "content part type" => ->(v) { { choices: [{ delta: { content: [{ type: v, text: "x" }] } }] } },
+    "content part text" => ->(v) { { choices: [{ delta: { content: [{ type: "text", text: v }] } }] } },
+    "function.id" =>
+      ->(v) { ChunkHelpers.tool_chunk([{ index: 1, function: { id: v, name: "f", arguments: "{}" } }]) }
   }
-  odd_values = { "an Integer" => 5, "a Float" => 1.5, "true" => true, "an Array" => [1, "x"], "a Time" => Time.at(0) }
+  odd_values = { "an Integer" => 5, "a Float" => 1.5, "true" => true, "an Array" => [1, "x"], "a Time" => Time.at(0),
+                 "a String" => "x", "a Hash" => { a: 1 } }
   # Integers are what these fields hold.
-  integer_fields = %w[index prompt_tokens]
+  integer_fields = %w[index prompt_tokens completion_tokens prompt_tokens_details.cached_tokens
+                      prompt_tokens_details.cache_write_tokens prompt_tokens_details.cache_creation_tokens]
+  # Strings are what these fields hold (the content part's type is any string: "x" is reported as unknown).
+  string_fields = ["content", "id", "name", "arguments", "finish_reason", "object", "message", "content part text",
+                   "function.id"]
+  # Objects are what these fields hold.
+  hash_fields = ["choices[0]", "delta", "tool_calls[0]", "function", "arguments", "usage", "prompt_tokens_details",
+                 "x_groq", "x_groq.usage", "choices[0].message"]
   # Generated ids differ between processors by design.
   comparable = ->(ids) { ids.map { |id| id.start_with?("call_das_") ? :generated : id } }
 
@@ -86,6 +111,8 @@ RSpec.describe "bad input" do
     it "Hash and raw paths: #{field} of every wrong type is ignored or converted, with an anomaly" do
       odd_values.each do |label, value|
         next if integer_fields.include?(field) && value.is_a?(Integer)
+        next if string_fields.include?(field) && value.is_a?(String)
+        next if hash_fields.include?(field) && value.is_a?(Hash)
 
         chunk = build.call(value)
         processor = DiscourseAiStream::OpenAiMessageProcessor.new
@@ -102,10 +129,57 @@ RSpec.describe "bad input" do
     end
   end
 
+  describe "a truncated event in the middle of a stream" do
+    later = ChunkHelpers.tool_chunk([ChunkHelpers.call("b", "fetch", '{"url":"x"}', index: 1)], finish: "tool_calls")
+
+    {
+      "a cut data line with no blank line after it" => "data: {\"choices\":[{\"delta\":{\"content\":\"cu\n",
+      "a cut data line ending where the next event could continue it" => "data: {\"choices\":[\n",
+      "an event closed by a blank line before its JSON was complete" => "data: {\"choices\":[{\"delta\"\n\n"
+    }.each do |name, cut|
+      it "#{name}: raises StreamError naming it, and the next event is read" do
+        processor = DiscourseAiStream::OpenAiMessageProcessor.new
+        bytes = good_sse + cut.b + sse([later], done: false)
+        expect { processor.decode_chunk(bytes) }.to raise_error(DiscourseAiStream::StreamError, /truncated/) { |e|
+          expect(e.kind).to eq(:invalid_json)
+          expect(ids_in(e.items)).to eq(%w[good b])
+        }
+        expect(processor.finish).to eq([])
+      end
+    end
+  end
+
+  it "5000 `data: ping` keep-alives: one anomaly with a count, and real anomalies still recorded" do
+    processor = DiscourseAiStream::OpenAiMessageProcessor.new
+    processor.decode_chunk(good_sse)
+    processor.decode_chunk("data: ping\n\n" * 5000)
+    processor.decode_chunk((1..200).map { |i| "data: ping #{i}\n\n" }.join)
+    processor.decode_chunk(sse([tool_chunk([fragment(9, '{"lost":1}')])], done: false))
+    kinds = processor.anomalies.map { |a| a[:kind] }
+    expect(processor.anomalies.first).to include(kind: :non_json_data, excerpt: "ping", count: 5000)
+    expect(kinds.count(:non_json_data)).to be <= 51
+    expect(kinds.last).to eq(:orphan_fragment)
+    expect(processor.anomalies.last[:excerpt]).to eq('{"lost":1}')
+  end
+
+  it "error of any non-empty type: ProviderError naming the value, and the good call is kept, in both paths" do
+    { "an Integer" => [5, "5"], "a String" => %w[x x], "true" => [true, "true"], "an Array" => [[1, "x"], '[1,"x"]'],
+      "a Hash" => [{ a: 1 }, '{"a":1}'], "a Hash with a message" => [{ message: "m" }, "m"] }.each do |label, (v, text)|
+      processor = DiscourseAiStream::OpenAiMessageProcessor.new
+      expect(ids_in(Array(processor.process_streamed_message(good)))).to eq(["good"])
+      expect { processor.process_streamed_message({ error: v }) }
+        .to raise_error(DiscourseAiStream::ProviderError, text), label
+      raw = DiscourseAiStream::OpenAiMessageProcessor.new
+      expect { raw.decode_chunk(good_sse + sse([{ error: v }], done: false)) }
+        .to raise_error(DiscourseAiStream::ProviderError, text) { |e| expect(ids_in(e.items)).to eq(["good"]) }
+    end
+  end
+
   it "a truncated stream: finish completes the open call and reports it" do
     processor = DiscourseAiStream::OpenAiMessageProcessor.new
     open_call = sse([tool_chunk([call("open", "f", '{"a":1', index: 1)])], done: false)
-    processor.decode_chunk("#{good_sse}#{open_call}data: {\"choices\":[{\"del")
+    first = processor.decode_chunk("#{good_sse}#{open_call}data: {\"choices\":[{\"del")
+    expect(ids_in(first)).to eq(["good"])
     expect(ids_in(processor.finish)).to eq(["open"])
     expect(processor.anomalies.map { |a| a[:kind] }).to include(:truncated, :truncated_event, :repaired_arguments)
   end
@@ -121,9 +195,16 @@ RSpec.describe "bad input" do
       errors += 1
     end
     expect(ids_in(first)).to eq(["good"])
-    expect { processor.finish }.not_to raise_error
+    # Garbage makes errors (any other exception would have ended the loop),
+    # each a named one of the gem, and is recorded within the bound.
+    expect(errors).to be_between(1, 160)
+    expect(processor.finish).to eq([])
     expect(processor.anomalies.size).to be <= 1001
-    expect(errors).to be >= 0
+    known = %i[unknown_sse_field unprefixed_data unreadable_event non_json_data unexpected_payload truncated_event
+               provider_error ignored_field anomaly_limit]
+    expect(processor.anomalies.map { |a| a[:kind] }.uniq - known).to eq([])
+    # The stream after the garbage is read again.
+    expect(ids_in(processor.decode_chunk(good_sse))).to eq(["good"])
   end
 
   it "one 100 MB line without a newline: one error, bounded memory" do
@@ -147,9 +228,11 @@ RSpec.describe "bad input" do
   it "NUL bytes: escaped in JSON they are text; a bare NUL payload is skipped and reported" do
     processor = DiscourseAiStream::OpenAiMessageProcessor.new
     escaped = "data: {\"choices\":[{\"delta\":{\"content\":\"a\\u0000b\"}}]}\n\n"
+    expect(ids_in(processor.decode_chunk(good_sse))).to eq(["good"])
     expect(processor.decode_chunk(escaped)).to eq(["a\u0000b"])
     expect(processor.decode_chunk("data: \u0000\u0000\n\n")).to eq([])
     expect(processor.anomalies.map { |a| a[:kind] }).to eq([:non_json_data])
+    expect(processor.finish).to eq([])
   end
 
   it "huge numbers: a huge index is ignored and reported, huge parameters keep every digit" do
@@ -157,20 +240,75 @@ RSpec.describe "bad input" do
     raw = "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":#{big},\"id\":\"h\",\"function\":" \
           "{\"name\":\"f\",\"arguments\":\"{\\\"n\\\":#{big},\\\"f\\\":1e400}\"}}]},\"finish_reason\":\"stop\"}]}\n\n"
     processor = DiscourseAiStream::OpenAiMessageProcessor.new
-    call = processor.decode_chunk(raw).first
+    good_call, call = processor.decode_chunk(good_sse + raw)
+    expect(good_call.id).to eq("good")
     expect(call.parameters).to eq(n: Integer(big), f: Float::INFINITY)
     expect(processor.anomalies.map { |a| a[:kind] }).to eq([:ignored_field])
+  end
+
+  describe "huge numbers read the same through decode_chunk and process_streamed_message" do
+    # Generated ids differ between processors by design.
+    normalize = ->(text) { text.to_s.gsub(/call_das_\h+_\d+/, "call_das_N") }
+    # Each step is one call into the processor; the first error is kept, its items too.
+    outcome = lambda do |processor, steps|
+      items = []
+      error = nil
+      steps.each do |step|
+        items.concat(Array(step.call))
+      rescue DiscourseAiStream::Error => e
+        error ||= [e.class, normalize.call(e.message)]
+        items.concat(e.items)
+      end
+      items.concat(processor.finish)
+      [items.map { |i| i.is_a?(String) ? i : [normalize.call(i.id), i.name, i.parameters] }, error,
+       processor.anomalies.map { |a| [a[:kind], normalize.call(a[:message]), a[:field], a[:count]] }]
+    end
+
+    big = 2**80
+    header = ->(extra) { { index: 0, id: "h", function: { name: "f", arguments: '{"a":1}' } }.merge(extra) }
+    {
+      "index: 1e400" => ChunkHelpers.tool_chunk([header.call(index: :INF)]),
+      "index: 2**80" => ChunkHelpers.tool_chunk([header.call(index: big)]),
+      "a Bignum id" => ChunkHelpers.tool_chunk([header.call(id: big)]),
+      "content: 2**80" => ChunkHelpers.text_chunk(:BIG),
+      "content: -1e400" => ChunkHelpers.text_chunk(:NEG_INF),
+      "choices[0].error: 1e400" => { choices: [{ index: 0, delta: {}, error: :INF }] },
+      "usage.prompt_tokens: 2**80" => { choices: [], usage: { prompt_tokens: big } },
+      "arguments object with 1e400 and 2**80" =>
+        ChunkHelpers.tool_chunk([header.call(function: { name: "f", arguments: { inf: :INF, big: big } })])
+    }.each do |name, chunk|
+      it "#{name}: same items, error and anomalies" do
+        json = JSON.generate(chunk).gsub('"INF"', "1e400").gsub('"NEG_INF"', "-1e400").gsub('"BIG"', big.to_s)
+        stream = [json, JSON.generate(good)]
+        hash_processor = DiscourseAiStream::OpenAiMessageProcessor.new
+        hashed = outcome.call(hash_processor, stream.map do |j|
+          -> { hash_processor.process_streamed_message(JSON.parse(j, symbolize_names: true)) }
+        end)
+        raw_processor = DiscourseAiStream::OpenAiMessageProcessor.new
+        decoded = outcome.call(raw_processor, [-> { raw_processor.decode_chunk(sse(stream, done: false)) }])
+        expect(decoded).to eq(hashed)
+        expect(decoded.first.grep(Array).map(&:first)).to include("good")
+      end
+    end
+
+    it "choices[0].error: Infinity raises ProviderError naming it, not \"null\"" do
+      processor = DiscourseAiStream::OpenAiMessageProcessor.new
+      expect { processor.process_streamed_message({ choices: [{ index: 0, delta: {}, error: Float::INFINITY }] }) }
+        .to raise_error(DiscourseAiStream::ProviderError, "Infinity") { |e| expect(e.payload).to eq(Float::INFINITY) }
+    end
   end
 
   it "duplicate keys: the last one wins, in the chunk and in the arguments, in both paths" do
     raw = '{"choices":[{"delta":{"content":"first","content":"second"}}],' \
           '"choices":[{"delta":{"tool_calls":[{"index":0,"id":"d","function":{"name":"f",' \
           '"arguments":"{\"k\":1,\"k\":2}"}}]},"finish_reason":"stop"}]}'
-    decoded = DiscourseAiStream::OpenAiMessageProcessor.new.decode_chunk("data: #{raw}\n\n")
+    decoded = DiscourseAiStream::OpenAiMessageProcessor.new.decode_chunk("#{good_sse}data: #{raw}\n\n")
     chunk = JSON.parse(raw, symbolize_names: true)
-    hashed = Array(DiscourseAiStream::OpenAiMessageProcessor.new.process_streamed_message(chunk))
+    hash_processor = DiscourseAiStream::OpenAiMessageProcessor.new
+    hashed = [good, chunk].flat_map { |c| Array(hash_processor.process_streamed_message(c)) }
     [decoded, hashed].each do |items|
-      expect(items.map { |i| i.is_a?(String) ? i : [i.id, i.parameters] }).to eq([["d", { k: 2 }]])
+      expect(items.map { |i| i.is_a?(String) ? i : [i.id, i.parameters] })
+        .to eq([["good", { q: "ok" }], ["d", { k: 2 }]])
     end
   end
 end

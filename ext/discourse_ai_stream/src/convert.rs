@@ -48,8 +48,8 @@ fn number(ruby: &Ruby, n: &Number) -> Result<Value, Error> {
     Ok(ruby.float_from_f64(n.as_f64()).as_value())
 }
 
-/// An anomaly as a frozen Hash: `{kind: :generated_id, message: "...", id:, name:, index:, field:, excerpt:}`
-/// (absent details are left out).
+/// An anomaly as a frozen Hash: `{kind: :generated_id, message: "...", id:, name:, index:, field:, excerpt:, count:}`
+/// (absent details are left out; `count` only when the same anomaly repeated).
 pub fn anomaly_to_ruby(ruby: &Ruby, a: &Anomaly) -> Result<Value, Error> {
     let h = ruby.hash_new();
     h.aset(ruby.to_symbol("kind"), ruby.to_symbol(a.kind.name()))?;
@@ -68,6 +68,9 @@ pub fn anomaly_to_ruby(ruby: &Ruby, a: &Anomaly) -> Result<Value, Error> {
     }
     if let Some(excerpt) = &a.excerpt {
         h.aset(ruby.to_symbol("excerpt"), ruby.str_new(excerpt))?;
+    }
+    if a.count > 1 {
+        h.aset(ruby.to_symbol("count"), a.count.into_value_with(ruby))?;
     }
     h.freeze();
     Ok(h.as_value())

@@ -150,10 +150,12 @@ impl<'de> Deserializer<'de> for RubyDe<'_> {
             if let Ok(n) = i.to_u64() {
                 return visitor.visit_u64(n);
             }
-            // Beyond 64 bits: no field of a chunk is that large; read it as
-            // its decimal text so nothing is made up.
-            let text: String = v.funcall("to_s", ()).map_err(|e| DeError(e.to_string()))?;
-            return visitor.visit_string(text);
+            // Beyond 64 bits: a Float, as serde_json reads the same digits
+            // on the raw path (huge ones are Infinity, as `JSON.parse` reads
+            // 1e400), so both paths agree. As text it became content or an
+            // id that the server never sent as a string.
+            let f: f64 = v.funcall("to_f", ()).map_err(|e| DeError(e.to_string()))?;
+            return visitor.visit_f64(f);
         }
         if let Some(f) = Float::from_value(v) {
             return visitor.visit_f64(f.to_f64());

@@ -2,7 +2,10 @@
 //! Nothing leaves the decoder silently; each anomaly names what happened and,
 //! where there is one, the tool call it belongs to.
 
+use std::collections::hash_map::DefaultHasher;
+use std::collections::HashMap;
 use std::fmt;
+use std::hash::{Hash, Hasher};
 
 /// What kind of thing happened. The snake_case names are what Ruby sees as
 /// the `:kind` symbol.
@@ -112,6 +115,9 @@ pub struct Anomaly {
     pub field: Option<&'static str>,
     /// A short excerpt of the data concerned.
     pub excerpt: Option<String>,
+    /// How many times this same anomaly happened (identical anomalies, e.g.
+    /// the same keep-alive payload on every event, are kept once).
+    pub count: u64,
 }
 
 impl Anomaly {
@@ -125,7 +131,26 @@ impl Anomaly {
             index: None,
             field: None,
             excerpt: None,
+            count: 1,
         }
+    }
+
+    /// True when `other` is the same anomaly (count aside).
+    fn same_as(&self, other: &Anomaly) -> bool {
+        self.kind == other.kind
+            && self.message == other.message
+            && self.call_id == other.call_id
+            && self.call_name == other.call_name
+            && self.index == other.index
+            && self.field == other.field
+            && self.excerpt == other.excerpt
+    }
+
+    fn key(&self) -> u64 {
+        let mut h = DefaultHasher::new();
+        (self.kind, &self.message, &self.call_id, &self.call_name, self.index, self.field, &self.excerpt)
+            .hash(&mut h);
+        h.finish()
     }
 
     pub fn field(mut self, field: &'static str) -> Self {
@@ -171,23 +196,58 @@ pub fn excerpt_bytes(bytes: &[u8]) -> String {
 }
 
 /// Anomalies of one processor, bounded: after [`Anomalies::LIMIT`] only a
-/// count is kept (one `anomaly_limit` entry says so).
+/// count is kept (one `anomaly_limit` entry says so). An anomaly identical to
+/// one already kept (and not about a call) only counts on that one, and noise (payloads skipped as
+/// keep-alives or non-chunks) keeps at most [`Anomalies::NOISE_LIMIT`]
+/// entries per kind, so a stream of pings cannot push real anomalies out.
 #[derive(Debug, Default)]
 pub struct Anomalies {
     list: Vec<Anomaly>,
     /// How many the caller has already taken (see [`Anomalies::take_new`]).
     delivered: usize,
     dropped: u64,
+    /// Positions of kept anomalies by [`Anomaly::key`] (first of each key).
+    seen: HashMap<u64, usize>,
+    /// Noise entries kept, per noise kind.
+    noise: [usize; 2],
+    limit_reported: bool,
 }
 
 impl Anomalies {
     pub const LIMIT: usize = 1000;
+    /// Distinct entries kept per noise kind.
+    pub const NOISE_LIMIT: usize = 50;
 
     pub fn push(&mut self, anomaly: Anomaly) {
+        // Anomalies of a call are each kept (two calls may share an id, and
+        // each is reported once per call already); the rest repeat.
+        let key = anomaly.call_id.is_none().then(|| anomaly.key());
+        if let Some(&at) = key.as_ref().and_then(|k| self.seen.get(k)) {
+            if let Some(kept) = self.list.get_mut(at).filter(|k| k.same_as(&anomaly)) {
+                kept.count = kept.count.saturating_add(1);
+                return;
+            }
+        }
+        let noise = match anomaly.kind {
+            AnomalyKind::NonJsonData => Some(0),
+            AnomalyKind::UnexpectedPayload => Some(1),
+            _ => None,
+        };
+        if let Some(n) = noise.and_then(|i| self.noise.get_mut(i)) {
+            if *n >= Self::NOISE_LIMIT {
+                self.dropped += 1;
+                return;
+            }
+            *n += 1;
+        }
         if self.list.len() < Self::LIMIT {
+            if let Some(key) = key {
+                self.seen.entry(key).or_insert(self.list.len());
+            }
             self.list.push(anomaly);
         } else {
-            if self.dropped == 0 {
+            if !self.limit_reported {
+                self.limit_reported = true;
                 self.list.push(Anomaly::new(
                     AnomalyKind::AnomalyLimit,
                     format!("more than {} anomalies; later ones are only counted", Self::LIMIT),
@@ -245,8 +305,8 @@ mod tests {
     #[test]
     fn the_list_is_bounded_and_says_so() {
         let mut a = Anomalies::default();
-        for _ in 0..Anomalies::LIMIT + 50 {
-            a.push(Anomaly::new(AnomalyKind::NonJsonData, "x"));
+        for i in 0..Anomalies::LIMIT + 50 {
+            a.push(Anomaly::new(AnomalyKind::OrphanFragment, format!("x{i}")));
         }
         assert_eq!(a.len(), Anomalies::LIMIT + 1);
         assert_eq!(a.all().last().map(|x| x.kind), Some(AnomalyKind::AnomalyLimit));
@@ -254,5 +314,44 @@ mod tests {
         assert_eq!(a.take_new().len(), Anomalies::LIMIT + 1);
         assert!(a.take_new().is_empty());
         assert!(!a.has_new());
+    }
+
+    #[test]
+    fn identical_anomalies_are_counted_on_one_entry() {
+        let mut a = Anomalies::default();
+        for _ in 0..5000 {
+            a.push(Anomaly::new(AnomalyKind::NonJsonData, "ping").excerpt("ping"));
+        }
+        a.push(Anomaly::new(AnomalyKind::GeneratedId, "real"));
+        assert_eq!(a.len(), 2);
+        assert_eq!(a.all()[0].count, 5000);
+        assert_eq!(a.all()[1].kind, AnomalyKind::GeneratedId);
+        assert_eq!(a.take_new().len(), 2);
+        a.push(Anomaly::new(AnomalyKind::NonJsonData, "ping").excerpt("ping"));
+        assert!(!a.has_new(), "a repeat is not a new anomaly");
+        assert_eq!(a.dropped(), 0);
+        // Two calls that share an id keep an entry each.
+        let mut b = Anomalies::default();
+        for _ in 0..2 {
+            let mut x = Anomaly::new(AnomalyKind::InvalidArguments, "bad");
+            x.call_id = Some("same".into());
+            b.push(x);
+        }
+        assert_eq!(b.len(), 2);
+    }
+
+    #[test]
+    fn distinct_noise_keeps_a_bounded_share_and_real_anomalies_their_room() {
+        let mut a = Anomalies::default();
+        for i in 0..5000 {
+            a.push(Anomaly::new(AnomalyKind::NonJsonData, "skipped").excerpt(&format!("ping {i}")));
+            a.push(Anomaly::new(AnomalyKind::UnexpectedPayload, "skipped").excerpt(&i.to_string()));
+        }
+        for i in 0..100 {
+            a.push(Anomaly::new(AnomalyKind::OrphanFragment, format!("real {i}")));
+        }
+        assert_eq!(a.len(), 2 * Anomalies::NOISE_LIMIT + 100);
+        assert_eq!(a.all().iter().filter(|x| x.kind == AnomalyKind::OrphanFragment).count(), 100);
+        assert_eq!(a.dropped(), 2 * (5000 - Anomalies::NOISE_LIMIT as u64));
     }
 }

@@ -36,6 +36,8 @@ pub struct Call {
     object: Option<JsonValue>,
     partial: Option<PartialState>,
     completed: bool,
+    /// The `tool_calls` list (see [`Calls::begin_list`]) the call started in.
+    list: u64,
 }
 
 impl Call {
@@ -91,9 +93,20 @@ pub struct Calls {
     by_id: HashMap<String, u32>,
     current: Option<u32>,
     partial: bool,
-    /// Anomalies already reported: field anomalies once per field and
-    /// stream, id changes once per call.
+    /// Anomalies already reported: field anomalies once per field and call
+    /// (`None`: fragments that matched no call), id changes once per call.
     reported: HashSet<(&'static str, Option<u32>)>,
+    /// Counts `tool_calls` lists: elements of one list are separate calls.
+    list: u64,
+}
+
+/// A field of the wrong type in one `tool_calls` element, reported once the
+/// call it belongs to is known.
+#[derive(Debug, Clone, Copy)]
+struct FieldProblem {
+    field: &'static str,
+    kind: Kind,
+    converted: bool,
 }
 
 static GENERATED: AtomicU64 = AtomicU64::new(0);
@@ -155,33 +168,35 @@ impl Calls {
         }
     }
 
-    /// Applies one element of `delta.tool_calls`. `finishing` says the same
-    /// chunk ends the turn, so no progress is worth reporting.
+    /// Starts a new `tool_calls` list. Two elements of one list are never
+    /// the same call, even with no id and no index and the same name
+    /// (Mistral-style parallel calls from servers that send neither).
+    pub fn begin_list(&mut self) {
+        self.list += 1;
+    }
+
+    /// Applies one element of `delta.tool_calls` (call [`Calls::begin_list`]
+    /// before the first element of each list).
     pub fn apply(&mut self, delta: &ToolCallDelta, anomalies: &mut Anomalies) -> Applied {
+        let mut problems = Vec::new();
         let function = match &delta.function {
             Field::Value(f) | Field::Converted(f, _) => Some(f),
             Field::Wrong(kind) => {
-                self.field_anomaly("tool_calls[].function", *kind, false, anomalies);
+                problems.push(FieldProblem { field: "tool_calls[].function", kind: *kind, converted: false });
                 None
             }
             Field::Missing | Field::Null => None,
         };
-        let index = self.read_index(&delta.index, anomalies);
-        let id = self
-            .read_id(&delta.id, "tool_calls[].id", anomalies)
-            .or_else(|| function.and_then(|f| self.read_id(&f.id, "tool_calls[].function.id", anomalies)));
-        let name = function.and_then(|f| self.read_name(&f.name, anomalies));
-        let arguments = function.and_then(|f| match &f.arguments {
-            Field::Value(a) | Field::Converted(a, _) => Some(a),
-            Field::Wrong(kind) => {
-                self.field_anomaly("tool_calls[].function.arguments", *kind, false, anomalies);
-                None
-            }
-            Field::Missing | Field::Null => None,
-        });
+        let index = read_index(&delta.index, &mut problems);
+        let id = read_id(&delta.id, "tool_calls[].id", &mut problems)
+            .or_else(|| function.and_then(|f| read_id(&f.id, "tool_calls[].function.id", &mut problems)));
+        let name = function.and_then(|f| read_name(&f.name, &mut problems));
+        let arguments = function.and_then(|f| read_arguments(&f.arguments, &mut problems));
         let header = Header { index, id, name, arguments };
         let mut applied = Applied::default();
-        let Some(target) = self.slot(&header, &mut applied, anomalies) else {
+        let target = self.slot(&header, &mut applied, anomalies);
+        self.report_fields(&problems, target, &header, anomalies);
+        let Some(target) = target else {
             return applied;
         };
         applied.target = Some(CallId(target));
@@ -190,15 +205,52 @@ impl Calls {
         applied
     }
 
+    /// Field anomalies of one element, with the call they belong to (or,
+    /// when none, the element's own index and id).
+    fn report_fields(
+        &mut self,
+        problems: &[FieldProblem],
+        target: Option<u32>,
+        h: &Header,
+        anomalies: &mut Anomalies,
+    ) {
+        for p in problems {
+            if !self.reported.insert((p.field, target)) {
+                continue;
+            }
+            let (anomaly_kind, verb) = if p.converted {
+                (AnomalyKind::ConvertedField, "converted")
+            } else {
+                (AnomalyKind::IgnoredField, "ignored")
+            };
+            let mut message = format!("{} was {}; {verb}", p.field, p.kind.described());
+            let mut a = match target.and_then(|t| self.calls.get(t as usize)) {
+                Some(call) => {
+                    message.push_str(&format!(" (call {:?})", call.id));
+                    call.anomaly(anomaly_kind, message)
+                }
+                None => {
+                    let mut a = Anomaly::new(anomaly_kind, message);
+                    a.call_id = h.id.map(str::to_owned);
+                    a.index = h.index;
+                    a
+                }
+            };
+            a.field = Some(p.field);
+            anomalies.push(a);
+        }
+    }
+
     /// Finds (or starts) the call a delta belongs to.
     fn slot(&mut self, h: &Header, applied: &mut Applied, anomalies: &mut Anomalies) -> Option<u32> {
         // Fast path: the delta continues the call of the previous delta.
         if let Some(cur) = self.current {
-            let c = &self.calls[cur as usize];
+            let c = self.calls.get(cur as usize)?;
             if h.index.is_some()
                 && h.index == c.index
                 && h.id.is_none_or(|id| id == c.id)
                 && h.name.is_none_or(|n| n == c.name)
+                && !self.starts_anew(cur, h)
             {
                 return Some(cur);
             }
@@ -234,8 +286,11 @@ impl Calls {
                 }
                 Some(self.start(id.to_owned(), false, name, h.index))
             }
-            // A different name at an occupied index with no id: a new call.
-            (None, Some(name), Some(occ)) if name != self.calls[occ as usize].name => {
+            // A different name at an occupied index with no id, or the same
+            // name where it cannot continue the call there: a new call.
+            (None, Some(name), Some(occ))
+                if name != self.calls[occ as usize].name || self.starts_anew(occ, h) =>
+            {
                 if !self.calls[occ as usize].completed {
                     applied.replaced = Some(CallId(occ));
                 }
@@ -249,7 +304,13 @@ impl Calls {
             }
             // Rules 6, 10: no index and no id continues the most recent call,
             // also when the name is repeated in full.
-            (None, name, None) if h.index.is_none() && self.current_matches(name) => self.current,
+            (None, name, None)
+                if h.index.is_none()
+                    && self.current_matches(name)
+                    && !self.current.is_some_and(|cur| self.starts_anew(cur, h)) =>
+            {
+                self.current
+            }
             // Rule 8 without an index: an unknown id on an arguments-only
             // delta continues the most recent call.
             (Some(id), None, None) if h.index.is_none() && self.current.is_some() => {
@@ -277,6 +338,52 @@ impl Calls {
                     anomalies.push(a);
                 }
                 None
+            }
+        }
+    }
+
+    /// A header with a name and no id that matches `call` by index or as the
+    /// latest call is still a new call when it cannot be a continuation:
+    /// - `call` started in an earlier element of the same `tool_calls` list
+    ///   (separate elements are separate calls);
+    /// - `call`'s arguments are already a complete JSON object and the header
+    ///   brings more arguments (Ollama-style index reuse without ids): text
+    ///   after a closed object could only make the call invalid. The call is
+    ///   not completed because its text parses (stream-shapes.md: a valid
+    ///   prefix is not the end); only the new call's arrival ends it.
+    fn starts_anew(&self, call: u32, h: &Header) -> bool {
+        if h.name.is_none() || h.id.is_some() {
+            return false;
+        }
+        let Some(c) = self.calls.get(call as usize) else {
+            return false;
+        };
+        if c.list == self.list {
+            return true;
+        }
+        let Some(arguments) = h.arguments else {
+            return false;
+        };
+        match arguments {
+            Arguments::Text(t) => {
+                let t = t.trim_start();
+                if t.is_empty() {
+                    return false;
+                }
+                if c.completed || c.object.is_some() {
+                    return true;
+                }
+                t.starts_with('{') && closed_object(&c.raw)
+            }
+            Arguments::Object(v) => {
+                if c.completed {
+                    return true;
+                }
+                match &c.object {
+                    // The same object again is a repeated header (rule 10).
+                    Some(existing) => existing != v,
+                    None => closed_object(&c.raw),
+                }
             }
         }
     }
@@ -328,6 +435,7 @@ impl Calls {
             object: None,
             partial,
             completed: false,
+            list: self.list,
         });
         n
     }
@@ -344,17 +452,30 @@ impl Calls {
     /// element is its own call. Returns `None` (with an anomaly) for an
     /// element without a name.
     pub fn add_whole(&mut self, delta: &ToolCallDelta, anomalies: &mut Anomalies) -> Option<CallId> {
-        let function = delta.function.get();
-        let id = self
-            .read_id(&delta.id, "tool_calls[].id", anomalies)
-            .or_else(|| function.and_then(|f| self.read_id(&f.id, "tool_calls[].function.id", anomalies)));
-        let index = self.read_index(&delta.index, anomalies);
-        let arguments = function.and_then(|f| f.arguments.get());
-        let Some(name) = function.and_then(|f| self.read_name(&f.name, anomalies)) else {
+        // Every element is its own call: a list of its own.
+        self.begin_list();
+        let mut problems = Vec::new();
+        let function = match &delta.function {
+            Field::Value(f) | Field::Converted(f, _) => Some(f),
+            Field::Wrong(kind) => {
+                problems.push(FieldProblem { field: "tool_calls[].function", kind: *kind, converted: false });
+                None
+            }
+            Field::Missing | Field::Null => None,
+        };
+        let id = read_id(&delta.id, "tool_calls[].id", &mut problems)
+            .or_else(|| function.and_then(|f| read_id(&f.id, "tool_calls[].function.id", &mut problems)));
+        let index = read_index(&delta.index, &mut problems);
+        let arguments = function.and_then(|f| read_arguments(&f.arguments, &mut problems));
+        let name = function.and_then(|f| read_name(&f.name, &mut problems));
+        let header = Header { index, id, name, arguments };
+        let Some(name) = name else {
+            self.report_fields(&problems, None, &header, anomalies);
             let text = arguments.map(arguments_text).unwrap_or_default();
             let mut a = Anomaly::new(AnomalyKind::OrphanFragment, "a tool call without a name was skipped")
                 .excerpt(&text);
             a.call_id = id.map(str::to_owned);
+            a.index = index;
             anomalies.push(a);
             return None;
         };
@@ -362,7 +483,7 @@ impl Calls {
             Some(id) => self.start(id.to_owned(), false, name, index),
             None => self.start_generated(name, index, anomalies),
         };
-        let header = Header { index, id, name: Some(name), arguments };
+        self.report_fields(&problems, Some(n), &header, anomalies);
         self.append(n, &header, anomalies);
         Some(CallId(n))
     }
@@ -452,64 +573,79 @@ impl Calls {
     pub fn take_raw(&mut self, id: CallId) -> String {
         self.calls.get_mut(id.index()).map(|c| std::mem::take(&mut c.raw)).unwrap_or_default()
     }
+}
 
-    fn read_index(&mut self, field: &Field<Int>, anomalies: &mut Anomalies) -> Option<i64> {
-        match field {
-            Field::Value(Int(n)) => Some(*n),
-            Field::Converted(Int(n), kind) => {
-                self.field_anomaly("tool_calls[].index", *kind, true, anomalies);
-                Some(*n)
-            }
-            Field::Wrong(kind) => {
-                self.field_anomaly("tool_calls[].index", *kind, false, anomalies);
-                None
-            }
-            Field::Missing | Field::Null => None,
+/// True when `raw` is one complete JSON object (and so cannot be continued).
+fn closed_object(raw: &str) -> bool {
+    let t = raw.trim();
+    t.starts_with('{') && t.ends_with('}') && serde_json::from_str::<crate::chunk::lenient::Skip>(t).is_ok()
+}
+
+fn read_index(field: &Field<Int>, problems: &mut Vec<FieldProblem>) -> Option<i64> {
+    let field_name = "tool_calls[].index";
+    match field {
+        Field::Value(Int(n)) => Some(*n),
+        Field::Converted(Int(n), kind) => {
+            problems.push(FieldProblem { field: field_name, kind: *kind, converted: true });
+            Some(*n)
         }
+        Field::Wrong(kind) => {
+            problems.push(FieldProblem { field: field_name, kind: *kind, converted: false });
+            None
+        }
+        Field::Missing | Field::Null => None,
     }
+}
 
-    fn read_id<'d>(
-        &mut self,
-        field: &'d Field<Id<'d>>,
-        name: &'static str,
-        anomalies: &mut Anomalies,
-    ) -> Option<&'d str> {
-        match field {
-            Field::Value(Id(id)) if !id.is_empty() => Some(id),
-            Field::Converted(Id(id), kind) => {
-                self.field_anomaly(name, *kind, true, anomalies);
-                Some(id)
-            }
-            Field::Wrong(kind) => {
-                self.field_anomaly(name, *kind, false, anomalies);
-                None
-            }
-            _ => None,
+fn read_id<'d>(
+    field: &'d Field<Id<'d>>,
+    name: &'static str,
+    problems: &mut Vec<FieldProblem>,
+) -> Option<&'d str> {
+    match field {
+        Field::Value(Id(id)) if !id.is_empty() => Some(id),
+        Field::Converted(Id(id), kind) => {
+            problems.push(FieldProblem { field: name, kind: *kind, converted: true });
+            Some(id)
         }
+        Field::Wrong(kind) => {
+            problems.push(FieldProblem { field: name, kind: *kind, converted: false });
+            None
+        }
+        _ => None,
     }
+}
 
-    fn read_name<'d>(&mut self, field: &'d Field<Text<'d>>, anomalies: &mut Anomalies) -> Option<&'d str> {
-        match field {
-            Field::Value(Text(name)) if !name.is_empty() => Some(name),
-            Field::Wrong(kind) => {
-                self.field_anomaly("tool_calls[].function.name", *kind, false, anomalies);
-                None
-            }
-            _ => None,
+fn read_name<'d>(field: &'d Field<Text<'d>>, problems: &mut Vec<FieldProblem>) -> Option<&'d str> {
+    match field {
+        Field::Value(Text(name)) if !name.is_empty() => Some(name),
+        Field::Wrong(kind) => {
+            problems.push(FieldProblem {
+                field: "tool_calls[].function.name",
+                kind: *kind,
+                converted: false,
+            });
+            None
         }
+        _ => None,
     }
+}
 
-    fn field_anomaly(&mut self, field: &'static str, kind: Kind, converted: bool, anomalies: &mut Anomalies) {
-        if !self.reported.insert((field, None)) {
-            return;
+fn read_arguments<'d>(
+    field: &'d Field<Arguments<'d>>,
+    problems: &mut Vec<FieldProblem>,
+) -> Option<&'d Arguments<'d>> {
+    match field {
+        Field::Value(a) | Field::Converted(a, _) => Some(a),
+        Field::Wrong(kind) => {
+            problems.push(FieldProblem {
+                field: "tool_calls[].function.arguments",
+                kind: *kind,
+                converted: false,
+            });
+            None
         }
-        let (anomaly_kind, verb) = if converted {
-            (AnomalyKind::ConvertedField, "converted")
-        } else {
-            (AnomalyKind::IgnoredField, "ignored")
-        };
-        anomalies
-            .push(Anomaly::new(anomaly_kind, format!("{field} was a {}; {verb}", kind.name())).field(field));
+        Field::Missing | Field::Null => None,
     }
 }
 
@@ -636,5 +772,219 @@ impl ViewSink for RootView<'_> {
             // step, but a value that ends shows nothing new: not a change.
             self.events.close();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chunk::{Chunk, List};
+
+    /// Applies each `tool_calls` list (JSON text) as one delta, in order.
+    fn run(lists: &[&str], anomalies: &mut Anomalies) -> (Calls, Vec<Applied>) {
+        let mut calls = Calls::new(false);
+        let mut applied = Vec::new();
+        for list in lists {
+            let text = format!(r#"{{"choices":[{{"delta":{{"tool_calls":{list}}}}}]}}"#);
+            let chunk = Chunk::from_json(&text).expect("test JSON");
+            let choice = chunk.choices.get().and_then(|List(l)| l.first()).and_then(Field::get).unwrap();
+            let Some(List(items)) = choice.delta.get().and_then(|d| d.tool_calls.get()) else {
+                panic!("no tool_calls in {list}");
+            };
+            calls.begin_list();
+            for item in items {
+                applied.push(calls.apply(item.get().expect("an object"), anomalies));
+            }
+        }
+        (calls, applied)
+    }
+
+    /// Completes every call; (name, parameters as JSON) in order.
+    fn completed(calls: &mut Calls, anomalies: &mut Anomalies) -> Vec<(String, String)> {
+        let ids: Vec<CallId> = (0..calls.len() as u32).map(CallId).collect();
+        ids.into_iter()
+            .map(|id| {
+                let params = match calls.get(id).map(Call::is_completed) {
+                    Some(false) => calls.complete(id, anomalies).expect("valid arguments").to_json(),
+                    _ => "done".to_owned(),
+                };
+                (calls.get(id).map(|c| c.name.clone()).unwrap_or_default(), params)
+            })
+            .collect()
+    }
+
+    fn kinds(anomalies: &Anomalies) -> Vec<AnomalyKind> {
+        anomalies.all().iter().map(|a| a.kind).collect()
+    }
+
+    #[test]
+    fn rule_1_same_name_calls_without_id_or_index_in_one_list_are_separate() {
+        let mut a = Anomalies::default();
+        let (mut calls, _) = run(
+            &[r#"[{"function":{"name":"search","arguments":"{\"q\":\"a\"}"}},
+                  {"function":{"name":"search","arguments":"{\"q\":\"b\"}"}}]"#],
+            &mut a,
+        );
+        assert_eq!(
+            completed(&mut calls, &mut a),
+            [("search".into(), r#"{"q":"a"}"#.into()), ("search".into(), r#"{"q":"b"}"#.into())]
+        );
+        assert_eq!(kinds(&a), [AnomalyKind::GeneratedId, AnomalyKind::GeneratedId]);
+    }
+
+    #[test]
+    fn same_name_calls_at_one_index_in_one_list_are_separate() {
+        let mut a = Anomalies::default();
+        let (mut calls, applied) = run(
+            &[r#"[{"index":0,"function":{"name":"search","arguments":"{\"q\":\"a\"}"}},
+                  {"index":0,"function":{"name":"search","arguments":""}}]"#],
+            &mut a,
+        );
+        assert_eq!(applied[1].replaced, Some(CallId(0)));
+        assert_eq!(calls.len(), 2);
+        assert_eq!(completed(&mut calls, &mut a)[1], ("search".into(), "{}".into()));
+    }
+
+    #[test]
+    fn rule_7_same_name_without_id_after_complete_arguments_starts_a_new_call() {
+        let mut a = Anomalies::default();
+        let (mut calls, applied) = run(
+            &[
+                r#"[{"index":0,"function":{"name":"search","arguments":"{\"q\":\"a\"}"}}]"#,
+                r#"[{"index":0,"function":{"name":"search","arguments":"{\"q\":\"b\"}"}}]"#,
+            ],
+            &mut a,
+        );
+        assert_eq!(applied[1].replaced, Some(CallId(0)), "the first call is done");
+        assert_eq!(
+            completed(&mut calls, &mut a),
+            [("search".into(), r#"{"q":"a"}"#.into()), ("search".into(), r#"{"q":"b"}"#.into())]
+        );
+        // The same without an index: the latest call is not continued either.
+        let mut a = Anomalies::default();
+        let (mut calls, _) = run(
+            &[
+                r#"[{"function":{"name":"search","arguments":"{\"q\":\"a\"}"}}]"#,
+                r#"[{"function":{"name":"search","arguments":" {\"q\":\"b\"}"}}]"#,
+            ],
+            &mut a,
+        );
+        assert_eq!(completed(&mut calls, &mut a).len(), 2);
+    }
+
+    #[test]
+    fn a_valid_prefix_is_not_the_end_rule_10_names_repeated_continue() {
+        let mut a = Anomalies::default();
+        let (mut calls, applied) = run(
+            &[
+                r#"[{"index":0,"function":{"name":"f","arguments":"{\"a\":{\"b\":1}"}}]"#,
+                r#"[{"index":0,"function":{"name":"f","arguments":"}"}}]"#,
+                r#"[{"index":0,"function":{"name":"f","arguments":"  "}}]"#,
+            ],
+            &mut a,
+        );
+        assert!(applied.iter().all(|x| x.replaced.is_none() && x.target == Some(CallId(0))));
+        assert_eq!(completed(&mut calls, &mut a), [("f".into(), r#"{"a":{"b":1}}"#.into())]);
+        // A closed object inside a string is not a closed call.
+        let mut a = Anomalies::default();
+        let (mut calls, _) = run(
+            &[
+                r#"[{"index":0,"function":{"name":"f","arguments":"{\"s\":\"}"}}]"#,
+                r#"[{"index":0,"function":{"name":"f","arguments":"{\"}"}}]"#,
+            ],
+            &mut a,
+        );
+        assert_eq!(completed(&mut calls, &mut a), [("f".into(), r#"{"s":"}{"}"#.into())]);
+    }
+
+    #[test]
+    fn the_same_object_repeated_is_one_call_a_different_one_a_new_call() {
+        let mut a = Anomalies::default();
+        let (mut calls, _) = run(
+            &[
+                r#"[{"index":0,"function":{"name":"f","arguments":{"q":1}}}]"#,
+                r#"[{"index":0,"function":{"name":"f","arguments":{"q":1}}}]"#,
+                r#"[{"index":0,"function":{"name":"f","arguments":{"q":2}}}]"#,
+            ],
+            &mut a,
+        );
+        assert_eq!(
+            completed(&mut calls, &mut a),
+            [("f".into(), r#"{"q":1}"#.into()), ("f".into(), r#"{"q":2}"#.into())]
+        );
+    }
+
+    #[test]
+    fn rules_5_8_14_interleaving_ids_and_reused_indexes() {
+        let mut a = Anomalies::default();
+        let (mut calls, applied) = run(
+            &[
+                r#"[{"index":0,"id":"a","function":{"name":"f","arguments":""}},
+                    {"index":1,"id":"b","function":{"name":"g","arguments":""}}]"#,
+                r#"[{"index":1,"function":{"arguments":"{\"y\":"}}]"#,
+                r#"[{"index":0,"function":{"arguments":"{\"x\":1}"}}]"#,
+                // Rule 8: an explicit id wins over a conflicting index.
+                r#"[{"index":0,"id":"b","function":{"arguments":"2}"}}]"#,
+                // Rule 14: the same id at another index is the same call.
+                r#"[{"index":5,"id":"a","function":{"arguments":" "}}]"#,
+                // Rule 7: a new id and name at an occupied index.
+                r#"[{"index":0,"id":"c","function":{"name":"h","arguments":"{}"}}]"#,
+            ],
+            &mut a,
+        );
+        assert_eq!(applied.last().and_then(|x| x.replaced), Some(CallId(0)));
+        assert_eq!(
+            completed(&mut calls, &mut a),
+            [("f".into(), r#"{"x":1}"#.into()), ("g".into(), r#"{"y":2}"#.into()), ("h".into(), "{}".into())]
+        );
+        assert!(a.is_empty(), "{:?}", a.all());
+    }
+
+    #[test]
+    fn wrong_type_fields_are_reported_once_per_call_with_the_call() {
+        let mut a = Anomalies::default();
+        let (_, _) = run(
+            &[
+                r#"[{"index":"0","id":"a","function":{"name":"f","arguments":5}},
+                    {"index":"1","id":"b","function":{"name":"g","arguments":""}}]"#,
+                r#"[{"index":"0","function":{"arguments":"{}"}}]"#,
+            ],
+            &mut a,
+        );
+        type Seen<'x> = (AnomalyKind, Option<&'x str>, Option<&'x str>, Option<i64>);
+        let seen: Vec<Seen> =
+            a.all().iter().map(|x| (x.kind, x.field, x.call_id.as_deref(), x.index)).collect();
+        assert_eq!(
+            seen,
+            [
+                (AnomalyKind::ConvertedField, Some("tool_calls[].index"), Some("a"), Some(0)),
+                (AnomalyKind::IgnoredField, Some("tool_calls[].function.arguments"), Some("a"), Some(0)),
+                (AnomalyKind::ConvertedField, Some("tool_calls[].index"), Some("b"), Some(1)),
+            ]
+        );
+    }
+
+    #[test]
+    fn whole_calls_report_wrong_type_arguments_with_the_call() {
+        let text = r#"{"choices":[{"message":{"tool_calls":[{"id":"w","function":{"name":"f","arguments":5}},
+            {"id":"x","function":"nope"}]}}]}"#;
+        let chunk = Chunk::from_json(text).unwrap();
+        let choice = chunk.choices.get().and_then(|List(l)| l.first()).and_then(Field::get).unwrap();
+        let List(items) = choice.message.get().and_then(|m| m.tool_calls.get()).unwrap();
+        let mut calls = Calls::new(false);
+        let mut a = Anomalies::default();
+        let first = calls.add_whole(items[0].get().unwrap(), &mut a);
+        assert_eq!(first, Some(CallId(0)));
+        assert_eq!(calls.add_whole(items[1].get().unwrap(), &mut a), None);
+        let seen: Vec<(AnomalyKind, Option<&str>, Option<&str>)> =
+            a.all().iter().map(|x| (x.kind, x.field, x.call_id.as_deref())).collect();
+        assert_eq!(
+            seen,
+            [
+                (AnomalyKind::IgnoredField, Some("tool_calls[].function.arguments"), Some("w")),
+                (AnomalyKind::IgnoredField, Some("tool_calls[].function"), Some("x")),
+                (AnomalyKind::OrphanFragment, None, Some("x")),
+            ]
+        );
     }
 }

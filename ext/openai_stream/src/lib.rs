@@ -10,6 +10,8 @@ pub mod arguments;
 pub mod calls;
 pub mod chunk;
 pub mod error;
+mod event_data;
+mod in_band;
 pub mod json;
 pub mod legacy;
 pub mod output;

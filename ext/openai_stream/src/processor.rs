@@ -5,12 +5,16 @@
 use crate::anomaly::{excerpt, excerpt_bytes, Anomalies, Anomaly, AnomalyKind};
 use crate::calls::{CallId, Calls};
 use crate::chunk::scan::ScanMemo;
-use crate::chunk::{Any, Choice, Chunk, Content, Delta, Field, Kind, List, Text};
+use crate::chunk::{Choice, Chunk, Content, ContentPart as Part, Delta, Field, Kind, List, Text};
 use crate::error::{Error, StreamErrorKind};
+use crate::event_data::{
+    completeness, invalid_json, line_too_long, starts_event, truncated_event, Completeness,
+};
+use crate::in_band::{choice_error, provider_error_of};
 use crate::json::JsonValue;
 use crate::legacy::{LegacyOutcome, LegacySimulator};
 use crate::output::Output;
-use crate::sse::{Event, Line, LineReader, LineTooLong, DEFAULT_MAX_LINE_BYTES};
+use crate::sse::{Event, Line, LineReader, DEFAULT_MAX_LINE_BYTES};
 use crate::usage::{UsageMode, UsageReport, UsageTotals};
 
 /// How a processor behaves.
@@ -55,6 +59,8 @@ struct State {
     out: Output,
     /// Data lines of an event whose JSON is not complete yet.
     pending: Vec<u8>,
+    /// Errors of the current line found before its own (see `on_event`).
+    deferred: Vec<Error>,
     /// The envelope of this stream's last chunk, for the scanner.
     envelope: ScanMemo,
     /// The current event is `event: error`.
@@ -93,6 +99,7 @@ impl Processor {
                 anomalies: Anomalies::default(),
                 out: Output::default(),
                 pending: Vec::new(),
+                deferred: Vec::new(),
                 envelope: ScanMemo::default(),
                 error_event: false,
                 saw_finish_reason: false,
@@ -164,7 +171,7 @@ impl Processor {
         let mut first_error = None;
         let state = &mut self.state;
         self.reader.finish(&mut |event| state.on_event(event, &mut first_error, true));
-        if let Err(e) = self.state.flush_pending() {
+        if let Err(e) = self.state.flush_pending(true) {
             self.state.note_error(e, &mut first_error, true);
         }
         let state = &mut self.state;
@@ -255,6 +262,10 @@ impl State {
                 Err(line_too_long(&e))
             }
         };
+        // Errors found before the line's own (a truncated earlier event).
+        for e in std::mem::take(&mut self.deferred) {
+            self.note_error(e, first_error, at_end);
+        }
         if let Err(e) = result {
             self.note_error(e, first_error, at_end);
         }
@@ -297,6 +308,7 @@ impl State {
         self.shown_views.clear();
         self.calls.clear();
         self.pending.clear();
+        self.deferred.clear();
         self.error_event = false;
         self.saw_finish_reason = false;
         self.saw_done = false;
@@ -311,7 +323,7 @@ impl State {
     fn on_line(&mut self, line: &[u8]) -> Result<(), Error> {
         match Line::parse(line) {
             Line::Blank => {
-                let r = self.flush_pending();
+                let r = self.flush_pending(false);
                 self.error_event = false;
                 r
             }
@@ -367,6 +379,9 @@ impl State {
                     head,
                 ));
             }
+            if starts_event(value) {
+                return self.on_data_after_pending(value);
+            }
             self.pending.push(b'\n');
             self.pending.extend_from_slice(value);
             let data = std::mem::take(&mut self.pending);
@@ -407,24 +422,56 @@ impl State {
         }
     }
 
-    /// The end of an event: data still pending must be complete now.
-    fn flush_pending(&mut self) -> Result<(), Error> {
+    /// A data line that starts like a new event (`{`, `[DONE]`) while the
+    /// data of an earlier line is still incomplete. Joined, they are one
+    /// event when that parses (or may still parse and the line alone would
+    /// not: JSON split over data lines). Otherwise the earlier data was
+    /// truncated (a server or proxy cut the line and lost the blank line
+    /// after it): it is reported as an unreadable event, and the new line is
+    /// read on its own, so the event it carries is not lost with it.
+    fn on_data_after_pending(&mut self, value: &[u8]) -> Result<(), Error> {
+        let mut joined = std::mem::take(&mut self.pending);
+        let truncated_len = joined.len();
+        joined.push(b'\n');
+        joined.extend_from_slice(value);
+        let fresh = value.trim_ascii();
+        match completeness(&joined) {
+            Completeness::Complete => {
+                return self.payload(&joined).map(|_| ());
+            }
+            Completeness::Incomplete if completeness(fresh) != Completeness::Complete => {
+                self.pending = joined;
+                return Ok(());
+            }
+            _ => {}
+        }
+        let truncated = &joined[..truncated_len];
+        self.deferred.push(truncated_event(truncated));
+        self.on_data(value)
+    }
+
+    /// The end of an event: data still pending must be complete now. At the
+    /// end of the stream an incomplete event is recorded (the stream was
+    /// cut); before it, it is an error (issue 4: data that starts like JSON
+    /// and does not parse), raised after the rest of the read is decoded.
+    fn flush_pending(&mut self, at_end: bool) -> Result<(), Error> {
         if self.pending.is_empty() {
             return Ok(());
         }
         let data = std::mem::take(&mut self.pending);
         match self.payload(&data) {
             Ok(true) => Ok(()),
-            Ok(false) => {
+            Ok(false) if at_end => {
                 self.anomalies.push(
                     Anomaly::new(
                         AnomalyKind::TruncatedEvent,
-                        "an event ended before its JSON was complete; skipped",
+                        "the stream ended inside an event whose JSON was not complete; skipped",
                     )
                     .excerpt(&excerpt_bytes(&data)),
                 );
                 Ok(())
             }
+            Ok(false) => Err(truncated_event(&data)),
             Err(e) => Err(e),
         }
     }
@@ -445,22 +492,21 @@ impl State {
         if crate::chunk::scan::read(text, &mut scanned, &mut self.envelope) {
             return self.apply_payload(text, &scanned);
         }
-        let field: Field<Chunk> = match serde_json::from_str(text) {
-            Ok(f) => f,
+        let widened: String;
+        let (field, text): (Field<Chunk>, &str) = match serde_json::from_str(text) {
+            Ok(f) => (f, text),
             Err(e) if e.is_eof() => return Ok(false),
-            Err(e) => {
-                let message = e.to_string();
-                let kind = if message.contains("recursion limit") {
-                    StreamErrorKind::TooDeep
-                } else {
-                    StreamErrorKind::InvalidJson
-                };
-                return Err(Error::stream(
-                    kind,
-                    format!("data line is not valid JSON ({message}): {}", excerpt(text)),
-                    excerpt(text),
-                ));
-            }
+            // Numbers beyond f64's range read as Infinity, as in Ruby.
+            Err(e) => match crate::json::widen_out_of_range::<crate::chunk::lenient::Skip>(text, &e) {
+                Some(w) => {
+                    widened = w;
+                    match serde_json::from_str(&widened) {
+                        Ok(f) => (f, widened.as_str()),
+                        Err(e) => return Err(invalid_json(&e, text)),
+                    }
+                }
+                None => return Err(invalid_json(&e, text)),
+            },
         };
         let chunk = match field {
             Field::Value(c) | Field::Converted(c, _) => c,
@@ -514,6 +560,7 @@ impl State {
         if let Some(legacy) = self.legacy.as_mut() {
             legacy.observe(chunk);
         }
+        self.check_envelope(chunk);
         if let Some(e) = provider_error_of(chunk) {
             return Err(e);
         }
@@ -523,6 +570,17 @@ impl State {
         }
         self.apply_usage(chunk);
         result
+    }
+
+    /// `object` and `message` (read for vLLM's in-band errors) of the
+    /// wrong type are reported.
+    fn check_envelope(&mut self, chunk: &Chunk) {
+        if let Field::Wrong(kind) = chunk.object {
+            self.ignored("object", kind);
+        }
+        if let Field::Wrong(kind) = chunk.message {
+            self.ignored("message", kind);
+        }
     }
 
     fn first_choice<'c, 'a>(&mut self, choices: &'c Field<List<Choice<'a>>>) -> Option<&'c Choice<'a>> {
@@ -565,21 +623,31 @@ impl State {
             _ => None,
         };
         let finishing = finish_reason.is_some();
-        if let Some(delta) = self.delta_of(&choice.delta, "choices[0].delta") {
+        let delta = match (&choice.delta, &choice.message) {
+            // A streamed chunk with the non-streamed `message` instead of a
+            // `delta` (some proxies): read it as the delta, and say so.
+            (Field::Missing | Field::Null, Field::Value(_) | Field::Converted(..)) => {
+                self.anomalies.push(
+                    Anomaly::new(
+                        AnomalyKind::ConvertedField,
+                        "a streamed choice carried \"message\" instead of \"delta\"; read as the delta",
+                    )
+                    .field("choices[0].message"),
+                );
+                &choice.message
+            }
+            (Field::Missing | Field::Null, Field::Wrong(kind)) => {
+                self.ignored("choices[0].message", *kind);
+                &choice.delta
+            }
+            _ => &choice.delta,
+        };
+        if let Some(delta) = self.delta_of(delta, "choices[0].delta") {
             self.apply_content(&delta.content);
             self.apply_tool_calls(delta, finishing)?;
         }
-        let choice_error = match &choice.error {
-            Field::Value(Any(v)) | Field::Converted(Any(v), _) => Some(v),
-            _ => None,
-        };
-        if finish_reason == Some("error") || choice_error.is_some() {
-            // OpenRouter: the turn ended in an error. Calls that had
-            // completed stay in the output; the error is raised.
-            let message = choice_error
-                .map(error_message)
-                .unwrap_or_else(|| "the provider ended the response with finish_reason \"error\"".to_owned());
-            return Err(Error::Provider { message, payload: choice_error.cloned() });
+        if let Some(e) = choice_error(choice, finish_reason) {
+            return Err(e);
         }
         if finishing {
             self.saw_finish_reason = true;
@@ -606,12 +674,15 @@ impl State {
                 let mut texts: Vec<&str> = Vec::new();
                 for part in parts {
                     match part {
+                        Field::Value(Part { kind: Field::Wrong(k), .. }) => {
+                            self.ignored("choices[0].delta.content[].type", *k);
+                        }
                         Field::Value(p) => match p.kind.get().map(|t| &*t.0) {
-                            Some("text") => {
-                                if let Some(Text(t)) = p.text.get() {
-                                    texts.push(t);
-                                }
-                            }
+                            Some("text") => match &p.text {
+                                Field::Value(Text(t)) | Field::Converted(Text(t), _) => texts.push(t),
+                                Field::Wrong(k) => self.ignored("choices[0].delta.content[].text", *k),
+                                Field::Missing | Field::Null => {}
+                            },
                             // Reasoning is not content.
                             Some("thinking" | "reasoning") => {}
                             other => {
@@ -646,6 +717,7 @@ impl State {
             _ => return Ok(()),
         };
         let mut first_error = Ok(());
+        self.calls.begin_list();
         for item in list {
             let d = match item {
                 Field::Value(d) | Field::Converted(d, _) => d,
@@ -679,22 +751,39 @@ impl State {
 
     fn apply_usage(&mut self, chunk: &Chunk) {
         let groq = match &chunk.x_groq {
-            Field::Value(x) => x.usage.get(),
-            _ => None,
+            Field::Value(x) | Field::Converted(x, _) => match &x.usage {
+                Field::Value(u) | Field::Converted(u, _) => Some(u),
+                Field::Wrong(kind) => {
+                    self.ignored("x_groq.usage", *kind);
+                    None
+                }
+                Field::Missing | Field::Null => None,
+            },
+            Field::Wrong(kind) => {
+                self.ignored("x_groq", *kind);
+                None
+            }
+            Field::Missing | Field::Null => None,
         };
         let mut bad = Vec::new();
-        for (usage, name) in [(groq, "x_groq.usage"), (self.usage_of(&chunk.usage), "usage")] {
+        for (usage, source) in [(groq, "x_groq."), (self.usage_of(&chunk.usage), "")] {
             let Some(usage) = usage else { continue };
-            let _ = name;
-            self.usage.merge(usage, &mut |b| bad.push(b));
+            self.usage.merge(usage, &mut |b| bad.push((source, b)));
         }
-        for b in bad {
+        for (source, b) in bad {
             let kind = if b.converted { AnomalyKind::ConvertedField } else { AnomalyKind::IgnoredField };
             let verb = if b.converted { "converted to an integer" } else { "ignored" };
-            self.anomalies.push(
-                Anomaly::new(kind, format!("{} is not a non-negative integer; {verb}", b.field))
-                    .field(b.field),
-            );
+            let message = match &b.value {
+                Some(v) => format!(
+                    "{source}{} is not a non-negative integer: {v} ({}); {verb}",
+                    b.field,
+                    b.kind.described()
+                ),
+                None => format!("{source}{} was {}; {verb}", b.field, b.kind.described()),
+            };
+            let mut a = Anomaly::new(kind, message).field(b.field);
+            a.excerpt = b.value;
+            self.anomalies.push(a);
         }
         if !self.reported_usage_clamp && self.usage.report(self.options.usage_mode).clamped {
             self.reported_usage_clamp = true;
@@ -719,6 +808,7 @@ impl State {
     // ---- non-streamed responses -------------------------------------------
 
     fn apply_message(&mut self, chunk: &Chunk) -> Result<(), Error> {
+        self.check_envelope(chunk);
         if let Some(e) = provider_error_of(chunk) {
             return Err(e);
         }
@@ -727,6 +817,15 @@ impl State {
             if let Some(message) = self.delta_of(&choice.message, "choices[0].message") {
                 self.apply_content(&message.content);
                 result = self.apply_whole_calls(message);
+            }
+            let finish_reason = match &choice.finish_reason {
+                Field::Value(Text(r)) => Some(&**r),
+                _ => None,
+            };
+            // As in a stream: what the message held stays in the output,
+            // the provider's error is raised (before any arguments error).
+            if let Some(e) = choice_error(choice, finish_reason) {
+                result = Err(e);
             }
         }
         self.apply_usage(chunk);
@@ -798,59 +897,12 @@ impl State {
 
     fn ignored(&mut self, field: &'static str, kind: Kind) {
         self.anomalies.push(
-            Anomaly::new(AnomalyKind::IgnoredField, format!("{field} was a {}; ignored", kind.name()))
+            Anomaly::new(AnomalyKind::IgnoredField, format!("{field} was {}; ignored", kind.described()))
                 .field(field),
         );
     }
 }
 
-fn line_too_long(e: &LineTooLong) -> Error {
-    Error::stream(StreamErrorKind::LineTooLong, e.to_string(), excerpt_bytes(&e.head))
-}
-
-/// An in-band error in a chunk: `{"error": ...}` or vLLM's `object: "error"`.
-fn provider_error_of(chunk: &Chunk) -> Option<Error> {
-    match &chunk.error {
-        Field::Value(Any(v)) | Field::Converted(Any(v), _) if !is_empty_error(v) => {
-            return Some(Error::Provider { message: error_message(v), payload: Some(v.clone()) });
-        }
-        _ => {}
-    }
-    if let Field::Value(Text(object)) = &chunk.object {
-        if object == "error" {
-            let message = match &chunk.message {
-                Field::Value(Text(m)) if !m.is_empty() => m.to_string(),
-                _ => "the provider sent an error event".to_owned(),
-            };
-            return Some(Error::Provider { message, payload: None });
-        }
-    }
-    None
-}
-
-fn is_empty_error(v: &JsonValue) -> bool {
-    match v {
-        JsonValue::Null | JsonValue::Bool(false) => true,
-        JsonValue::String(s) => s.is_empty(),
-        JsonValue::Object(pairs) => pairs.is_empty(),
-        _ => false,
-    }
-}
-
-/// The human message of an error payload: its `message` (also nested in
-/// `error`), else the payload as JSON.
-fn error_message(v: &JsonValue) -> String {
-    match v {
-        JsonValue::String(s) => s.clone(),
-        JsonValue::Object(_) => {
-            if let Some(m) = v.get("message").and_then(JsonValue::as_str) {
-                return m.to_owned();
-            }
-            if let Some(inner) = v.get("error") {
-                return error_message(inner);
-            }
-            excerpt(&v.to_json())
-        }
-        other => excerpt(&other.to_json()),
-    }
-}
+#[cfg(test)]
+#[path = "processor_tests.rs"]
+mod tests;

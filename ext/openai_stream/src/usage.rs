@@ -4,7 +4,7 @@
 //! content chunk, or in Groq's `x_groq.usage`. Each field takes the latest
 //! value seen; a later `null` or absent field never erases one.
 
-use crate::chunk::{Field, Int, Usage};
+use crate::chunk::{Field, Kind, Tokens, Usage};
 
 /// How `prompt_tokens` is reported, matching the two Discourse generations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -18,10 +18,16 @@ pub enum UsageMode {
 }
 
 /// A field of the usage totals that the caller may not read as-is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BadUsageField {
+    /// The field inside the usage object (`usage.completion_tokens`).
     pub field: &'static str,
+    /// True when the value was converted and used; false when ignored.
     pub converted: bool,
+    /// The JSON type found.
+    pub kind: Kind,
+    /// An excerpt of the value, when known.
+    pub value: Option<String>,
 }
 
 /// Usage merged over a stream.
@@ -50,25 +56,43 @@ pub struct UsageReport {
 
 impl UsageTotals {
     /// Merges one usage object. Fields of the wrong type are reported to
-    /// `bad` and ignored.
+    /// `bad` (each one, with its value) and ignored.
     pub fn merge(&mut self, usage: &Usage, bad: &mut impl FnMut(BadUsageField)) {
         self.seen = true;
         take(&mut self.prompt, &usage.prompt_tokens, "usage.prompt_tokens", bad);
         take(&mut self.completion, &usage.completion_tokens, "usage.completion_tokens", bad);
-        let details = usage.prompt_tokens_details.get();
+        let details = match &usage.prompt_tokens_details {
+            Field::Value(d) | Field::Converted(d, _) => Some(d),
+            Field::Wrong(kind) => {
+                bad(BadUsageField {
+                    field: "usage.prompt_tokens_details",
+                    converted: false,
+                    kind: *kind,
+                    value: None,
+                });
+                None
+            }
+            Field::Missing | Field::Null => None,
+        };
         // Cache reads: DeepSeek sends both fields for the same tokens, so
-        // the second is only a fallback, never added.
-        let read = details
-            .map(|d| &d.cached_tokens)
-            .filter(|f| f.get().is_some())
-            .unwrap_or(&usage.prompt_cache_hit_tokens);
-        take(&mut self.cache_read, read, "usage.prompt_tokens_details.cached_tokens", bad);
-        let write = details
-            .map(|d| &d.cache_write_tokens)
-            .filter(|f| f.get().is_some())
-            .or_else(|| details.map(|d| &d.cache_creation_tokens).filter(|f| f.get().is_some()))
-            .unwrap_or(&usage.cache_creation_tokens);
-        take(&mut self.cache_write, write, "usage.prompt_tokens_details.cache_write_tokens", bad);
+        // the second is only a fallback, never added. Each is read (and a
+        // bad one reported) whichever is used.
+        let read =
+            details.and_then(|d| count(&d.cached_tokens, "usage.prompt_tokens_details.cached_tokens", bad));
+        let hit = count(&usage.prompt_cache_hit_tokens, "usage.prompt_cache_hit_tokens", bad);
+        if let Some(n) = read.or(hit) {
+            self.cache_read = Some(n);
+        }
+        let write = details.and_then(|d| {
+            count(&d.cache_write_tokens, "usage.prompt_tokens_details.cache_write_tokens", bad)
+        });
+        let creation = details.and_then(|d| {
+            count(&d.cache_creation_tokens, "usage.prompt_tokens_details.cache_creation_tokens", bad)
+        });
+        let top_creation = count(&usage.cache_creation_tokens, "usage.cache_creation_tokens", bad);
+        if let Some(n) = write.or(creation).or(top_creation) {
+            self.cache_write = Some(n);
+        }
     }
 
     /// True once any chunk carried usage.
@@ -106,16 +130,44 @@ impl UsageTotals {
     }
 }
 
-fn take(slot: &mut Option<u64>, field: &Field<Int>, name: &'static str, bad: &mut impl FnMut(BadUsageField)) {
+fn take(
+    slot: &mut Option<u64>,
+    field: &Field<Tokens>,
+    name: &'static str,
+    bad: &mut impl FnMut(BadUsageField),
+) {
+    if let Some(n) = count(field, name, bad) {
+        *slot = Some(n);
+    }
+}
+
+/// A field's count, when it holds one; anything else is reported.
+fn count(field: &Field<Tokens>, name: &'static str, bad: &mut impl FnMut(BadUsageField)) -> Option<u64> {
     match field {
-        Field::Value(Int(n)) | Field::Converted(Int(n), _) if *n >= 0 => {
-            if matches!(field, Field::Converted(..)) {
-                bad(BadUsageField { field: name, converted: true });
+        Field::Value(Tokens::Count(n)) | Field::Converted(Tokens::Count(n), _) if *n >= 0 => {
+            if let Field::Converted(_, kind) = field {
+                bad(BadUsageField { field: name, converted: true, kind: *kind, value: None });
             }
-            *slot = Some(*n as u64);
+            Some(*n as u64)
         }
-        Field::Missing | Field::Null => {}
-        _ => bad(BadUsageField { field: name, converted: false }),
+        Field::Value(Tokens::Count(n)) | Field::Converted(Tokens::Count(n), _) => {
+            bad(BadUsageField {
+                field: name,
+                converted: false,
+                kind: Kind::Integer,
+                value: Some(n.to_string()),
+            });
+            None
+        }
+        Field::Value(Tokens::Bad(kind, value)) | Field::Converted(Tokens::Bad(kind, value), _) => {
+            bad(BadUsageField { field: name, converted: false, kind: *kind, value: Some(value.clone()) });
+            None
+        }
+        Field::Wrong(kind) => {
+            bad(BadUsageField { field: name, converted: false, kind: *kind, value: None });
+            None
+        }
+        Field::Missing | Field::Null => None,
     }
 }
 
@@ -190,13 +242,53 @@ mod tests {
         assert_eq!(
             bad,
             [
-                BadUsageField { field: "usage.prompt_tokens", converted: true },
-                BadUsageField { field: "usage.completion_tokens", converted: false }
+                BadUsageField {
+                    field: "usage.prompt_tokens",
+                    converted: true,
+                    kind: Kind::String,
+                    value: None
+                },
+                BadUsageField {
+                    field: "usage.completion_tokens",
+                    converted: false,
+                    kind: Kind::Integer,
+                    value: Some("-3".into())
+                }
             ]
         );
         let r = t.report(UsageMode::Current);
         assert_eq!(r.prompt_tokens, Some(0));
         assert!(r.clamped);
         assert_eq!(r.completion_tokens, None);
+    }
+
+    #[test]
+    fn every_wrong_type_is_reported_with_its_value_and_fallbacks_still_apply() {
+        let (t, bad) = merged(&[r#"{"usage":{"prompt_tokens":10,"completion_tokens":"7",
+            "prompt_tokens_details":{"cached_tokens":"abc","cache_write_tokens":{"a":1}},
+            "prompt_cache_hit_tokens":4,"cache_creation_tokens":[2]}}"#]);
+        let seen: Vec<(&str, bool, Option<&str>)> =
+            bad.iter().map(|b| (b.field, b.converted, b.value.as_deref())).collect();
+        assert_eq!(
+            seen,
+            [
+                ("usage.completion_tokens", true, None),
+                ("usage.prompt_tokens_details.cached_tokens", false, Some("\"abc\"")),
+                ("usage.prompt_tokens_details.cache_write_tokens", false, Some(r#"{"a":1}"#)),
+                ("usage.cache_creation_tokens", false, Some("[2]")),
+            ]
+        );
+        let r = t.report(UsageMode::Legacy);
+        assert_eq!((r.completion_tokens, r.cache_read_tokens), (Some(7), Some(4)), "the fallback is read");
+        let (_, bad) = merged(&[r#"{"usage":{"prompt_tokens_details":"x","completion_tokens":1.5}}"#]);
+        let seen: Vec<(&str, Kind, Option<&str>)> =
+            bad.iter().map(|b| (b.field, b.kind, b.value.as_deref())).collect();
+        assert_eq!(
+            seen,
+            [
+                ("usage.completion_tokens", Kind::Float, Some("1.5")),
+                ("usage.prompt_tokens_details", Kind::String, None)
+            ]
+        );
     }
 }

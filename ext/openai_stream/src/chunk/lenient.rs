@@ -23,6 +23,19 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// The name with its article, for messages: "an integer", "a string".
+    pub fn described(self) -> &'static str {
+        match self {
+            Kind::Null => "a null",
+            Kind::Boolean => "a boolean",
+            Kind::Integer => "an integer",
+            Kind::Float => "a float",
+            Kind::String => "a string",
+            Kind::Array => "an array",
+            Kind::Object => "an object",
+        }
+    }
+
     /// Lower-case name for messages.
     pub fn name(self) -> &'static str {
         match self {
@@ -226,7 +239,7 @@ impl<'de, T: Lenient<'de>> Visitor<'de> for FieldVisitor<T> {
         })
     }
     fn visit_f64<E>(self, v: f64) -> Result<Field<T>, E> {
-        Ok(T::from_f64(v).into())
+        Ok(T::from_f64(crate::json::widened_to_infinity(v)).into())
     }
     fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Field<T>, E> {
         Ok(T::from_str(Cow::Borrowed(v)).into())
@@ -318,8 +331,8 @@ impl<'de> Lenient<'de> for Any {
         Got::Value(Any(crate::json::JsonValue::Number(crate::json::Number::from_u64(v))))
     }
     fn from_f64(v: f64) -> Got<Self> {
-        Got::Value(Any(crate::json::Number::from_f64(v)
-            .map_or(crate::json::JsonValue::Null, crate::json::JsonValue::Number)))
+        // Infinity (from Ruby, or a number beyond f64's range) is kept.
+        Got::Value(Any(crate::json::JsonValue::Number(crate::json::Number::from_any_f64(v))))
     }
     fn from_str(v: Cow<'de, str>) -> Got<Self> {
         Got::Value(Any(crate::json::JsonValue::String(v.into_owned())))

@@ -66,20 +66,71 @@ lenient_struct! {
 
 lenient_struct! {
     pub struct Usage {
-        "prompt_tokens" => prompt_tokens: Field<Int>,
-        "completion_tokens" => completion_tokens: Field<Int>,
+        "prompt_tokens" => prompt_tokens: Field<Tokens>,
+        "completion_tokens" => completion_tokens: Field<Tokens>,
         "prompt_tokens_details" => prompt_tokens_details: Field<PromptTokensDetails>,
         /// DeepSeek: the same tokens as `prompt_tokens_details.cached_tokens`.
-        "prompt_cache_hit_tokens" => prompt_cache_hit_tokens: Field<Int>,
-        "cache_creation_tokens" => cache_creation_tokens: Field<Int>,
+        "prompt_cache_hit_tokens" => prompt_cache_hit_tokens: Field<Tokens>,
+        "cache_creation_tokens" => cache_creation_tokens: Field<Tokens>,
     }
 }
 
 lenient_struct! {
     pub struct PromptTokensDetails {
-        "cached_tokens" => cached_tokens: Field<Int>,
-        "cache_write_tokens" => cache_write_tokens: Field<Int>,
-        "cache_creation_tokens" => cache_creation_tokens: Field<Int>,
+        "cached_tokens" => cached_tokens: Field<Tokens>,
+        "cache_write_tokens" => cache_write_tokens: Field<Tokens>,
+        "cache_creation_tokens" => cache_creation_tokens: Field<Tokens>,
+    }
+}
+
+/// A token count as sent: an integer (integral floats and strings of digits
+/// convert, as for [`Int`]), or, so that it can be reported with its value,
+/// what was there instead.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Tokens {
+    Count(i64),
+    /// Not a count: the JSON type and an excerpt of the value.
+    Bad(Kind, String),
+}
+
+impl<'de> Lenient<'de> for Tokens {
+    fn from_bool(v: bool) -> Got<Self> {
+        Got::Value(Tokens::Bad(Kind::Boolean, v.to_string()))
+    }
+    fn from_i64(v: i64) -> Got<Self> {
+        Got::Value(Tokens::Count(v))
+    }
+    fn from_u64(v: u64) -> Got<Self> {
+        match i64::try_from(v) {
+            Ok(v) => Got::Value(Tokens::Count(v)),
+            Err(_) => Got::Value(Tokens::Bad(Kind::Integer, v.to_string())),
+        }
+    }
+    fn from_f64(v: f64) -> Got<Self> {
+        match Int::from_f64(v) {
+            Got::Converted(Int(n), k) => Got::Converted(Tokens::Count(n), k),
+            _ => Got::Value(Tokens::Bad(Kind::Float, format!("{v:?}"))),
+        }
+    }
+    fn from_str(v: Cow<'de, str>) -> Got<Self> {
+        match v.trim().parse::<i64>() {
+            Ok(n) => Got::Converted(Tokens::Count(n), Kind::String),
+            Err(_) => Got::Value(Tokens::Bad(Kind::String, crate::anomaly::excerpt(&format!("{v:?}")))),
+        }
+    }
+    fn from_seq<A: SeqAccess<'de>>(seq: A) -> Result<Got<Self>, A::Error> {
+        let value = match Any::from_seq(seq)? {
+            Got::Value(Any(v)) | Got::Converted(Any(v), _) => crate::anomaly::excerpt(&v.to_json()),
+            Got::Wrong(_) => String::new(),
+        };
+        Ok(Got::Value(Tokens::Bad(Kind::Array, value)))
+    }
+    fn from_map<A: MapAccess<'de>>(map: A) -> Result<Got<Self>, A::Error> {
+        let value = match Any::from_map(map)? {
+            Got::Value(Any(v)) | Got::Converted(Any(v), _) => crate::anomaly::excerpt(&v.to_json()),
+            Got::Wrong(_) => String::new(),
+        };
+        Ok(Got::Value(Tokens::Bad(Kind::Object, value)))
     }
 }
 

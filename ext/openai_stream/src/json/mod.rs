@@ -5,10 +5,13 @@
 //! became visible on the way.
 
 mod incremental;
+mod range;
 mod value;
+
+pub use range::widen_out_of_range;
 
 pub use incremental::{
     parse_complete, ContainerKind, IncrementalParser, SyntaxError, SyntaxErrorKind, ViewEvent, ViewEvents,
     ViewSink, DEFAULT_MAX_DEPTH,
 };
-pub use value::{JsonValue, Number};
+pub use value::{widened_to_infinity, JsonValue, Number};

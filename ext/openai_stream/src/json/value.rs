@@ -34,14 +34,37 @@ impl Number {
         Some(Number(format!("{value:?}").into_boxed_str()))
     }
 
+    /// A float with no JSON form (from a Ruby `Float::INFINITY`, or a JSON
+    /// number beyond f64's range, which Ruby's `JSON.parse` reads as one):
+    /// kept as `Infinity`, `-Infinity` or `NaN`, which [`Number::as_f64`]
+    /// reads back and [`Number::is_integer`] rejects.
+    pub fn non_finite(value: f64) -> Self {
+        let text = if value.is_nan() {
+            "NaN"
+        } else if value > 0.0 {
+            "Infinity"
+        } else {
+            "-Infinity"
+        };
+        Number(text.into())
+    }
+
+    /// Any float: [`Number::from_f64`], else [`Number::non_finite`]. The
+    /// largest finite magnitude is how [`crate::json::widen_out_of_range`]
+    /// marks a number that serde_json could not hold: infinite too.
+    pub fn from_any_f64(value: f64) -> Self {
+        let value = widened_to_infinity(value);
+        Number::from_f64(value).unwrap_or_else(|| Number::non_finite(value))
+    }
+
     /// The number as written.
     pub fn as_str(&self) -> &str {
         &self.0
     }
 
-    /// True when the text has no fraction and no exponent.
+    /// True when the text has no fraction and no exponent (and is finite).
     pub fn is_integer(&self) -> bool {
-        !self.0.bytes().any(|b| matches!(b, b'.' | b'e' | b'E'))
+        !self.0.bytes().any(|b| matches!(b, b'.' | b'e' | b'E' | b'I' | b'N'))
     }
 
     /// The value as an `i64` when it is an integer that fits.
@@ -57,6 +80,15 @@ impl Number {
     /// as in Ruby's `JSON.parse`).
     pub fn as_f64(&self) -> f64 {
         self.0.parse().unwrap_or(f64::NAN)
+    }
+}
+
+/// `±f64::MAX` (the mark of a widened out-of-range number) as `±inf`.
+pub fn widened_to_infinity(value: f64) -> f64 {
+    if value.abs() == f64::MAX {
+        value.signum() * f64::INFINITY
+    } else {
+        value
     }
 }
 
@@ -233,7 +265,7 @@ impl<'de> Visitor<'de> for JsonValueVisitor {
     }
 
     fn visit_f64<E>(self, v: f64) -> Result<JsonValue, E> {
-        Ok(Number::from_f64(v).map_or(JsonValue::Null, JsonValue::Number))
+        Ok(JsonValue::Number(Number::from_any_f64(v)))
     }
 
     fn visit_str<E>(self, v: &str) -> Result<JsonValue, E> {

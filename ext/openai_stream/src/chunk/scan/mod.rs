@@ -21,7 +21,7 @@ use std::borrow::Cow;
 use super::{
     Arguments, Choice, Chunk, Content, Delta, Function, PromptTokensDetails, ToolCallDelta, Usage, XGroq,
 };
-use super::{Field, Id, Int, List, Text};
+use super::{Field, Id, Int, List, Text, Tokens};
 
 /// Deepest nesting of a skipped value the scanner follows (serde_json's
 /// limit, 128, is far above; deeper values go to serde_json).
@@ -582,6 +582,10 @@ impl<'a> Scanner<'a> {
         self.field(|s| s.integer().map(Int))
     }
 
+    fn tokens(&mut self) -> Option<Field<Tokens>> {
+        self.field(|s| s.integer().map(Tokens::Count))
+    }
+
     /// A field holding `null` or an object that `fill` reads into a
     /// default value, in place (these values are large; no moves).
     #[inline]
@@ -704,22 +708,22 @@ impl<'a> Scanner<'a> {
 
     fn usage(&mut self, u: &mut Usage) -> Option<()> {
         self.object(|s, key| match &*key {
-            "prompt_tokens" => set(&mut u.prompt_tokens, s.int()),
-            "completion_tokens" => set(&mut u.completion_tokens, s.int()),
+            "prompt_tokens" => set(&mut u.prompt_tokens, s.tokens()),
+            "completion_tokens" => set(&mut u.completion_tokens, s.tokens()),
             "prompt_tokens_details" => {
                 s.object_field(&mut u.prompt_tokens_details, Self::prompt_tokens_details)
             }
-            "prompt_cache_hit_tokens" => set(&mut u.prompt_cache_hit_tokens, s.int()),
-            "cache_creation_tokens" => set(&mut u.cache_creation_tokens, s.int()),
+            "prompt_cache_hit_tokens" => set(&mut u.prompt_cache_hit_tokens, s.tokens()),
+            "cache_creation_tokens" => set(&mut u.cache_creation_tokens, s.tokens()),
             _ => s.skip(0),
         })
     }
 
     fn prompt_tokens_details(&mut self, d: &mut PromptTokensDetails) -> Option<()> {
         self.object(|s, key| match &*key {
-            "cached_tokens" => set(&mut d.cached_tokens, s.int()),
-            "cache_write_tokens" => set(&mut d.cache_write_tokens, s.int()),
-            "cache_creation_tokens" => set(&mut d.cache_creation_tokens, s.int()),
+            "cached_tokens" => set(&mut d.cached_tokens, s.tokens()),
+            "cache_write_tokens" => set(&mut d.cache_write_tokens, s.tokens()),
+            "cache_creation_tokens" => set(&mut d.cache_creation_tokens, s.tokens()),
             _ => s.skip(0),
         })
     }

@@ -1,0 +1,56 @@
+//! Data payloads of SSE events: whether one is whole, still incomplete or
+//! invalid, and the errors for those that cannot be read.
+
+use crate::anomaly::{excerpt, excerpt_bytes};
+use crate::error::{Error, StreamErrorKind};
+use crate::sse::LineTooLong;
+
+/// A data payload serde_json refused.
+pub(crate) fn invalid_json(e: &serde_json::Error, text: &str) -> Error {
+    let message = e.to_string();
+    let kind = if message.contains("recursion limit") {
+        StreamErrorKind::TooDeep
+    } else {
+        StreamErrorKind::InvalidJson
+    };
+    Error::stream(kind, format!("data line is not valid JSON ({message}): {}", excerpt(text)), excerpt(text))
+}
+
+/// True when a data line starts like an event of its own.
+pub(crate) fn starts_event(value: &[u8]) -> bool {
+    let v = value.trim_ascii();
+    v.first() == Some(&b'{') || v == b"[DONE]"
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Completeness {
+    Complete,
+    /// Valid so far, ends too early.
+    Incomplete,
+    Invalid,
+}
+
+/// Whether `data` is one complete JSON value (checked without building it).
+pub(crate) fn completeness(data: &[u8]) -> Completeness {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return Completeness::Invalid;
+    };
+    match serde_json::from_str::<crate::chunk::lenient::Skip>(text) {
+        Ok(_) => Completeness::Complete,
+        Err(e) if e.is_eof() => Completeness::Incomplete,
+        Err(_) => Completeness::Invalid,
+    }
+}
+
+/// The error for an event whose JSON ended early.
+pub(crate) fn truncated_event(data: &[u8]) -> Error {
+    Error::stream(
+        StreamErrorKind::InvalidJson,
+        format!("an event ended before its JSON was complete (truncated): {}", excerpt_bytes(data)),
+        excerpt_bytes(data),
+    )
+}
+
+pub(crate) fn line_too_long(e: &LineTooLong) -> Error {
+    Error::stream(StreamErrorKind::LineTooLong, e.to_string(), excerpt_bytes(&e.head))
+}

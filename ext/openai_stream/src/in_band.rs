@@ -1,0 +1,70 @@
+//! In-band provider errors: an error sent as a chunk after HTTP 200
+//! (`{"error": ...}`, vLLM's `object: "error"`, OpenRouter's choice error).
+
+use crate::anomaly::excerpt;
+use crate::chunk::{Any, Choice, Chunk, Field, Text};
+use crate::error::Error;
+use crate::json::JsonValue;
+
+/// An in-band error in a chunk: `{"error": ...}` or vLLM's `object: "error"`.
+pub(crate) fn provider_error_of(chunk: &Chunk) -> Option<Error> {
+    match &chunk.error {
+        Field::Value(Any(v)) | Field::Converted(Any(v), _) if !is_empty_error(v) => {
+            return Some(Error::Provider { message: error_message(v), payload: Some(v.clone()) });
+        }
+        _ => {}
+    }
+    if let Field::Value(Text(object)) = &chunk.object {
+        if object == "error" {
+            let message = match &chunk.message {
+                Field::Value(Text(m)) if !m.is_empty() => m.to_string(),
+                _ => "the provider sent an error event".to_owned(),
+            };
+            return Some(Error::Provider { message, payload: None });
+        }
+    }
+    None
+}
+
+/// OpenRouter: a choice that ended in an error (`error` next to
+/// `finish_reason: "error"`, or either alone).
+pub(crate) fn choice_error(choice: &Choice, finish_reason: Option<&str>) -> Option<Error> {
+    let error = match &choice.error {
+        Field::Value(Any(v)) | Field::Converted(Any(v), _) if !is_empty_error(v) => Some(v),
+        _ => None,
+    };
+    if finish_reason != Some("error") && error.is_none() {
+        return None;
+    }
+    let message = error
+        .map(error_message)
+        .unwrap_or_else(|| "the provider ended the response with finish_reason \"error\"".to_owned());
+    Some(Error::Provider { message, payload: error.cloned() })
+}
+
+fn is_empty_error(v: &JsonValue) -> bool {
+    match v {
+        JsonValue::Null | JsonValue::Bool(false) => true,
+        JsonValue::String(s) => s.is_empty(),
+        JsonValue::Object(pairs) => pairs.is_empty(),
+        _ => false,
+    }
+}
+
+/// The human message of an error payload: its `message` (also nested in
+/// `error`), else the payload as JSON.
+fn error_message(v: &JsonValue) -> String {
+    match v {
+        JsonValue::String(s) => s.clone(),
+        JsonValue::Object(_) => {
+            if let Some(m) = v.get("message").and_then(JsonValue::as_str) {
+                return m.to_owned();
+            }
+            if let Some(inner) = v.get("error") {
+                return error_message(inner);
+            }
+            excerpt(&v.to_json())
+        }
+        other => excerpt(&other.to_json()),
+    }
+}

@@ -1,0 +1,160 @@
+//! Unit tests of the processor: framing decisions and the non-streamed path.
+
+use super::*;
+use crate::output::Item;
+
+const A: &str = r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"f","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}"#;
+const B: &str = r#"{"choices":[{"delta":{"tool_calls":[{"index":1,"id":"b","function":{"name":"g","arguments":"{\"x\":1}"}}]},"finish_reason":"tool_calls"}]}"#;
+
+/// Ids of the completed calls in the processor's last output.
+fn completed(p: &Processor) -> Vec<String> {
+    p.output()
+        .items()
+        .filter_map(|i| match i {
+            Item::Completed(c, _) => p.calls().get(c).map(|c| c.id.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn texts(p: &Processor) -> Vec<String> {
+    p.output()
+        .items()
+        .filter_map(|i| match i {
+            Item::Text(t) => Some(t.to_owned()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn kinds(p: &Processor) -> Vec<AnomalyKind> {
+    p.anomalies().all().iter().map(|a| a.kind).collect()
+}
+
+fn message(p: &mut Processor, json: &str) -> Result<(), Error> {
+    let chunk = Chunk::from_json(json).expect("test JSON");
+    p.process_message(&chunk).map(|_| ())
+}
+
+#[test]
+fn a_truncated_line_without_a_blank_line_does_not_swallow_the_next_event() {
+    let mut p = Processor::default();
+    let stream = format!("data: {A}\n\ndata: {{\"choices\":[{{\"delta\":{{\"content\":\"cut\ndata: {B}\n\n");
+    let err = p.decode(stream.as_bytes()).map(|_| ()).expect_err("the truncated event is raised");
+    assert!(
+        matches!(err, Error::Stream { kind: StreamErrorKind::InvalidJson, ref message, .. }
+        if message.contains("truncated")),
+        "{err:?}"
+    );
+    assert_eq!(completed(&p), ["a", "b"], "b is read after the truncated line");
+    p.finish().map(|_| ()).expect("nothing left");
+}
+
+#[test]
+fn a_truncated_line_cut_where_the_next_event_could_continue_it() {
+    // Joined, `{"choices":[` + `{...}` is valid so far: the new line alone
+    // being a whole event decides.
+    let mut p = Processor::default();
+    let stream = format!("data: {A}\n\ndata: {{\"choices\":[\ndata: {B}\n\ndata: [DONE]\n\n");
+    assert!(p.decode(stream.as_bytes()).is_err());
+    assert_eq!(completed(&p), ["a", "b"]);
+    // [DONE] after a cut line ends the stream too.
+    let mut p = Processor::default();
+    let stream = format!("data: {A}\n\ndata: {{\"choices\":[{{\"del\ndata: [DONE]\n\n");
+    assert!(p.decode(stream.as_bytes()).is_err());
+    assert!(p.state.saw_done);
+}
+
+#[test]
+fn json_split_over_data_lines_is_still_one_event() {
+    let mut p = Processor::default();
+    let stream = "data: {\"choices\":\ndata: [{\"delta\":{\"content\":\"a\"}}]}\n\n";
+    p.decode(stream.as_bytes()).map(|_| ()).expect("one event over two lines");
+    assert_eq!(texts(&p), ["a"]);
+    // A continuation line that starts with `{` joins when the joined text
+    // completes the event.
+    let mut p = Processor::default();
+    let stream = "data: {\"choices\":[{\"delta\":\ndata: {\"content\":\"b\"}}]}\n\n";
+    p.decode(stream.as_bytes()).map(|_| ()).expect("one event over two lines");
+    assert_eq!(texts(&p), ["b"]);
+}
+
+#[test]
+fn an_event_closed_by_a_blank_line_with_incomplete_json_is_an_error_and_loses_nothing() {
+    let mut p = Processor::default();
+    let stream = format!("data: {A}\n\ndata: {{\"choices\":[{{\"delta\"\n\ndata: {B}\n\n");
+    let err = p.decode(stream.as_bytes()).map(|_| ()).expect_err("raised");
+    assert!(matches!(err, Error::Stream { kind: StreamErrorKind::InvalidJson, .. }), "{err:?}");
+    assert_eq!(completed(&p), ["a", "b"]);
+    // At the end of the stream it is recorded, not raised.
+    let mut p = Processor::default();
+    p.decode(format!("data: {A}\n\ndata: {{\"choices\":[").as_bytes()).map(|_| ()).unwrap();
+    p.finish().map(|_| ()).expect("recorded");
+    assert_eq!(kinds(&p), [AnomalyKind::TruncatedEvent]);
+}
+
+#[test]
+fn process_message_raises_a_choice_error_after_keeping_the_calls() {
+    let mut p = Processor::default();
+    let json = r#"{"choices":[{"message":{"content":"partial","tool_calls":[{"id":"m","function":{"name":"f","arguments":"{}"}}]},
+        "finish_reason":"error","error":{"message":"upstream died"}}]}"#;
+    match message(&mut p, json) {
+        Err(Error::Provider { message, payload }) => {
+            assert_eq!(message, "upstream died");
+            assert!(payload.is_some());
+        }
+        other => panic!("expected a provider error, got {other:?}"),
+    }
+    assert_eq!(completed(&p), ["m"]);
+    assert_eq!(texts(&p), ["partial"]);
+    // finish_reason "error" alone raises too.
+    let mut p = Processor::default();
+    let json = r#"{"choices":[{"message":{"content":"x"},"finish_reason":"error"}]}"#;
+    assert!(matches!(message(&mut p, json), Err(Error::Provider { .. })));
+    // A null or empty error is no error.
+    let mut p = Processor::default();
+    let json = r#"{"choices":[{"message":{"content":"x"},"finish_reason":"stop","error":null}]}"#;
+    message(&mut p, json).expect("no error");
+}
+
+fn chunk(p: &mut Processor, json: &str) -> Result<(), Error> {
+    let chunk = Chunk::from_json(json).expect("test JSON");
+    p.process_chunk(&chunk).map(|_| ())
+}
+
+#[test]
+fn a_streamed_message_instead_of_a_delta_is_read_and_reported() {
+    let mut p = Processor::default();
+    chunk(&mut p, r#"{"choices":[{"message":{"content":"hi"}}]}"#).unwrap();
+    assert_eq!(texts(&p), ["hi"]);
+    assert_eq!(kinds(&p), [AnomalyKind::ConvertedField]);
+    chunk(&mut p, r#"{"choices":[{"message":{"content":"again"}}]}"#).unwrap();
+    assert_eq!(p.anomalies().all()[0].count, 2, "one entry, counted");
+}
+
+#[test]
+fn content_parts_of_the_wrong_shape_are_reported() {
+    let mut p = Processor::default();
+    let json = r#"{"choices":[{"delta":{"content":[{"type":"text","text":{"a":1}},{"type":5,"text":"x"},
+        {"type":{"t":"text"}},{"type":"text","text":"ok"}]}}]}"#;
+    chunk(&mut p, json).unwrap();
+    assert_eq!(texts(&p), ["ok"]);
+    let fields: Vec<_> = p.anomalies().all().iter().map(|a| (a.kind, a.field)).collect();
+    assert_eq!(
+        fields,
+        [
+            (AnomalyKind::IgnoredField, Some("choices[0].delta.content[].text")),
+            (AnomalyKind::IgnoredField, Some("choices[0].delta.content[].type")),
+            (AnomalyKind::IgnoredField, Some("choices[0].delta.content[].type")),
+        ]
+    );
+    assert_eq!(p.anomalies().all()[1].count, 1, "an integer and an object type are two anomalies");
+}
+
+#[test]
+fn object_and_message_of_the_wrong_type_are_reported() {
+    let mut p = Processor::default();
+    chunk(&mut p, r#"{"object":5,"message":{"a":1},"choices":[{"message":7}]}"#).unwrap();
+    let fields: Vec<_> = p.anomalies().all().iter().map(|a| a.field).collect();
+    assert_eq!(fields, [Some("object"), Some("message"), Some("choices[0].message")]);
+}
