@@ -65,6 +65,9 @@ enum Shape {
     Streamed,
     /// Everything else: an Array.
     Array,
+    /// `finish`: an Array, and the stream's calls are forgotten (the next
+    /// stream numbers its calls from 0 again).
+    Finish,
 }
 
 impl RbProcessor {
@@ -131,12 +134,7 @@ impl RbProcessor {
     }
 
     pub fn finish(ruby: &Ruby, rb_self: Obj<RbProcessor>) -> Result<Value, Error> {
-        let result = Self::run(ruby, rb_self, Shape::Array, None, |core| core.finish().map(|_| ()));
-        // A new stream starts: its calls are numbered from 0 again.
-        if let Some(calls) = rb_self.calls_array(ruby) {
-            let _ = calls.funcall::<_, _, Value>("clear", ());
-        }
-        result
+        Self::run(ruby, rb_self, Shape::Finish, None, |core| core.finish().map(|_| ()))
     }
 
     fn with_chunk(
@@ -189,7 +187,16 @@ impl RbProcessor {
                     .as_mut()
                     .ok_or_else(|| errors::internal(ruby, "processor used before initialize"))?;
                 let outcome = f(core);
-                let items = this.build_items(ruby, core)?;
+                let items = this.build_items(ruby, core);
+                if matches!(shape, Shape::Finish) {
+                    // The core ended the stream (whatever its outcome): the
+                    // next one numbers its calls from 0 again. Only here,
+                    // inside the guard: a finish refused as busy clears nothing.
+                    if let Some(calls) = this.calls_array(ruby) {
+                        calls.clear()?;
+                    }
+                }
+                let items = items?;
                 let anomalies = new_anomalies(ruby, core)?;
                 let result = match outcome {
                     Ok(()) => Ok(shape_items(ruby, items, &shape)),
@@ -338,7 +345,7 @@ fn new_anomalies(ruby: &Ruby, core: &mut Processor) -> Result<Option<RArray>, Er
 
 fn shape_items(ruby: &Ruby, items: RArray, shape: &Shape) -> Value {
     match shape {
-        Shape::Array => items.as_value(),
+        Shape::Array | Shape::Finish => items.as_value(),
         Shape::Streamed => match items.len() {
             0 => ruby.qnil().as_value(),
             1 => items.entry(0).unwrap_or_else(|_| ruby.qnil().as_value()),
