@@ -36,7 +36,11 @@ module DiscourseAiStream
 
     def inspect
       "#<#{self.class.name} partial_tool_calls=#{partial_tool_calls?} usage=#{usage_mode} " \
-        "anomalies=#{anomalies.size}>"
+      "anomalies=#{anomalies.size}>"
+    rescue ConcurrencyError, InternalError
+      # Busy (inspected from a callback or another thread) or stopped: the
+      # state cannot be read now, and inspect must not raise.
+      "#<#{self.class.name} (busy or stopped)>"
     end
 
     private

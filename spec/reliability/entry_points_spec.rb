@@ -55,6 +55,32 @@ RSpec.describe "entry points" do
 
   let(:busy) { entry_points.keys.to_h { |name| [name, :busy] } }
 
+  it "refuses every entry point re-entered from a ToolCall callback, and the stream is unharmed" do
+    klass = hooked_class
+    processor = DiscourseAiStream::OpenAiMessageProcessor.new(partial_tool_calls: true, tool_call_class: klass,
+                                                              simulate_legacy: true)
+    seen = []
+    klass.hook = lambda { |tool_call|
+      seen << [tool_call.id, outcomes(processor)]
+      seen << processor.inspect
+    }
+    first, second, last, done = stream(processor)
+    klass.hook = nil
+    # Both calls were made partial (one callback each), every entry point refused.
+    expect(seen).to eq([["a", busy], "#<DiscourseAiStream::OpenAiMessageProcessor (busy or stopped)>",
+                        ["b", busy], "#<DiscourseAiStream::OpenAiMessageProcessor (busy or stopped)>"])
+    # The refused finish cleared nothing: the same objects, updated in place.
+    a, b = second
+    expect(a).to equal(first)
+    expect(done).to eq([])
+    expect(last.map(&:object_id)).to eq([a, b].map(&:object_id))
+    expect(last.map { |c| [c.id, c.parameters, c.partial?] })
+      .to eq([["a", { q: "xyz" }, false], ["b", { r: "s" }, false]])
+    # b came second in its chunk: the legacy processor would have dropped it.
+    expect(processor.legacy_tool_call_ids).to eq(%w[a])
+    expect(processor.anomalies).to eq([])
+  end
+
   it "refuses every entry point from another thread while a call is inside Ruby code" do
     klass = hooked_class
     processor = DiscourseAiStream::OpenAiMessageProcessor.new(partial_tool_calls: true, tool_call_class: klass)

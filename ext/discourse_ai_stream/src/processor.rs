@@ -167,6 +167,33 @@ impl RbProcessor {
         })
     }
 
+    /// The one way into the core, for every entry point: refuses a poisoned
+    /// processor, catches panics (and poisons the processor on an internal
+    /// error), and refuses a call while another one is running on this
+    /// processor (another thread, or a callback re-entering it) with
+    /// `ConcurrencyError`.
+    fn enter<T>(
+        ruby: &Ruby,
+        this: &RbProcessor,
+        f: impl FnOnce(&mut Processor) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        if this.poisoned.get() {
+            return Err(errors::internal(ruby, "this processor stopped after an earlier internal error"));
+        }
+        let result = guard(ruby, || {
+            let mut borrow = this.core.try_borrow_mut().map_err(|_| errors::busy(ruby))?;
+            let core =
+                borrow.as_mut().ok_or_else(|| errors::internal(ruby, "processor used before initialize"))?;
+            f(core)
+        });
+        if let Err(e) = &result {
+            if is_internal(ruby, e) {
+                this.poisoned.set(true);
+            }
+        }
+        result
+    }
+
     /// Runs `f` on the core, builds the Ruby items of its output, raises its
     /// error with those items attached, then hands new anomalies to Ruby.
     fn run(
@@ -176,44 +203,26 @@ impl RbProcessor {
         payload: Option<Value>,
         f: impl FnOnce(&mut Processor) -> Result<(), openai_stream::error::Error>,
     ) -> Result<Value, Error> {
-        if rb_self.poisoned.get() {
-            return Err(errors::internal(ruby, "this processor stopped after an earlier internal error"));
-        }
-        let (result, anomalies) = {
-            let this: &RbProcessor = &rb_self;
-            let guarded = guard(ruby, || {
-                let mut borrow = this.core.try_borrow_mut().map_err(|_| errors::busy(ruby))?;
-                let core = borrow
-                    .as_mut()
-                    .ok_or_else(|| errors::internal(ruby, "processor used before initialize"))?;
-                let outcome = f(core);
-                let items = this.build_items(ruby, core);
-                if matches!(shape, Shape::Finish) {
-                    // The core ended the stream (whatever its outcome): the
-                    // next one numbers its calls from 0 again. Only here,
-                    // inside the guard: a finish refused as busy clears nothing.
-                    if let Some(calls) = this.calls_array(ruby) {
-                        calls.clear()?;
-                    }
-                }
-                let items = items?;
-                let anomalies = new_anomalies(ruby, core)?;
-                let result = match outcome {
-                    Ok(()) => Ok(shape_items(ruby, items, &shape)),
-                    Err(e) => Err(errors::from_core(ruby, &e, items, payload)),
-                };
-                Ok((result, anomalies))
-            });
-            match guarded {
-                Ok(pair) => pair,
-                Err(e) => {
-                    if is_internal(ruby, &e) {
-                        this.poisoned.set(true);
-                    }
-                    return Err(e);
+        let this: &RbProcessor = &rb_self;
+        let (result, anomalies) = Self::enter(ruby, this, |core| {
+            let outcome = f(core);
+            let items = this.build_items(ruby, core);
+            if matches!(shape, Shape::Finish) {
+                // The core ended the stream (whatever its outcome): the next
+                // one numbers its calls from 0 again. Only here, inside the
+                // guard: a finish refused as busy clears nothing.
+                if let Some(calls) = this.calls_array(ruby) {
+                    calls.clear()?;
                 }
             }
-        };
+            let items = items?;
+            let anomalies = new_anomalies(ruby, core)?;
+            let result = match outcome {
+                Ok(()) => Ok(shape_items(ruby, items, &shape)),
+                Err(e) => Err(errors::from_core(ruby, &e, items, payload)),
+            };
+            Ok((result, anomalies))
+        })?;
         if let Some(anomalies) = anomalies {
             let _: Value = rb_self.as_value().funcall("__deliver_anomalies", (anomalies,))?;
         }
@@ -248,44 +257,41 @@ impl RbProcessor {
         Ok(items)
     }
 
-    fn with_core<T>(ruby: &Ruby, rb_self: &RbProcessor, f: impl FnOnce(&Processor) -> T) -> Result<T, Error> {
-        let borrow = rb_self.core.try_borrow().map_err(|_| errors::busy(ruby))?;
-        let core =
-            borrow.as_ref().ok_or_else(|| errors::internal(ruby, "processor used before initialize"))?;
-        Ok(f(core))
+    fn read<T>(ruby: &Ruby, rb_self: &RbProcessor, f: impl FnOnce(&Processor) -> T) -> Result<T, Error> {
+        Self::enter(ruby, rb_self, |core| Ok(f(core)))
     }
 
     pub fn prompt_tokens(ruby: &Ruby, rb_self: &RbProcessor) -> Result<Option<u64>, Error> {
-        Self::with_core(ruby, rb_self, |c| c.usage().prompt_tokens)
+        Self::read(ruby, rb_self, |c| c.usage().prompt_tokens)
     }
 
     pub fn completion_tokens(ruby: &Ruby, rb_self: &RbProcessor) -> Result<Option<u64>, Error> {
-        Self::with_core(ruby, rb_self, |c| c.usage().completion_tokens)
+        Self::read(ruby, rb_self, |c| c.usage().completion_tokens)
     }
 
     pub fn cache_read_tokens(ruby: &Ruby, rb_self: &RbProcessor) -> Result<Option<u64>, Error> {
-        Self::with_core(ruby, rb_self, |c| c.usage().cache_read_tokens)
+        Self::read(ruby, rb_self, |c| c.usage().cache_read_tokens)
     }
 
     /// The legacy reader: cache reads, nil unless the server sent a count.
     pub fn cached_tokens(ruby: &Ruby, rb_self: &RbProcessor) -> Result<Option<u64>, Error> {
-        Self::with_core(ruby, rb_self, |c| c.usage().cached_tokens)
+        Self::read(ruby, rb_self, |c| c.usage().cached_tokens)
     }
 
     pub fn cache_write_tokens(ruby: &Ruby, rb_self: &RbProcessor) -> Result<Option<u64>, Error> {
-        Self::with_core(ruby, rb_self, |c| c.usage().cache_write_tokens)
+        Self::read(ruby, rb_self, |c| c.usage().cache_write_tokens)
     }
 
     pub fn partial_tool_calls(ruby: &Ruby, rb_self: &RbProcessor) -> Result<bool, Error> {
-        Self::with_core(ruby, rb_self, |c| c.options().partial_tool_calls)
+        Self::read(ruby, rb_self, |c| c.options().partial_tool_calls)
     }
 
     pub fn max_line_bytes(ruby: &Ruby, rb_self: &RbProcessor) -> Result<usize, Error> {
-        Self::with_core(ruby, rb_self, |c| c.options().max_line_bytes)
+        Self::read(ruby, rb_self, |c| c.options().max_line_bytes)
     }
 
     pub fn usage_mode(ruby: &Ruby, rb_self: &RbProcessor) -> Result<Symbol, Error> {
-        let mode = Self::with_core(ruby, rb_self, |c| c.options().usage_mode)?;
+        let mode = Self::read(ruby, rb_self, |c| c.options().usage_mode)?;
         Ok(ruby.to_symbol(match mode {
             UsageMode::Current => "current",
             UsageMode::Legacy => "legacy",
@@ -294,32 +300,31 @@ impl RbProcessor {
 
     /// Every anomaly recorded so far, as frozen Hashes.
     pub fn anomalies(ruby: &Ruby, rb_self: &RbProcessor) -> Result<RArray, Error> {
-        let borrow = rb_self.core.try_borrow().map_err(|_| errors::busy(ruby))?;
-        let core =
-            borrow.as_ref().ok_or_else(|| errors::internal(ruby, "processor used before initialize"))?;
-        let list = ruby.ary_new_capa(core.anomalies().len());
-        for a in core.anomalies().all() {
-            list.push(anomaly_to_ruby(ruby, a)?)?;
-        }
-        Ok(list)
+        Self::enter(ruby, rb_self, |core| {
+            let list = ruby.ary_new_capa(core.anomalies().len());
+            for a in core.anomalies().all() {
+                list.push(anomaly_to_ruby(ruby, a)?)?;
+            }
+            Ok(list)
+        })
     }
 
     /// With `simulate_legacy: true`: the ids of the calls the legacy
     /// processor would have run in the last finished stream (nil before).
     pub fn legacy_tool_call_ids(ruby: &Ruby, rb_self: &RbProcessor) -> Result<Option<RArray>, Error> {
-        let ids = Self::with_core(ruby, rb_self, |c| c.legacy_outcome().map(|o| o.emitted.clone()))?;
-        Ok(ids.map(|ids| {
-            let list = ruby.ary_new_capa(ids.len());
-            for id in ids {
-                let _ = list.push(ruby.str_new(&id));
+        Self::enter(ruby, rb_self, |core| {
+            let Some(outcome) = core.legacy_outcome() else { return Ok(None) };
+            let list = ruby.ary_new_capa(outcome.emitted.len());
+            for id in &outcome.emitted {
+                list.push(ruby.str_new(id))?;
             }
-            list
-        }))
+            Ok(Some(list))
+        })
     }
 
     /// Anomalies past the per-processor limit, counted but not kept.
     pub fn dropped_anomalies(ruby: &Ruby, rb_self: &RbProcessor) -> Result<u64, Error> {
-        Self::with_core(ruby, rb_self, |c| c.anomalies().dropped())
+        Self::read(ruby, rb_self, |c| c.anomalies().dropped())
     }
 
     /// `__panic_for_tests`: a panic inside a processor call, to prove the
