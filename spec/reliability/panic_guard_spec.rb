@@ -10,8 +10,8 @@ require_relative "../support/chunks"
 # it becomes DiscourseAiStream::InternalError, and the processor it happened
 # in refuses to be used again, through every entry point.
 #
-# The examples run a child Ruby, started with DISCOURSE_AI_STREAM_TEST_HOOKS=1:
-# a poisoned processor cannot be used again, whatever the test does next.
+# The hooks that panic on purpose exist only in a process started with
+# DISCOURSE_AI_STREAM_TEST_HOOKS=1, so these examples run a child Ruby.
 RSpec.describe "panic guard" do
   lib = File.expand_path("../../lib", __dir__)
   hooks_env = { "DISCOURSE_AI_STREAM_TEST_HOOKS" => "1" }
@@ -38,6 +38,16 @@ RSpec.describe "panic guard" do
     out, status = Open3.capture2e(hooks_env, RbConfig.ruby, "-I", lib, "-e", self.class.child_script(body))
     expect(status).to be_success, out
     JSON.parse(out.lines.last)
+  end
+
+  it "defines no panic hook in a normal process" do
+    skip "this process was started with the test hooks" if ENV["DISCOURSE_AI_STREAM_TEST_HOOKS"] == "1"
+
+    expect(DiscourseAiStream::Native).not_to respond_to(:panic_for_tests)
+    expect(DiscourseAiStream::Native.singleton_class.private_method_defined?(:panic_for_tests)).to be(false)
+    processor_class = DiscourseAiStream::OpenAiMessageProcessor
+    expect(processor_class.private_method_defined?(:__panic_for_tests)).to be(false)
+    expect { DiscourseAiStream::OpenAiMessageProcessor.new.__send__(:__panic_for_tests) }.to raise_error(NoMethodError)
   end
 
   it "turns a panic in a native function into InternalError, and the process keeps running" do
