@@ -45,6 +45,13 @@ module DiscourseAiStream
 
     private
 
+    # The stream state lives in native memory that dup and clone do not
+    # copy; a copy would be an object with no state at all.
+    def initialize_copy(_other)
+      raise TypeError, "#{self.class.name} cannot be copied (dup/clone): it holds one stream's state; " \
+                       "create a new processor instead"
+    end
+
     # Called by the native code with the anomalies a call recorded.
     def __deliver_anomalies(list)
       hook = @on_anomaly || DiscourseAiStream.on_anomaly

@@ -139,4 +139,13 @@ RSpec.describe "entry points" do
     processor.process_streamed_message(tool_chunk([fragment(7, "{}")]))
     expect(read).to eq([[:orphan_fragment, 1, nil]])
   end
+
+  it "refuses dup and clone with a TypeError instead of handing out an object with no state" do
+    processor = DiscourseAiStream::OpenAiMessageProcessor.new(partial_tool_calls: true)
+    processor.process_streamed_message(tool_chunk([call("a", "f", '{"q":"x"', index: 0)]))
+    %i[dup clone].each do |copy|
+      expect { processor.public_send(copy) }.to raise_error(TypeError, %r{cannot be copied \(dup/clone\)})
+    end
+    expect(processor.finish.map { |c| [c.id, c.parameters] }).to eq([["a", { q: "x" }]])
+  end
 end
