@@ -214,7 +214,7 @@ impl RbProcessor {
                     calls.clear()?;
                 }
             }
-            let Built { items, notes, tool_call_errors, passthrough } = built?;
+            let Built { items, notes, tool_call_errors, first_exception, passthrough } = built?;
             for note in notes {
                 core.push_anomaly(note);
             }
@@ -225,7 +225,7 @@ impl RbProcessor {
             let result = match outcome {
                 Err(e) => Err(errors::from_core(ruby, &e, items, payload)),
                 Ok(()) if !tool_call_errors.is_empty() => {
-                    Err(errors::tool_call(ruby, tool_call_errors, items))
+                    Err(errors::tool_call(ruby, &tool_call_errors, first_exception, items))
                 }
                 Ok(()) => Ok(shape_items(ruby, items, &shape)),
             };
@@ -252,6 +252,7 @@ impl RbProcessor {
             items: ruby.get_inner(&NO_ITEMS),
             notes: Vec::new(),
             tool_call_errors: Vec::new(),
+            first_exception: None,
             passthrough: None,
         };
         if out.is_empty() {
@@ -295,10 +296,13 @@ impl RbProcessor {
                             break;
                         }
                         let info = core.calls().get(call);
+                        if built.first_exception.is_none() {
+                            built.first_exception = e.value();
+                        }
                         built.tool_call_errors.push(FailedToolCall {
                             id: info.map(|c| c.id.clone()).unwrap_or_default(),
                             name: info.map(|c| c.name.clone()).unwrap_or_default(),
-                            error: e,
+                            error: describe(&e),
                         });
                         None
                     }
@@ -445,6 +449,10 @@ struct Built {
     notes: Vec<Anomaly>,
     /// The completed calls the ToolCall class failed to build.
     tool_call_errors: Vec<FailedToolCall>,
+    /// The exception of the first of them. A Vec's buffer is not seen by
+    /// the GC; this field, like `Built` itself, lives on the stack, which
+    /// the GC scans, so the exception stays alive until it is raised.
+    first_exception: Option<Value>,
     /// What Ruby code the processor called raised that is not the ToolCall
     /// class failing: an exception that is not a StandardError or a
     /// non-local exit (Interrupt, Thread#kill, throw), or an error of this
@@ -453,11 +461,13 @@ struct Built {
     passthrough: Option<Error>,
 }
 
-/// A completed call whose ToolCall could not be built.
+/// A completed call whose ToolCall could not be built. Plain Rust data: it
+/// is kept in a Vec, which the GC does not see.
 pub struct FailedToolCall {
     pub id: String,
     pub name: String,
-    pub error: Error,
+    /// What the class raised, described.
+    pub error: String,
 }
 
 /// True for what a callback raised that is not the ToolCall class failing
