@@ -76,6 +76,27 @@ module DiscourseAiStream
     end
   end
 
+  # The tool call class raised while the processor built the ToolCall of a
+  # completed call (its `new`, or `parameters=` / `partial=` followed by a
+  # `new` that raised too). `tool_id`, `tool_name` and `error` (the exception
+  # it raised) are about the first such call, `tool_ids` lists them all;
+  # `items` has everything else the read produced. The processor stays usable.
+  class ToolCallError < StandardError
+    include Error
+
+    attr_reader :tool_id, :tool_name, :tool_ids, :error
+
+    def initialize(message = "tool call class raised", tool_id: nil, tool_name: nil, tool_ids: nil, error: nil,
+                   items: [])
+      super(message)
+      @tool_id = tool_id
+      @tool_name = tool_name
+      @tool_ids = (tool_ids || [tool_id].compact).freeze
+      @error = error
+      take_items(items)
+    end
+  end
+
   # A bug in the gem, caught before it could crash the process. The
   # processor that raised it refuses further calls.
   class InternalError < StandardError

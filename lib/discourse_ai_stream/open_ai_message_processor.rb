@@ -36,10 +36,21 @@ module DiscourseAiStream
 
     def inspect
       "#<#{self.class.name} partial_tool_calls=#{partial_tool_calls?} usage=#{usage_mode} " \
-        "anomalies=#{anomalies.size}>"
+      "anomalies=#{anomalies.size}>"
+    rescue ConcurrencyError, InternalError
+      # Busy (inspected from a callback or another thread) or stopped: the
+      # state cannot be read now, and inspect must not raise.
+      "#<#{self.class.name} (busy or stopped)>"
     end
 
     private
+
+    # The stream state lives in native memory that dup and clone do not
+    # copy; a copy would be an object with no state at all.
+    def initialize_copy(_other)
+      raise TypeError, "#{self.class.name} cannot be copied (dup/clone): it holds one stream's state; " \
+                       "create a new processor instead"
+    end
 
     # Called by the native code with the anomalies a call recorded.
     def __deliver_anomalies(list)

@@ -94,4 +94,177 @@ RSpec.describe "GC safety" do
     churn
     expect([error.tool_id, error.raw_arguments, error.items.map(&:id)]).to eq(["bad", "{[", ["ok"]])
   end
+
+  # More paths, each processor call under GC.stress (StressedProcessor), in
+  # every rspec run and in bin/test's GC-stress step. Stressing the whole
+  # example as well (DISCOURSE_AI_STREAM_GC_STRESS=1) would only add rspec's
+  # own allocations and multiply the time, so these opt out of it: the native
+  # code, and the Ruby code it calls back (ToolCall classes, hooks), runs
+  # stressed either way.
+  describe "each processor call stressed", gc_stress: false do
+    def partial
+      stressed(DiscourseAiStream::OpenAiMessageProcessor.new(partial_tool_calls: true))
+    end
+
+    it "interleaved partial calls: nested containers, escapes and multibyte characters split anywhere" do
+      processor = partial
+      args = { "a" => '{"t":"h\\u00e9\\ud83d\\ude00 é😀","l":[1,{"k":["x",', "b" => '{"n":{"m":[true,null,"v' }
+      cuts = { "a" => [3, 12, 17, 24, 30], "b" => [2, 9, 15] }
+      pieces = args.to_h { |id, text| [id, ([0] + cuts[id] + [text.size]).each_cons(2).map { |x, y| text[x...y] }] }
+      seen = [processor.process_streamed_message(tool_chunk([call("a", "f", pieces["a"].shift, index: 0),
+                                                             call("b", "g", pieces["b"].shift, index: 1)]))]
+      until pieces.values.all?(&:empty?)
+        seen << processor.process_streamed_message(tool_chunk(pieces.each_with_index.filter_map do |(_, list), i|
+          fragment(i, list.shift) unless list.empty?
+        end))
+      end
+      last = processor.process_streamed_message(tool_chunk([fragment(0, '"y"]}]}'), fragment(1, '"]}}')],
+                                                           finish: "tool_calls"))
+      # One object per call, from the first progress to the completion.
+      expect(seen.flatten.compact.uniq(&:object_id).map(&:object_id)).to eq(last.map(&:object_id))
+      expect(last.map(&:parameters)).to eq([{ t: "hé😀 é😀", l: [1, { k: %w[x y] }] },
+                                            { n: { m: [true, nil, "v"] } }])
+    end
+
+    it "bad input, raw path: errors keep their items and payloads; the stream goes on" do
+      processor = stressed(DiscourseAiStream::OpenAiMessageProcessor.new)
+      good = sse([tool_chunk([call("good", "f", '{"q":"ok"}', index: 0)], finish: "tool_calls")], done: false)
+      bad = {
+        "data: {\"choices\": [oops]}\n\n" => [DiscourseAiStream::StreamError, :invalid_json],
+        "data: {\"choices\":[{\"delta\":{\"content\":\"a\xFF\"}}]}\n\n".b => [DiscourseAiStream::StreamError,
+                                                                              :invalid_utf8],
+        "data: #{"[" * 200}#{"]" * 200}\n\n" => [DiscourseAiStream::StreamError, :too_deep],
+        "data: {\"error\":{\"message\":\"quota\",\"n\":[1,{\"x\":null}]}}\n\n" => [DiscourseAiStream::ProviderError,
+                                                                                   nil]
+      }
+      bad.each do |bytes, (error, kind)|
+        expect { processor.decode_chunk(good + bytes.b) }.to raise_error(error) { |e|
+          expect(e.kind).to eq(kind) if kind
+          expect(e.payload).to eq(message: "quota", n: [1, { x: nil }]) if e.respond_to?(:payload)
+          expect(ids_in(e.items)).to eq(["good"])
+        }
+        expect(processor.finish).to eq([])
+      end
+      expect(processor.decode_chunk(sse([text_chunk("still")]))).to eq(["still"])
+    end
+
+    it "bad input, Hash path: wrong types, non-Hash input and deep nesting" do
+      processor = stressed(DiscourseAiStream::OpenAiMessageProcessor.new)
+      deep = 200.times.inject([]) { |inner, _| [inner] }
+      expect { processor.process_streamed_message("data: {}") }.to raise_error(TypeError, /expected a Hash/)
+      expect { processor.process_streamed_message(choices: deep) }
+        .to raise_error(DiscourseAiStream::StreamError, /nested deeper/)
+      odd = tool_chunk([{ index: "1", id: 42, function: { name: :sym, arguments: { k: Time.at(0), f: 1.5 } } }])
+      processor.process_streamed_message(odd)
+      done = processor.finish
+      expect(done.map { |c| [c.id, c.name, c.parameters] }).to eq([["42", "sym", { k: nil, f: 1.5 }]])
+      expect(processor.anomalies.map { |a| a[:kind] }).to include(:converted_field, :unsupported_value)
+    end
+
+    it "re-entrancy: refused calls from a callback, a frozen Hash detaches its call" do
+      processor = nil
+      reentrant = Class.new(DiscourseAiStream::ToolCall) do
+        define_method(:partial=) do |value|
+          super(value)
+          processor.prompt_tokens
+        rescue DiscourseAiStream::ConcurrencyError
+          @refused = true
+        end
+        attr_reader :refused
+      end
+      raw = DiscourseAiStream::OpenAiMessageProcessor.new(partial_tool_calls: true, tool_call_class: reentrant)
+      processor = stressed(raw)
+      first = processor.process_streamed_message(tool_chunk([call("a", "f", '{"x":"1', index: 0),
+                                                             call("b", "g", '{"y":"2', index: 1)]))
+      expect(first.map(&:refused)).to eq([true, true])
+      first.first.parameters.freeze
+      processor.process_streamed_message(tool_chunk([fragment(0, '","z":"3"}'), fragment(1, '2"}')]))
+      expect(processor.anomalies.map { |a| [a[:kind], a[:id]] }).to eq([[:partial_arguments_broken, "a"]])
+      expect(processor.finish.map(&:parameters)).to eq([{ x: "1", z: "3" }, { y: "22" }])
+    end
+
+    it "a ToolCall class that raises: ToolCallError keeps the other items" do
+      failing = Class.new(DiscourseAiStream::ToolCall) do
+        def initialize(id:, **kwargs)
+          raise KeyError, "no #{id}" if id == "bad"
+
+          super
+        end
+      end
+      processor = stressed(DiscourseAiStream::OpenAiMessageProcessor.new(tool_call_class: failing))
+      chunk = tool_chunk([call("ok", "f", '{"a":[1]}', index: 0), call("bad", "g", "{}", index: 1)],
+                         finish: "tool_calls")
+      expect { processor.process_streamed_message(chunk) }.to raise_error(DiscourseAiStream::ToolCallError) { |e|
+        expect([ids_in(e.items), e.items.first.parameters, e.error.message]).to eq([["ok"], { a: [1] }, "no bad"])
+      }
+    end
+
+    it "another thread reading a processor busy inside a callback" do
+      inside = Queue.new
+      resume = Queue.new
+      waiting = Class.new(DiscourseAiStream::ToolCall) do
+        define_method(:partial=) do |value|
+          super(value)
+          next unless value
+
+          inside << true
+          resume.pop
+        end
+      end
+      processor = stressed(DiscourseAiStream::OpenAiMessageProcessor.new(partial_tool_calls: true,
+                                                                         tool_call_class: waiting))
+      worker = Thread.new { processor.process_streamed_message(tool_chunk([call("t", "f", '{"s":"', index: 0)])) }
+      # The second thread calls in while the first is inside partial=.
+      inside.pop
+      expect { processor.anomalies }.to raise_error(DiscourseAiStream::ConcurrencyError)
+      expect { processor.finish }.to raise_error(DiscourseAiStream::ConcurrencyError)
+      resume << true
+      expect(worker.value.id).to eq("t")
+      processor.process_streamed_message(tool_chunk([fragment(0, 'z"}')]))
+      expect(processor.finish.map { |c| [c.id, c.parameters] }).to eq([["t", { s: "z" }]])
+    end
+
+    # Values past the first 16 pairs of a Hash are kept outside the stack
+    # while the chunk is read.
+    def wide_chunk(content)
+      junk = (1..20).to_h { |i| [:"k#{i}", "välue #{i}" * 3] }
+      calls = [{ index: 0, id: +"after_16", function: { name: +"f", arguments: +'{"a":"b"}' } }]
+      { id: "x", **junk, choices: [{ index: 0, delta: { **junk, content: content, tool_calls: calls },
+                                     finish_reason: "tool_calls" }],
+        usage: { **junk, prompt_tokens: 7, completion_tokens: 2 } }
+    end
+
+    it "reads a chunk Hash with more than 16 keys" do
+      processor = stressed(DiscourseAiStream::OpenAiMessageProcessor.new)
+      items = processor.process_streamed_message(wide_chunk("héllo".encode("UTF-16LE")))
+      expect(items.map { |i| i.is_a?(String) ? i : [i.id, i.parameters] }).to eq(["héllo", ["after_16", { a: "b" }]])
+      expect([processor.prompt_tokens, processor.completion_tokens]).to eq([7, 2])
+    end
+
+    it "reads a chunk Hash with more than 16 keys while objects move (GC compaction)" do
+      skip "crashes: ruby_de.rs keeps the pairs past 16 in a Vec the GC neither marks nor pins, " \
+           "so a compaction during the read (here: transcoding UTF-16) leaves stale VALUEs"
+      GC.auto_compact = true
+      processor = stressed(DiscourseAiStream::OpenAiMessageProcessor.new)
+      items = Array.new(3) { processor.process_streamed_message(wide_chunk("héllo".encode("UTF-16LE"))) }
+      expect(items.flatten.grep(String)).to eq(["héllo"] * 3)
+    ensure
+      GC.auto_compact = false if GC.respond_to?(:auto_compact=)
+    end
+
+    it "reads UTF-16, ISO-8859-1 and binary Strings, and rejects invalid UTF-8, in content and arguments" do
+      processor = stressed(DiscourseAiStream::OpenAiMessageProcessor.new)
+      texts = ["héllo wörld".encode("UTF-16LE"), "héllo wörld".encode("UTF-16BE"), "héllo wörld".encode("ISO-8859-1"),
+               "héllo wörld".b]
+      texts.each do |text|
+        expect(processor.process_streamed_message(text_chunk(text))).to eq("héllo wörld")
+      end
+      arguments = '{"q":"ça va"}'.encode("UTF-16LE")
+      call = processor.process_streamed_message(tool_chunk([call("u", "f", arguments, index: 0)], finish: "stop"))
+      expect(call.parameters).to eq(q: "ça va")
+      expect { processor.process_streamed_message(text_chunk((+"a\xFF").force_encoding("UTF-8"))) }
+        .to raise_error(DiscourseAiStream::StreamError, /UTF-8/)
+      expect(processor.process_streamed_message(text_chunk("after"))).to eq("after")
+    end
+  end
 end

@@ -71,6 +71,41 @@ pub fn busy(ruby: &Ruby) -> Error {
     )
 }
 
+/// `DiscourseAiStream::ToolCallError`: the ToolCall class raised while the
+/// processor built the ToolCall of completed calls. `error` is what it
+/// raised for the first; `items` everything else the read produced;
+/// `tool_ids` every call it failed for.
+pub fn tool_call(
+    ruby: &Ruby,
+    failed: &[crate::processor::FailedToolCall],
+    exception: Option<Value>,
+    items: RArray,
+) -> Error {
+    let Some(first) = failed.first() else {
+        return internal(ruby, "a ToolCallError without a failed call");
+    };
+    let kwargs = ruby.hash_new();
+    let _ = kwargs.aset(ruby.to_symbol("items"), items);
+    let _ = kwargs.aset(ruby.to_symbol("tool_id"), ruby.str_new(&first.id));
+    let _ = kwargs.aset(ruby.to_symbol("tool_name"), ruby.str_new(&first.name));
+    let ids = ruby.ary_new_capa(failed.len());
+    for f in failed {
+        let _ = ids.push(ruby.str_new(&f.id));
+    }
+    let _ = kwargs.aset(ruby.to_symbol("tool_ids"), ids);
+    if let Some(value) = exception {
+        let _ = kwargs.aset(ruby.to_symbol("error"), value);
+    }
+    let mut text = format!(
+        "the tool call class raised {} building tool {:?} (id {:?})",
+        first.error, first.name, first.id
+    );
+    if failed.len() > 1 {
+        text.push_str(&format!(", and failed for {} more call(s) of this read", failed.len() - 1));
+    }
+    build(ruby, "ToolCallError", text, kwargs)
+}
+
 /// A plain `TypeError`.
 pub fn type_error(ruby: &Ruby, message: String) -> Error {
     let class: ExceptionClass = ruby.exception_type_error();

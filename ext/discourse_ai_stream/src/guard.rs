@@ -28,7 +28,8 @@ fn panic_message(panic: &Box<dyn Any + Send>) -> String {
 }
 
 /// `DiscourseAiStream::Native.panic_for_tests(message)`: panics inside the
-/// guard, so the specs can prove a panic becomes a Ruby exception.
+/// guard, so the specs can prove a panic becomes a Ruby exception. Defined
+/// only with DISCOURSE_AI_STREAM_TEST_HOOKS=1 (see lib.rs).
 pub fn panic_for_tests(ruby: &Ruby, message: String) -> Result<(), Error> {
     guard(ruby, || -> Result<(), Error> { panic!("{message}") })
 }

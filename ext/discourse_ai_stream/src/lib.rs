@@ -13,18 +13,19 @@ use magnus::{function, method, prelude::*, Error, Ruby};
 
 use processor::RbProcessor;
 
+/// The environment variable that enables the panic hooks for tests.
+const TEST_HOOKS_ENV: &str = "DISCOURSE_AI_STREAM_TEST_HOOKS";
+
 #[magnus::init]
 fn init(ruby: &Ruby) -> Result<(), Error> {
     let module = ruby.define_module("DiscourseAiStream")?;
     let native = module.define_module("Native")?;
     native.const_set("CORE_VERSION", env!("CARGO_PKG_VERSION"))?;
     native.const_set("MAX_LINE_BYTES", openai_stream::sse::DEFAULT_MAX_LINE_BYTES)?;
-    native.define_singleton_method("panic_for_tests", function!(guard::panic_for_tests, 1))?;
 
     let class = module.define_class("OpenAiMessageProcessor", ruby.class_object())?;
     class.define_alloc_func::<RbProcessor>();
     class.define_private_method("__setup", method!(RbProcessor::setup, 5))?;
-    class.define_private_method("__panic_for_tests", method!(RbProcessor::panic_for_tests, 0))?;
     class.define_method("process_streamed_message", method!(RbProcessor::process_streamed_message, 1))?;
     class.define_method("process_message", method!(RbProcessor::process_message, 1))?;
     class.define_method("decode_chunk", method!(RbProcessor::decode_chunk, 1))?;
@@ -40,5 +41,12 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
     class.define_method("anomalies", method!(RbProcessor::anomalies, 0))?;
     class.define_method("dropped_anomalies", method!(RbProcessor::dropped_anomalies, 0))?;
     class.define_method("legacy_tool_call_ids", method!(RbProcessor::legacy_tool_call_ids, 0))?;
+    // Hooks that panic on purpose, so the specs can prove the guard: only
+    // there when the process was started with DISCOURSE_AI_STREAM_TEST_HOOKS=1
+    // (read once, when the extension loads), never in production.
+    if std::env::var_os(TEST_HOOKS_ENV).is_some_and(|v| v == "1") {
+        native.define_singleton_method("panic_for_tests", function!(guard::panic_for_tests, 1))?;
+        class.define_private_method("__panic_for_tests", method!(RbProcessor::panic_for_tests, 0))?;
+    }
     Ok(())
 }

@@ -65,6 +65,9 @@ enum Shape {
     Streamed,
     /// Everything else: an Array.
     Array,
+    /// `finish`: an Array, and the stream's calls are forgotten (the next
+    /// stream numbers its calls from 0 again).
+    Finish,
 }
 
 impl RbProcessor {
@@ -131,12 +134,7 @@ impl RbProcessor {
     }
 
     pub fn finish(ruby: &Ruby, rb_self: Obj<RbProcessor>) -> Result<Value, Error> {
-        let result = Self::run(ruby, rb_self, Shape::Array, None, |core| core.finish().map(|_| ()));
-        // A new stream starts: its calls are numbered from 0 again.
-        if let Some(calls) = rb_self.calls_array(ruby) {
-            let _ = calls.funcall::<_, _, Value>("clear", ());
-        }
-        result
+        Self::run(ruby, rb_self, Shape::Finish, None, |core| core.finish().map(|_| ()))
     }
 
     fn with_chunk(
@@ -169,6 +167,33 @@ impl RbProcessor {
         })
     }
 
+    /// The one way into the core, for every entry point: refuses a poisoned
+    /// processor, catches panics (and poisons the processor on an internal
+    /// error), and refuses a call while another one is running on this
+    /// processor (another thread, or a callback re-entering it) with
+    /// `ConcurrencyError`.
+    fn enter<T>(
+        ruby: &Ruby,
+        this: &RbProcessor,
+        f: impl FnOnce(&mut Processor) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        if this.poisoned.get() {
+            return Err(errors::internal(ruby, "this processor stopped after an earlier internal error"));
+        }
+        let result = guard(ruby, || {
+            let mut borrow = this.core.try_borrow_mut().map_err(|_| errors::busy(ruby))?;
+            let core =
+                borrow.as_mut().ok_or_else(|| errors::internal(ruby, "processor used before initialize"))?;
+            f(core)
+        });
+        if let Err(e) = &result {
+            if is_internal(ruby, e) {
+                this.poisoned.set(true);
+            }
+        }
+        result
+    }
+
     /// Runs `f` on the core, builds the Ruby items of its output, raises its
     /// error with those items attached, then hands new anomalies to Ruby.
     fn run(
@@ -178,35 +203,34 @@ impl RbProcessor {
         payload: Option<Value>,
         f: impl FnOnce(&mut Processor) -> Result<(), openai_stream::error::Error>,
     ) -> Result<Value, Error> {
-        if rb_self.poisoned.get() {
-            return Err(errors::internal(ruby, "this processor stopped after an earlier internal error"));
-        }
-        let (result, anomalies) = {
-            let this: &RbProcessor = &rb_self;
-            let guarded = guard(ruby, || {
-                let mut borrow = this.core.try_borrow_mut().map_err(|_| errors::busy(ruby))?;
-                let core = borrow
-                    .as_mut()
-                    .ok_or_else(|| errors::internal(ruby, "processor used before initialize"))?;
-                let outcome = f(core);
-                let items = this.build_items(ruby, core)?;
-                let anomalies = new_anomalies(ruby, core)?;
-                let result = match outcome {
-                    Ok(()) => Ok(shape_items(ruby, items, &shape)),
-                    Err(e) => Err(errors::from_core(ruby, &e, items, payload)),
-                };
-                Ok((result, anomalies))
-            });
-            match guarded {
-                Ok(pair) => pair,
-                Err(e) => {
-                    if is_internal(ruby, &e) {
-                        this.poisoned.set(true);
-                    }
-                    return Err(e);
+        let this: &RbProcessor = &rb_self;
+        let (result, anomalies) = Self::enter(ruby, this, |core| {
+            let outcome = f(core);
+            let built = this.build_items(ruby, core);
+            if matches!(shape, Shape::Finish) {
+                // The core ended the stream (whatever its outcome): the next
+                // one numbers its calls from 0 again.
+                if let Some(calls) = this.calls_array(ruby) {
+                    calls.clear()?;
                 }
             }
-        };
+            let Built { items, notes, tool_call_errors, first_exception, passthrough } = built?;
+            for note in notes {
+                core.push_anomaly(note);
+            }
+            let anomalies = new_anomalies(ruby, core)?;
+            if let Some(e) = passthrough {
+                return Ok((Err(e), anomalies));
+            }
+            let result = match outcome {
+                Err(e) => Err(errors::from_core(ruby, &e, items, payload)),
+                Ok(()) if !tool_call_errors.is_empty() => {
+                    Err(errors::tool_call(ruby, &tool_call_errors, first_exception, items))
+                }
+                Ok(()) => Ok(shape_items(ruby, items, &shape)),
+            };
+            Ok((result, anomalies))
+        })?;
         if let Some(anomalies) = anomalies {
             let _: Value = rb_self.as_value().funcall("__deliver_anomalies", (anomalies,))?;
         }
@@ -218,10 +242,21 @@ impl RbProcessor {
         objects.entry::<RArray>(CALLS).ok()
     }
 
-    fn build_items(&self, ruby: &Ruby, core: &Processor) -> Result<RArray, Error> {
+    /// The Ruby items of the core's output. A ToolCall class that raises (a
+    /// frozen parameters Hash, a `new` or `partial=` that refuses) costs the
+    /// call concerned its partial updates, with an anomaly; every other item
+    /// of the read is still built.
+    fn build_items(&self, ruby: &Ruby, core: &Processor) -> Result<Built, Error> {
         let out = core.output();
+        let mut built = Built {
+            items: ruby.get_inner(&NO_ITEMS),
+            notes: Vec::new(),
+            tool_call_errors: Vec::new(),
+            first_exception: None,
+            passthrough: None,
+        };
         if out.is_empty() {
-            return Ok(ruby.get_inner(&NO_ITEMS));
+            return Ok(built);
         }
         let items = ruby.ary_new_capa(out.len());
         let objects = ruby.get_inner(self.objects.get().ok_or_else(|| errors::internal(ruby, "no setup"))?);
@@ -229,56 +264,96 @@ impl RbProcessor {
         let calls: RArray = objects.entry(CALLS)?;
         for item in out.items() {
             let value = match item {
-                Item::Text(text) => ruby.str_new(text).as_value(),
-                Item::Progress(call) => progress(ruby, core, class, calls, call)?,
-                Item::Completed(call, params) => completed(ruby, core, class, calls, call, params)?,
+                Item::Text(text) => Some(ruby.str_new(text).as_value()),
+                Item::Progress(call) => match progress(ruby, core, class, calls, call) {
+                    Ok(value) => value,
+                    Err(e) => {
+                        detach(ruby, calls, call)?;
+                        if passes_through(ruby, &e) {
+                            built.passthrough = Some(e);
+                            break;
+                        }
+                        built.notes.push(call_anomaly(
+                            core,
+                            call,
+                            AnomalyKind::PartialArgumentsBroken,
+                            format!(
+                                "partial updates stopped for this call: the ToolCall raised {}; \
+                                 it is completed at the end as usual",
+                                describe(&e)
+                            ),
+                        ));
+                        None
+                    }
+                },
+                Item::Completed(call, params) => match completed(ruby, core, class, calls, call, params) {
+                    Ok(value) => Some(value),
+                    Err(e) => {
+                        // Whatever happened, nothing streams into this call any more.
+                        let _ = calls.store(call.0 as isize, ruby.qnil());
+                        if passes_through(ruby, &e) {
+                            built.passthrough = Some(e);
+                            break;
+                        }
+                        let info = core.calls().get(call);
+                        if built.first_exception.is_none() {
+                            built.first_exception = e.value();
+                        }
+                        built.tool_call_errors.push(FailedToolCall {
+                            id: info.map(|c| c.id.clone()).unwrap_or_default(),
+                            name: info.map(|c| c.name.clone()).unwrap_or_default(),
+                            error: describe(&e),
+                        });
+                        None
+                    }
+                },
             };
-            // SAFETY: `items` is a new, unfrozen Array of ours, so the push
-            // cannot raise (magnus's `push` would wrap it in rb_protect, a
-            // cost on every text event).
-            unsafe { rb_sys::rb_ary_push(items.as_raw(), value.as_raw()) };
+            if let Some(value) = value {
+                // SAFETY: `items` is a new, unfrozen Array of ours, so the push
+                // cannot raise (magnus's `push` would wrap it in rb_protect, a
+                // cost on every text event).
+                unsafe { rb_sys::rb_ary_push(items.as_raw(), value.as_raw()) };
+            }
         }
-        Ok(items)
+        built.items = items;
+        Ok(built)
     }
 
-    fn with_core<T>(ruby: &Ruby, rb_self: &RbProcessor, f: impl FnOnce(&Processor) -> T) -> Result<T, Error> {
-        let borrow = rb_self.core.try_borrow().map_err(|_| errors::busy(ruby))?;
-        let core =
-            borrow.as_ref().ok_or_else(|| errors::internal(ruby, "processor used before initialize"))?;
-        Ok(f(core))
+    fn read<T>(ruby: &Ruby, rb_self: &RbProcessor, f: impl FnOnce(&Processor) -> T) -> Result<T, Error> {
+        Self::enter(ruby, rb_self, |core| Ok(f(core)))
     }
 
     pub fn prompt_tokens(ruby: &Ruby, rb_self: &RbProcessor) -> Result<Option<u64>, Error> {
-        Self::with_core(ruby, rb_self, |c| c.usage().prompt_tokens)
+        Self::read(ruby, rb_self, |c| c.usage().prompt_tokens)
     }
 
     pub fn completion_tokens(ruby: &Ruby, rb_self: &RbProcessor) -> Result<Option<u64>, Error> {
-        Self::with_core(ruby, rb_self, |c| c.usage().completion_tokens)
+        Self::read(ruby, rb_self, |c| c.usage().completion_tokens)
     }
 
     pub fn cache_read_tokens(ruby: &Ruby, rb_self: &RbProcessor) -> Result<Option<u64>, Error> {
-        Self::with_core(ruby, rb_self, |c| c.usage().cache_read_tokens)
+        Self::read(ruby, rb_self, |c| c.usage().cache_read_tokens)
     }
 
     /// The legacy reader: cache reads, nil unless the server sent a count.
     pub fn cached_tokens(ruby: &Ruby, rb_self: &RbProcessor) -> Result<Option<u64>, Error> {
-        Self::with_core(ruby, rb_self, |c| c.usage().cached_tokens)
+        Self::read(ruby, rb_self, |c| c.usage().cached_tokens)
     }
 
     pub fn cache_write_tokens(ruby: &Ruby, rb_self: &RbProcessor) -> Result<Option<u64>, Error> {
-        Self::with_core(ruby, rb_self, |c| c.usage().cache_write_tokens)
+        Self::read(ruby, rb_self, |c| c.usage().cache_write_tokens)
     }
 
     pub fn partial_tool_calls(ruby: &Ruby, rb_self: &RbProcessor) -> Result<bool, Error> {
-        Self::with_core(ruby, rb_self, |c| c.options().partial_tool_calls)
+        Self::read(ruby, rb_self, |c| c.options().partial_tool_calls)
     }
 
     pub fn max_line_bytes(ruby: &Ruby, rb_self: &RbProcessor) -> Result<usize, Error> {
-        Self::with_core(ruby, rb_self, |c| c.options().max_line_bytes)
+        Self::read(ruby, rb_self, |c| c.options().max_line_bytes)
     }
 
     pub fn usage_mode(ruby: &Ruby, rb_self: &RbProcessor) -> Result<Symbol, Error> {
-        let mode = Self::with_core(ruby, rb_self, |c| c.options().usage_mode)?;
+        let mode = Self::read(ruby, rb_self, |c| c.options().usage_mode)?;
         Ok(ruby.to_symbol(match mode {
             UsageMode::Current => "current",
             UsageMode::Legacy => "legacy",
@@ -287,32 +362,31 @@ impl RbProcessor {
 
     /// Every anomaly recorded so far, as frozen Hashes.
     pub fn anomalies(ruby: &Ruby, rb_self: &RbProcessor) -> Result<RArray, Error> {
-        let borrow = rb_self.core.try_borrow().map_err(|_| errors::busy(ruby))?;
-        let core =
-            borrow.as_ref().ok_or_else(|| errors::internal(ruby, "processor used before initialize"))?;
-        let list = ruby.ary_new_capa(core.anomalies().len());
-        for a in core.anomalies().all() {
-            list.push(anomaly_to_ruby(ruby, a)?)?;
-        }
-        Ok(list)
+        Self::enter(ruby, rb_self, |core| {
+            let list = ruby.ary_new_capa(core.anomalies().len());
+            for a in core.anomalies().all() {
+                list.push(anomaly_to_ruby(ruby, a)?)?;
+            }
+            Ok(list)
+        })
     }
 
     /// With `simulate_legacy: true`: the ids of the calls the legacy
     /// processor would have run in the last finished stream (nil before).
     pub fn legacy_tool_call_ids(ruby: &Ruby, rb_self: &RbProcessor) -> Result<Option<RArray>, Error> {
-        let ids = Self::with_core(ruby, rb_self, |c| c.legacy_outcome().map(|o| o.emitted.clone()))?;
-        Ok(ids.map(|ids| {
-            let list = ruby.ary_new_capa(ids.len());
-            for id in ids {
-                let _ = list.push(ruby.str_new(&id));
+        Self::enter(ruby, rb_self, |core| {
+            let Some(outcome) = core.legacy_outcome() else { return Ok(None) };
+            let list = ruby.ary_new_capa(outcome.emitted.len());
+            for id in &outcome.emitted {
+                list.push(ruby.str_new(id))?;
             }
-            list
-        }))
+            Ok(Some(list))
+        })
     }
 
     /// Anomalies past the per-processor limit, counted but not kept.
     pub fn dropped_anomalies(ruby: &Ruby, rb_self: &RbProcessor) -> Result<u64, Error> {
-        Self::with_core(ruby, rb_self, |c| c.anomalies().dropped())
+        Self::read(ruby, rb_self, |c| c.anomalies().dropped())
     }
 
     /// `__panic_for_tests`: a panic inside a processor call, to prove the
@@ -338,7 +412,7 @@ fn new_anomalies(ruby: &Ruby, core: &mut Processor) -> Result<Option<RArray>, Er
 
 fn shape_items(ruby: &Ruby, items: RArray, shape: &Shape) -> Value {
     match shape {
-        Shape::Array => items.as_value(),
+        Shape::Array | Shape::Finish => items.as_value(),
         Shape::Streamed => match items.len() {
             0 => ruby.qnil().as_value(),
             1 => items.entry(0).unwrap_or_else(|_| ruby.qnil().as_value()),
@@ -368,10 +442,85 @@ fn is_internal(ruby: &Ruby, e: &Error) -> bool {
     }
 }
 
-/// The Ruby ToolCall for a call, created on first use.
+/// What [`RbProcessor::build_items`] made of the core's output.
+struct Built {
+    items: RArray,
+    /// Anomalies found while building (recorded in the core afterwards).
+    notes: Vec<Anomaly>,
+    /// The completed calls the ToolCall class failed to build.
+    tool_call_errors: Vec<FailedToolCall>,
+    /// The exception of the first of them. A Vec's buffer is not seen by
+    /// the GC; this field, like `Built` itself, lives on the stack, which
+    /// the GC scans, so the exception stays alive until it is raised.
+    first_exception: Option<Value>,
+    /// What Ruby code the processor called raised that is not the ToolCall
+    /// class failing: an exception that is not a StandardError or a
+    /// non-local exit (Interrupt, Thread#kill, throw), or an error of this
+    /// gem (a callback re-entering the processor). Re-raised as it is, once
+    /// the borrow of the core is released.
+    passthrough: Option<Error>,
+}
+
+/// A completed call whose ToolCall could not be built. Plain Rust data: it
+/// is kept in a Vec, which the GC does not see.
+pub struct FailedToolCall {
+    pub id: String,
+    pub name: String,
+    /// What the class raised, described.
+    pub error: String,
+}
+
+/// True for what a callback raised that is not the ToolCall class failing
+/// (see [`Built::passthrough`]).
+fn passes_through(ruby: &Ruby, e: &Error) -> bool {
+    if !e.is_kind_of(ruby.exception_standard_error()) {
+        return true;
+    }
+    let own = ruby
+        .class_object()
+        .const_get::<_, magnus::RModule>("DiscourseAiStream")
+        .and_then(|m| m.const_get::<_, magnus::RModule>("Error"));
+    own.is_ok_and(|own| e.is_kind_of(own))
+}
+
+/// `ClassName (message)` of a Ruby error, for anomalies and messages.
+pub fn describe(e: &Error) -> String {
+    match e.error_type() {
+        magnus::error::ErrorType::Exception(x) => {
+            // SAFETY: the class name is copied at once.
+            let class = unsafe { x.classname() }.into_owned();
+            format!("{class} ({x})")
+        }
+        _ => e.to_string(),
+    }
+}
+
+fn call_anomaly(core: &Processor, call: CallId, kind: AnomalyKind, message: String) -> Anomaly {
+    let mut a = Anomaly::new(kind, message);
+    if let Some(info) = core.calls().get(call) {
+        a.call_id = Some(info.id.clone());
+        a.call_name = Some(info.name.clone());
+        a.index = info.index;
+    }
+    a
+}
+
+/// The call's entry in the `calls` Array: `[tool_call, stack]` while its
+/// parameters stream, `[tool_call_or_nil, false]` once its partial updates
+/// stopped, nil when it has none (yet, or any more).
 fn tool_call_entry(calls: RArray, call: CallId) -> Result<Option<RArray>, Error> {
     let entry: Value = calls.entry(call.0 as isize)?;
     Ok(RArray::from_value(entry))
+}
+
+/// Stops the partial updates of a call: its open containers may be out of
+/// step with the parser now. The ToolCall, if any, is kept for completion.
+fn detach(ruby: &Ruby, calls: RArray, call: CallId) -> Result<(), Error> {
+    let tool_call = match tool_call_entry(calls, call)? {
+        Some(entry) => entry.entry(0)?,
+        None => ruby.qnil().as_value(),
+    };
+    calls.store(call.0 as isize, ruby.ary_new_from_values(&[tool_call, ruby.qfalse().as_value()]))
 }
 
 fn new_tool_call(
@@ -392,34 +541,39 @@ fn new_tool_call(
     class.funcall("new", (KwArgs(kwargs),))
 }
 
+/// The partial ToolCall of a call whose visible parameters changed, or None
+/// when its partial updates have stopped.
 fn progress(
     ruby: &Ruby,
     core: &Processor,
     class: Value,
     calls: RArray,
     call: CallId,
-) -> Result<Value, Error> {
+) -> Result<Option<Value>, Error> {
     let entry = match tool_call_entry(calls, call)? {
         Some(entry) => entry,
         None => {
             let tool_call = new_tool_call(ruby, class, core, call, None)?;
+            // Kept from here on, so that completion can reuse it whatever fails next.
+            let entry = ruby.ary_new_from_values(&[tool_call, ruby.qfalse().as_value()]);
+            calls.store(call.0 as isize, entry)?;
             let _: Value = tool_call.funcall("partial=", (true,))?;
             let params: Value = tool_call.funcall("parameters", ())?;
             if RHash::from_value(params).is_none() {
                 return Err(errors::type_error(ruby, "ToolCall#parameters must return a Hash".to_owned()));
             }
-            let stack = ruby.ary_new_from_values(&[params]);
-            let entry = ruby.ary_new_from_values(&[tool_call, stack.as_value()]);
-            calls.store(call.0 as isize, entry)?;
+            entry.store(1, ruby.ary_new_from_values(&[params]))?;
             entry
         }
     };
     let tool_call: Value = entry.entry(0)?;
-    let stack: RArray = entry.entry(1)?;
+    let Some(stack) = RArray::from_value(entry.entry(1)?) else {
+        return Ok(None);
+    };
     if let Some(events) = core.calls().get(call).and_then(|c| c.view()) {
         view::apply(ruby, stack, events)?;
     }
-    Ok(tool_call)
+    Ok(Some(tool_call))
 }
 
 fn completed(
@@ -434,15 +588,23 @@ fn completed(
         JsonValue::Object(pairs) => object_to_hash(ruby, pairs)?,
         _ => ruby.hash_new(),
     };
-    match tool_call_entry(calls, call)? {
-        Some(entry) => {
-            let tool_call: Value = entry.entry(0)?;
-            let _: Value = tool_call.funcall("parameters=", (hash,))?;
-            let _: Value = tool_call.funcall("partial=", (false,))?;
-            // Nothing streams into this call any more.
-            calls.store(call.0 as isize, ruby.qnil())?;
-            Ok(tool_call)
+    let streamed = match tool_call_entry(calls, call)? {
+        Some(entry) => Some(entry.entry::<Value>(0)?).filter(|t| !t.is_nil()),
+        None => None,
+    };
+    // Nothing streams into this call any more.
+    calls.store(call.0 as isize, ruby.qnil())?;
+    if let Some(tool_call) = streamed {
+        // The object the partial updates returned gets the parameters; if
+        // it refuses them (frozen, a setter that raises), a new one is built.
+        let finished = tool_call
+            .funcall::<_, _, Value>("parameters=", (hash,))
+            .and_then(|_| tool_call.funcall::<_, _, Value>("partial=", (false,)));
+        match finished {
+            Ok(_) => return Ok(tool_call),
+            Err(e) if passes_through(ruby, &e) => return Err(e),
+            Err(_) => {}
         }
-        None => new_tool_call(ruby, class, core, call, Some(hash)),
     }
+    new_tool_call(ruby, class, core, call, Some(hash))
 }

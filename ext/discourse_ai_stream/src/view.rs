@@ -5,6 +5,7 @@
 //! `stack` is a Ruby Array of the open containers; its first element is the
 //! ToolCall's parameters Hash.
 
+use magnus::rb_sys::AsRawValue;
 use magnus::value::ReprValue;
 use magnus::{Error, RArray, RHash, RString, Ruby, Value};
 use openai_stream::json::{ContainerKind, ViewEvent, ViewEvents};
@@ -33,7 +34,16 @@ pub fn apply(ruby: &Ruby, stack: RArray, events: &ViewEvents) -> Result<(), Erro
                         "a partial tool call parameter was frozen while its value was still streaming",
                     ));
                 }
-                s.cat(text);
+                // rb_str_cat raises on a string Ruby will not let change
+                // (frozen since the check above, temporarily locked by an IO
+                // read into it, too long): protected, so that it comes back
+                // as an Err instead of unwinding through Rust frames that hold
+                // the processor's borrow.
+                // SAFETY: `s` is a live String (held by `stack`, which the
+                // processor marks) and `text` outlives the call.
+                magnus::rb_sys::protect(|| unsafe {
+                    rb_sys::rb_str_cat(s.as_raw(), text.as_ptr().cast(), text.len() as _)
+                })?;
             }
             ViewEvent::Scalar { key, value } => {
                 insert(ruby, top(stack)?, key, json_to_ruby(ruby, value)?)?;

@@ -18,3 +18,4 @@ pub mod output;
 pub mod processor;
 pub mod sse;
 pub mod usage;
+mod work;

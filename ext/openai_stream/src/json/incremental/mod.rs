@@ -161,6 +161,7 @@ impl IncrementalParser {
         if let Some(error) = &self.error {
             return Err(error.clone());
         }
+        crate::work::count(text.len());
         match self.run(text, sink) {
             Ok(()) => {
                 self.flush(sink);

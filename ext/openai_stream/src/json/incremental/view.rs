@@ -162,6 +162,7 @@ impl ViewEvents {
     }
 
     fn store(&mut self, text: &str) -> Span {
+        crate::work::count(text.len());
         let start = self.text.len();
         self.text.push_str(text);
         Span { start, end: self.text.len() }
