@@ -5,6 +5,7 @@
 mod convert;
 mod errors;
 mod guard;
+mod hash_walk;
 mod processor;
 mod ruby_de;
 mod view;
@@ -20,6 +21,8 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
     native.const_set("CORE_VERSION", env!("CARGO_PKG_VERSION"))?;
     native.const_set("MAX_LINE_BYTES", openai_stream::sse::DEFAULT_MAX_LINE_BYTES)?;
     native.define_singleton_method("panic_for_tests", function!(guard::panic_for_tests, 1))?;
+    native
+        .define_singleton_method("hash_readers_for_tests", function!(ruby_de::hash_readers_for_tests, 1))?;
 
     let class = module.define_class("OpenAiMessageProcessor", ruby.class_object())?;
     class.define_alloc_func::<RbProcessor>();

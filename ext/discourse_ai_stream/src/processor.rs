@@ -12,17 +12,16 @@ use magnus::value::{Lazy, Opaque, ReprValue};
 use magnus::{DataTypeFunctions, Error, KwArgs, RArray, RHash, RString, Ruby, Symbol, TypedData, Value};
 use openai_stream::anomaly::{Anomaly, AnomalyKind};
 use openai_stream::calls::CallId;
-use openai_stream::chunk::{Chunk, Field};
+use openai_stream::chunk::Chunk;
 use openai_stream::json::JsonValue;
 use openai_stream::output::Item;
 use openai_stream::processor::{Options, Processor};
 use openai_stream::usage::UsageMode;
-use serde::Deserialize;
 
 use crate::convert::{anomaly_to_ruby, object_to_hash};
 use crate::errors;
 use crate::guard::guard;
-use crate::ruby_de::{RubyDe, Unsupported};
+use crate::ruby_de::{read_chunk, Unsupported};
 use crate::view;
 
 /// The frozen empty Array every call that produced no items returns: most
@@ -153,19 +152,20 @@ impl RbProcessor {
             ));
         }
         let unsupported = Unsupported::default();
-        let field = guard(ruby, || {
-            Field::<Chunk<'static>>::deserialize(RubyDe::new(ruby, value, &unsupported))
-                .map_err(|e| stream_error(ruby, &e.to_string()))
+        let chunk = guard(ruby, || {
+            read_chunk(ruby, &value, &unsupported).map_err(|e| stream_error(ruby, &e.to_string()))
         })?;
-        let chunk = Chunk::from_field(field);
-        Self::run(ruby, rb_self, shape, Some(value), |core| {
+        Self::run(ruby, rb_self, shape, Some(value), move |core| {
             for class in unsupported.into_inner() {
                 core.push_anomaly(Anomaly::new(
                     AnomalyKind::UnsupportedValue,
                     format!("a value of class {class} has no JSON meaning; read as nil"),
                 ));
             }
-            f(core, &chunk)
+            let result = f(core, &chunk);
+            // It may borrow the Hash's Strings: gone before Ruby code runs.
+            drop(chunk);
+            result
         })
     }
 

@@ -12,8 +12,12 @@ use std::fmt;
 use magnus::prelude::*;
 use magnus::rb_sys::{AsRawValue, FromRawValue};
 use magnus::value::ReprValue;
+use magnus::IntoValue;
 use magnus::{Float, Integer, RArray, RHash, RString, Ruby, Symbol, Value};
-use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use openai_stream::chunk::{Chunk, Field};
+use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+
+use crate::hash_walk;
 
 /// The deepest nesting accepted, as in serde_json.
 pub const MAX_DEPTH: usize = 128;
@@ -38,6 +42,62 @@ impl de::Error for DeError {
 
 /// Classes of values read as null, for anomaly reports.
 pub type Unsupported = RefCell<Vec<String>>;
+
+/// Reads a chunk Hash (or any value given where one is expected): with the
+/// fast walker of `hash_walk` when it knows the shape, else with serde.
+/// Both build the same chunk; only serde records `unsupported` values or
+/// fails.
+///
+/// The chunk may borrow the texts of the Hash's Strings (hence the borrow
+/// of `value`, which keeps the Hash alive on the caller's stack): it must be
+/// dropped before any Ruby code runs.
+pub fn read_chunk<'v>(
+    ruby: &Ruby,
+    value: &'v Value,
+    unsupported: &Unsupported,
+) -> Result<Chunk<'v>, DeError> {
+    if RHash::from_value(*value).is_some() {
+        // SAFETY: a Hash, alive while `value` is borrowed; the contract on
+        // the chunk's lifetime is the caller's (above).
+        if let Some(chunk) = unsafe { hash_walk::read(value.as_raw()) } {
+            return Ok(chunk);
+        }
+    }
+    serde_chunk(ruby, *value, unsupported)
+}
+
+/// Reads a chunk with serde only (the path `read_chunk` falls back on).
+pub fn serde_chunk(ruby: &Ruby, value: Value, unsupported: &Unsupported) -> Result<Chunk<'static>, DeError> {
+    Field::<Chunk<'static>>::deserialize(RubyDe::new(ruby, value, unsupported)).map(Chunk::from_field)
+}
+
+/// `DiscourseAiStream::Native.hash_readers_for_tests(value)`: the chunk the
+/// fast walker reads (nil when it leaves the value to serde) and what serde
+/// reads (the chunk, or its error), both as debug text, and the classes
+/// serde found unsupported; the specs compare them.
+pub fn hash_readers_for_tests(ruby: &Ruby, value: Value) -> Result<RArray, magnus::Error> {
+    crate::guard::guard(ruby, || {
+        let fast = match RHash::from_value(value) {
+            // SAFETY: a Hash; the chunk is formatted before Ruby code runs.
+            Some(_) => unsafe { hash_walk::read(value.as_raw()) }.map(|c| format!("{c:?}")),
+            None => None,
+        };
+        let unsupported = Unsupported::default();
+        let serde = match serde_chunk(ruby, value, &unsupported) {
+            Ok(c) => format!("{c:?}"),
+            Err(e) => format!("error: {e}"),
+        };
+        let classes = ruby.ary_new();
+        for class in unsupported.into_inner() {
+            classes.push(class)?;
+        }
+        Ok(ruby.ary_new_from_values(&[
+            fast.into_value_with(ruby),
+            serde.into_value_with(ruby),
+            classes.as_value(),
+        ]))
+    })
+}
 
 /// Reads one Ruby value.
 pub struct RubyDe<'r> {
