@@ -57,6 +57,46 @@ struct Keys {
     /// most frequent first: a key found here and not matched by the
     /// struct reading it is an unknown key of that struct.
     all: Vec<VALUE>,
+    /// `rb_hash_stlike_foreach`, when this Ruby exports it.
+    foreach: Option<StlikeForeach>,
+}
+
+type PairCallback = unsafe extern "C" fn(VALUE, VALUE, VALUE) -> c_int;
+type StlikeForeach = unsafe extern "C" fn(VALUE, Option<PairCallback>, VALUE) -> c_int;
+
+/// Ruby's `rb_hash_stlike_foreach`, looked up at run time: the iteration
+/// `rb_hash_foreach` wraps in `rb_ensure` (and a modification check per
+/// pair) for the sake of Ruby code that might change the Hash meanwhile.
+/// The walker runs no Ruby code, so the bare iteration is enough, and the
+/// wrapper cost more than reading the pairs. It is not part of Ruby's
+/// public API (Ruby 3.1 and 3.2 export it for their JITs): where it is
+/// missing, `rb_hash_foreach` is used.
+fn fast_foreach() -> Option<StlikeForeach> {
+    #[cfg(unix)]
+    {
+        extern "C" {
+            fn dlsym(
+                handle: *mut std::ffi::c_void,
+                symbol: *const std::os::raw::c_char,
+            ) -> *mut std::ffi::c_void;
+        }
+        // RTLD_DEFAULT: null on Linux, -2 on the BSDs and macOS.
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        let default = std::ptr::null_mut();
+        #[cfg(not(any(target_os = "linux", target_os = "android")))]
+        let default = -2isize as *mut std::ffi::c_void;
+        // SAFETY: a NUL-terminated name; dlsym only looks it up.
+        let found = unsafe { dlsym(default, c"rb_hash_stlike_foreach".as_ptr()) };
+        if found.is_null() {
+            return None;
+        }
+        // SAFETY: Ruby's `int rb_hash_stlike_foreach(VALUE,
+        // st_foreach_callback_func *, st_data_t)`, which calls the
+        // callback with (key, value, arg) like rb_hash_foreach does.
+        Some(unsafe { std::mem::transmute::<*mut std::ffi::c_void, StlikeForeach>(found) })
+    }
+    #[cfg(not(unix))]
+    None
 }
 
 /// Names of the keys each struct reads (what `lenient_struct!` declares in
@@ -113,12 +153,15 @@ fn keys() -> &'static Keys {
             name: intern("name"),
             arguments: intern("arguments"),
             all: Vec::new(),
+            foreach: None,
         };
-        keys.all = vec![
-            keys.id,
-            keys.index,
-            keys.object,
-            keys.choices,
+        // The keys every chunk skips first: the envelope's, then a choice's.
+        let skipped: Vec<VALUE> = SKIPPED_NAMES.iter().map(|name| intern(name)).collect();
+        keys.all = vec![keys.id];
+        keys.all.extend(&skipped[..3]);
+        keys.all.extend([keys.object, keys.choices, keys.index]);
+        keys.all.extend(&skipped[3..]);
+        keys.all.extend([
             keys.delta,
             keys.finish_reason,
             keys.content,
@@ -130,15 +173,16 @@ fn keys() -> &'static Keys {
             keys.message,
             keys.error,
             keys.x_groq,
-        ];
-        keys.all.extend(SKIPPED_NAMES.iter().map(|name| intern(name)));
+        ]);
+        keys.foreach = fast_foreach();
         keys
     })
 }
 
 const NIL: VALUE = ruby_special_consts::RUBY_Qnil as VALUE;
 
-/// Reads a chunk Hash, or None when the serde path must read it.
+/// Reads a chunk Hash into `out` (a default chunk); false when the serde
+/// path must read it (`out` then holds a part of it, to be thrown away).
 ///
 /// # Safety
 ///
@@ -146,10 +190,9 @@ const NIL: VALUE = ruby_special_consts::RUBY_Qnil as VALUE;
 /// runs: its texts borrow the bytes of the Hash's Strings, which the caller
 /// keeps alive (the Hash is an argument on its stack) and which nothing can
 /// change or move (a compaction) while no Ruby code runs.
-pub unsafe fn read<'a>(hash: VALUE) -> Option<Chunk<'a>> {
+pub unsafe fn read<'a>(hash: VALUE, out: &mut Chunk<'a>) -> bool {
     let keys = keys();
-    let mut chunk = ChunkMembers { keys, out: Chunk::default() };
-    members(hash, &mut chunk).then_some(chunk.out)
+    unsafe { members(keys, hash, &mut ChunkMembers { keys, out }) }
 }
 
 /// Reads the members of a struct from the pairs of a Hash.
@@ -167,11 +210,19 @@ trait Members {
 /// # Safety
 ///
 /// `hash` is a Hash that no Ruby code changes while this runs.
-unsafe fn members<M: Members>(hash: VALUE, m: &mut M) -> bool {
+unsafe fn members<M: Members>(keys: &Keys, hash: VALUE, m: &mut M) -> bool {
     let mut walk = Walk { members: m, ok: true };
+    let arg = &mut walk as *mut Walk<M> as VALUE;
     // SAFETY: the callback only reads the pairs (no Ruby call, no
     // allocation, no exception, no panic), and `walk` outlives the call.
-    unsafe { rb_sys::rb_hash_foreach(hash, Some(each_pair::<M>), &mut walk as *mut Walk<M> as VALUE) };
+    unsafe {
+        match keys.foreach {
+            Some(foreach) => {
+                foreach(hash, Some(each_pair::<M>), arg);
+            }
+            None => rb_sys::rb_hash_foreach(hash, Some(each_pair::<M>), arg),
+        }
+    }
     walk.ok
 }
 
@@ -180,10 +231,10 @@ struct Walk<'m, M> {
     ok: bool,
 }
 
-/// `rb_hash_foreach` callback: one pair to the `Walk` in `arg`.
+/// Hash iteration callback: one pair to the `Walk` in `arg`.
 unsafe extern "C" fn each_pair<M: Members>(key: VALUE, value: VALUE, arg: VALUE) -> c_int {
-    // SAFETY: `arg` is the `&mut Walk<M>` given to rb_hash_foreach, alive
-    // and not otherwise borrowed while the iteration runs.
+    // SAFETY: `arg` is the `&mut Walk<M>` given to the iteration, alive
+    // and not otherwise borrowed while it runs.
     let walk = unsafe { &mut *(arg as *mut Walk<M>) };
     if unsafe { walk.members.member(key, value) } {
         rb_sys::st_retval::ST_CONTINUE as c_int
@@ -215,7 +266,24 @@ unsafe fn str_of<'a>(v: VALUE) -> Option<&'a str> {
     }
     // SAFETY: a String's pointer is valid for its length.
     let bytes: &'a [u8] = unsafe { std::slice::from_raw_parts(rb_sys::RSTRING_PTR(v).cast(), len) };
+    if ascii(bytes) {
+        // SAFETY: bytes below 0x80 are ASCII, which is UTF-8.
+        return Some(unsafe { std::str::from_utf8_unchecked(bytes) });
+    }
     std::str::from_utf8(bytes).ok()
+}
+
+/// True when every byte is below 0x80. Most texts of a chunk are short and
+/// ASCII: ORing 8 bytes at a time costs a few instructions where the
+/// byte-wise UTF-8 check costs several per byte.
+fn ascii(bytes: &[u8]) -> bool {
+    let mut words = bytes.chunks_exact(8);
+    let mut all = 0u64;
+    for word in &mut words {
+        all |= u64::from_ne_bytes(word.try_into().unwrap_or([0x80; 8]));
+    }
+    let tail = words.remainder().iter().fold(0u8, |all, b| all | b);
+    (all & 0x8080_8080_8080_8080) == 0 && tail < 0x80
 }
 
 /// A text field: a UTF-8 String or nil.
@@ -227,6 +295,17 @@ unsafe fn text<'a>(v: VALUE) -> Option<Field<Text<'a>>> {
         return None;
     }
     Some(Field::Value(Text(Cow::Borrowed(unsafe { str_of(v) }?))))
+}
+
+/// Sets a field from `value` read by `read` (None: the serde path decides).
+fn set<T>(field: &mut Field<T>, value: Option<Field<T>>) -> bool {
+    match value {
+        Some(value) => {
+            *field = value;
+            true
+        }
+        None => false,
+    }
 }
 
 /// An id field: a UTF-8 String or nil (Integer ids, converted, are left to
@@ -243,15 +322,21 @@ fn null<T>(v: VALUE) -> Option<Field<T>> {
     (v == NIL).then_some(Field::Null)
 }
 
-/// A list: an Array of Hashes (or nils), each read by `item`, or nil.
-unsafe fn list<T>(v: VALUE, item: impl Fn(VALUE) -> Option<T>) -> Option<Field<List<T>>> {
+/// A list: an Array of Hashes (or nils), each read in place by `fill`, or
+/// nil.
+unsafe fn list<T: Default>(
+    v: VALUE,
+    field: &mut Field<List<T>>,
+    mut fill: impl FnMut(VALUE, &mut T) -> bool,
+) -> bool {
     if v == NIL {
-        return Some(Field::Null);
+        *field = Field::Null;
+        return true;
     }
     if unsafe { ty(v) } != ruby_value_type::RUBY_T_ARRAY {
-        return None;
+        return false;
     }
-    let len = usize::try_from(unsafe { rb_sys::RARRAY_LEN(v) }).ok()?;
+    let Ok(len) = usize::try_from(unsafe { rb_sys::RARRAY_LEN(v) }) else { return false };
     let mut items = Vec::with_capacity(len.min(16));
     for i in 0..len {
         // SAFETY: `i` is below the length; nothing changes the Array.
@@ -259,23 +344,37 @@ unsafe fn list<T>(v: VALUE, item: impl Fn(VALUE) -> Option<T>) -> Option<Field<L
         if e == NIL {
             items.push(Field::Null);
         } else if unsafe { ty(e) } == ruby_value_type::RUBY_T_HASH {
-            items.push(Field::Value(item(e)?));
+            items.push(Field::Value(T::default()));
+            let Some(Field::Value(item)) = items.last_mut() else { return false };
+            if !fill(e, item) {
+                return false;
+            }
         } else {
-            return None;
+            return false;
         }
     }
-    Some(Field::Value(List(items)))
+    *field = Field::Value(List(items));
+    true
 }
 
-/// A struct field: a Hash read by `read`, or nil.
-unsafe fn object<T>(v: VALUE, read: impl FnOnce(VALUE) -> Option<T>) -> Option<Field<T>> {
+/// A struct field: a Hash read in place by `fill`, or nil.
+unsafe fn object<T: Default>(
+    v: VALUE,
+    field: &mut Field<T>,
+    fill: impl FnOnce(VALUE, &mut T) -> bool,
+) -> bool {
     if v == NIL {
-        return Some(Field::Null);
+        *field = Field::Null;
+        return true;
     }
     if unsafe { ty(v) } != ruby_value_type::RUBY_T_HASH {
-        return None;
+        return false;
     }
-    read(v).map(Field::Value)
+    *field = Field::Value(T::default());
+    match field {
+        Field::Value(value) => fill(v, value),
+        _ => false,
+    }
 }
 
 /// A Symbol's name when it is UTF-8 (as `ruby_de::symbol_text` reads it).
@@ -299,12 +398,12 @@ unsafe fn unknown(keys: &Keys, names: &[&str], key: VALUE, value: VALUE, depth: 
             _ => return false,
         }
     }
-    unsafe { skippable(value, depth) }
+    unsafe { skippable(keys, value, depth) }
 }
 
 /// True when the serde path skips `v` (at nesting `depth`) without an error,
 /// an anomaly or a Ruby call: JSON-like values with UTF-8 texts.
-unsafe fn skippable(v: VALUE, depth: usize) -> bool {
+unsafe fn skippable(keys: &Keys, v: VALUE, depth: usize) -> bool {
     use ruby_value_type::*;
     match unsafe { ty(v) } {
         RUBY_T_NIL | RUBY_T_TRUE | RUBY_T_FALSE | RUBY_T_FIXNUM | RUBY_T_FLOAT => true,
@@ -312,181 +411,170 @@ unsafe fn skippable(v: VALUE, depth: usize) -> bool {
         RUBY_T_SYMBOL => unsafe { symbol_name(v) }.is_some(),
         RUBY_T_ARRAY if depth < MAX_SKIP_DEPTH => {
             let Ok(len) = usize::try_from(unsafe { rb_sys::RARRAY_LEN(v) }) else { return false };
-            (0..len).all(|i| unsafe { skippable(rb_sys::RARRAY_AREF(v, i as isize), depth + 1) })
+            (0..len).all(|i| unsafe { skippable(keys, rb_sys::RARRAY_AREF(v, i as isize), depth + 1) })
         }
-        RUBY_T_HASH if depth < MAX_SKIP_DEPTH => {
-            let mut skip = Skip { depth: depth + 1 };
-            unsafe { members(v, &mut skip) }
-        }
+        RUBY_T_HASH if depth < MAX_SKIP_DEPTH => unsafe {
+            members(keys, v, &mut Skip { keys, depth: depth + 1 })
+        },
         _ => false,
     }
 }
 
-struct Skip {
+struct Skip<'k> {
+    keys: &'k Keys,
     depth: usize,
 }
 
-impl Members for Skip {
+impl Members for Skip<'_> {
     unsafe fn member(&mut self, key: VALUE, value: VALUE) -> bool {
-        unsafe { skippable(key, self.depth) && skippable(value, self.depth) }
+        unsafe { skippable(self.keys, key, self.depth) && skippable(self.keys, value, self.depth) }
     }
 }
 
-struct ChunkMembers<'a> {
+struct ChunkMembers<'o, 'a> {
     keys: &'static Keys,
-    out: Chunk<'a>,
+    out: &'o mut Chunk<'a>,
 }
 
-impl<'a> Members for ChunkMembers<'a> {
+impl Members for ChunkMembers<'_, '_> {
     unsafe fn member(&mut self, key: VALUE, value: VALUE) -> bool {
         let k = self.keys;
-        let done = if key == k.choices {
-            unsafe { list(value, |h| choice(k, h)) }.map(|f| self.out.choices = f)
-        } else if key == k.object {
-            unsafe { text(value) }.map(|f| self.out.object = f)
-        } else if key == k.message {
-            unsafe { text(value) }.map(|f| self.out.message = f)
-        } else if key == k.usage {
-            null(value).map(|f| self.out.usage = f)
-        } else if key == k.x_groq {
-            null(value).map(|f| self.out.x_groq = f)
-        } else if key == k.error {
-            null(value).map(|f| self.out.error = f)
-        } else {
-            return unsafe { unknown(k, CHUNK_NAMES, key, value, 1) };
-        };
-        done.is_some()
+        let out = &mut *self.out;
+        unsafe {
+            if key == k.choices {
+                list(value, &mut out.choices, |h, c| members(k, h, &mut ChoiceMembers { keys: k, out: c }))
+            } else if key == k.object {
+                set(&mut out.object, text(value))
+            } else if key == k.message {
+                set(&mut out.message, text(value))
+            } else if key == k.usage {
+                set(&mut out.usage, null(value))
+            } else if key == k.x_groq {
+                set(&mut out.x_groq, null(value))
+            } else if key == k.error {
+                set(&mut out.error, null(value))
+            } else {
+                unknown(k, CHUNK_NAMES, key, value, 1)
+            }
+        }
     }
 }
 
 /// Members of a choice (a Hash in `choices`, nesting 2).
-fn choice<'a>(keys: &'static Keys, hash: VALUE) -> Option<Choice<'a>> {
-    let mut m = ChoiceMembers { keys, out: Choice::default() };
-    // SAFETY: `hash` is a Hash of the chunk being read.
-    unsafe { members(hash, &mut m) }.then_some(m.out)
-}
-
-struct ChoiceMembers<'a> {
+struct ChoiceMembers<'o, 'a> {
     keys: &'static Keys,
-    out: Choice<'a>,
+    out: &'o mut Choice<'a>,
 }
 
-impl<'a> Members for ChoiceMembers<'a> {
+impl Members for ChoiceMembers<'_, '_> {
     unsafe fn member(&mut self, key: VALUE, value: VALUE) -> bool {
         let k = self.keys;
-        let done = if key == k.delta {
-            unsafe { object(value, |h| delta(k, h)) }.map(|f| self.out.delta = f)
-        } else if key == k.finish_reason {
-            unsafe { text(value) }.map(|f| self.out.finish_reason = f)
-        } else if key == k.message {
-            unsafe { object(value, |h| delta(k, h)) }.map(|f| self.out.message = f)
-        } else if key == k.error {
-            null(value).map(|f| self.out.error = f)
-        } else {
-            return unsafe { unknown(k, CHOICE_NAMES, key, value, 3) };
-        };
-        done.is_some()
+        let out = &mut *self.out;
+        unsafe {
+            if key == k.delta {
+                object(value, &mut out.delta, |h, d| members(k, h, &mut DeltaMembers { keys: k, out: d }))
+            } else if key == k.finish_reason {
+                set(&mut out.finish_reason, text(value))
+            } else if key == k.message {
+                object(value, &mut out.message, |h, d| members(k, h, &mut DeltaMembers { keys: k, out: d }))
+            } else if key == k.error {
+                set(&mut out.error, null(value))
+            } else {
+                unknown(k, CHOICE_NAMES, key, value, 3)
+            }
+        }
     }
 }
 
 /// Members of a delta or message (nesting 3).
-fn delta<'a>(keys: &'static Keys, hash: VALUE) -> Option<Delta<'a>> {
-    let mut m = DeltaMembers { keys, out: Delta::default() };
-    // SAFETY: `hash` is a Hash of the chunk being read.
-    unsafe { members(hash, &mut m) }.then_some(m.out)
-}
-
-struct DeltaMembers<'a> {
+struct DeltaMembers<'o, 'a> {
     keys: &'static Keys,
-    out: Delta<'a>,
+    out: &'o mut Delta<'a>,
 }
 
-impl<'a> Members for DeltaMembers<'a> {
+impl Members for DeltaMembers<'_, '_> {
     unsafe fn member(&mut self, key: VALUE, value: VALUE) -> bool {
         let k = self.keys;
-        let done = if key == k.content {
-            // Content parts (an Array) are left to the serde path.
-            match unsafe { text(value) } {
-                Some(Field::Value(Text(t))) => Some(Field::Value(Content::Text(t))),
-                Some(_) => Some(Field::Null),
-                None => None,
+        let out = &mut *self.out;
+        unsafe {
+            if key == k.content {
+                // Content parts (an Array) are left to the serde path.
+                let content = match text(value) {
+                    Some(Field::Value(Text(t))) => Some(Field::Value(Content::Text(t))),
+                    Some(_) => Some(Field::Null),
+                    None => None,
+                };
+                set(&mut out.content, content)
+            } else if key == k.tool_calls {
+                list(value, &mut out.tool_calls, |h, c| {
+                    members(k, h, &mut ToolCallMembers { keys: k, out: c })
+                })
+            } else {
+                unknown(k, DELTA_NAMES, key, value, 4)
             }
-            .map(|f| self.out.content = f)
-        } else if key == k.tool_calls {
-            unsafe { list(value, |h| tool_call(k, h)) }.map(|f| self.out.tool_calls = f)
-        } else {
-            return unsafe { unknown(k, DELTA_NAMES, key, value, 4) };
-        };
-        done.is_some()
+        }
     }
 }
 
 /// Members of a tool call delta (a Hash in `tool_calls`, nesting 5).
-fn tool_call<'a>(keys: &'static Keys, hash: VALUE) -> Option<ToolCallDelta<'a>> {
-    let mut m = ToolCallMembers { keys, out: ToolCallDelta::default() };
-    // SAFETY: `hash` is a Hash of the chunk being read.
-    unsafe { members(hash, &mut m) }.then_some(m.out)
-}
-
-struct ToolCallMembers<'a> {
+struct ToolCallMembers<'o, 'a> {
     keys: &'static Keys,
-    out: ToolCallDelta<'a>,
+    out: &'o mut ToolCallDelta<'a>,
 }
 
-impl<'a> Members for ToolCallMembers<'a> {
+impl Members for ToolCallMembers<'_, '_> {
     unsafe fn member(&mut self, key: VALUE, value: VALUE) -> bool {
         let k = self.keys;
-        let done = if key == k.function {
-            unsafe { object(value, |h| function(k, h)) }.map(|f| self.out.function = f)
-        } else if key == k.index {
-            if value == NIL {
-                Some(Field::Null)
-            } else if rb_sys::FIXNUM_P(value) {
-                // SAFETY: a Fixnum.
-                Some(Field::Value(Int(unsafe { rb_sys::FIX2LONG(value) } as i64)))
+        let out = &mut *self.out;
+        unsafe {
+            if key == k.function {
+                object(value, &mut out.function, |h, f| {
+                    members(k, h, &mut FunctionMembers { keys: k, out: f })
+                })
+            } else if key == k.index {
+                let index = if value == NIL {
+                    Some(Field::Null)
+                } else if rb_sys::FIXNUM_P(value) {
+                    Some(Field::Value(Int(rb_sys::FIX2LONG(value) as i64)))
+                } else {
+                    None
+                };
+                set(&mut out.index, index)
+            } else if key == k.id {
+                set(&mut out.id, id(value))
             } else {
-                None
+                unknown(k, TOOL_CALL_NAMES, key, value, 6)
             }
-            .map(|f| self.out.index = f)
-        } else if key == k.id {
-            unsafe { id(value) }.map(|f| self.out.id = f)
-        } else {
-            return unsafe { unknown(k, TOOL_CALL_NAMES, key, value, 6) };
-        };
-        done.is_some()
+        }
     }
 }
 
 /// Members of a tool call's `function` (nesting 6).
-fn function<'a>(keys: &'static Keys, hash: VALUE) -> Option<Function<'a>> {
-    let mut m = FunctionMembers { keys, out: Function::default() };
-    // SAFETY: `hash` is a Hash of the chunk being read.
-    unsafe { members(hash, &mut m) }.then_some(m.out)
-}
-
-struct FunctionMembers<'a> {
+struct FunctionMembers<'o, 'a> {
     keys: &'static Keys,
-    out: Function<'a>,
+    out: &'o mut Function<'a>,
 }
 
-impl<'a> Members for FunctionMembers<'a> {
+impl Members for FunctionMembers<'_, '_> {
     unsafe fn member(&mut self, key: VALUE, value: VALUE) -> bool {
         let k = self.keys;
-        let done = if key == k.arguments {
-            // Object arguments are left to the serde path.
-            match unsafe { text(value) } {
-                Some(Field::Value(Text(t))) => Some(Field::Value(Arguments::Text(t))),
-                Some(_) => Some(Field::Null),
-                None => None,
+        let out = &mut *self.out;
+        unsafe {
+            if key == k.arguments {
+                // Object arguments are left to the serde path.
+                let arguments = match text(value) {
+                    Some(Field::Value(Text(t))) => Some(Field::Value(Arguments::Text(t))),
+                    Some(_) => Some(Field::Null),
+                    None => None,
+                };
+                set(&mut out.arguments, arguments)
+            } else if key == k.name {
+                set(&mut out.name, text(value))
+            } else if key == k.id {
+                set(&mut out.id, id(value))
+            } else {
+                unknown(k, FUNCTION_NAMES, key, value, 7)
             }
-            .map(|f| self.out.arguments = f)
-        } else if key == k.name {
-            unsafe { text(value) }.map(|f| self.out.name = f)
-        } else if key == k.id {
-            unsafe { id(value) }.map(|f| self.out.id = f)
-        } else {
-            return unsafe { unknown(k, FUNCTION_NAMES, key, value, 7) };
-        };
-        done.is_some()
+        }
     }
 }

@@ -152,8 +152,9 @@ impl RbProcessor {
             ));
         }
         let unsupported = Unsupported::default();
-        let chunk = guard(ruby, || {
-            read_chunk(ruby, &value, &unsupported).map_err(|e| stream_error(ruby, &e.to_string()))
+        let mut chunk = Chunk::default();
+        guard(ruby, || {
+            read_chunk(ruby, &value, &unsupported, &mut chunk).map_err(|e| stream_error(ruby, &e.to_string()))
         })?;
         Self::run(ruby, rb_self, shape, Some(value), move |core| {
             for class in unsupported.into_inner() {

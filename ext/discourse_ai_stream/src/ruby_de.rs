@@ -43,8 +43,9 @@ impl de::Error for DeError {
 /// Classes of values read as null, for anomaly reports.
 pub type Unsupported = RefCell<Vec<String>>;
 
-/// Reads a chunk Hash (or any value given where one is expected): with the
-/// fast walker of `hash_walk` when it knows the shape, else with serde.
+/// Reads a chunk Hash (or any value given where one is expected) into `out`
+/// (a default chunk): with the fast walker of `hash_walk` when it knows the
+/// shape, else with serde.
 /// Both build the same chunk; only serde records `unsupported` values or
 /// fails.
 ///
@@ -55,15 +56,17 @@ pub fn read_chunk<'v>(
     ruby: &Ruby,
     value: &'v Value,
     unsupported: &Unsupported,
-) -> Result<Chunk<'v>, DeError> {
+    out: &mut Chunk<'v>,
+) -> Result<(), DeError> {
     if RHash::from_value(*value).is_some() {
         // SAFETY: a Hash, alive while `value` is borrowed; the contract on
         // the chunk's lifetime is the caller's (above).
-        if let Some(chunk) = unsafe { hash_walk::read(value.as_raw()) } {
-            return Ok(chunk);
+        if unsafe { hash_walk::read(value.as_raw(), out) } {
+            return Ok(());
         }
     }
-    serde_chunk(ruby, *value, unsupported)
+    *out = serde_chunk(ruby, *value, unsupported)?;
+    Ok(())
 }
 
 /// Reads a chunk with serde only (the path `read_chunk` falls back on).
@@ -79,7 +82,10 @@ pub fn hash_readers_for_tests(ruby: &Ruby, value: Value) -> Result<RArray, magnu
     crate::guard::guard(ruby, || {
         let fast = match RHash::from_value(value) {
             // SAFETY: a Hash; the chunk is formatted before Ruby code runs.
-            Some(_) => unsafe { hash_walk::read(value.as_raw()) }.map(|c| format!("{c:?}")),
+            Some(_) => {
+                let mut chunk = Chunk::default();
+                unsafe { hash_walk::read(value.as_raw(), &mut chunk) }.then(|| format!("{chunk:?}"))
+            }
             None => None,
         };
         let unsupported = Unsupported::default();
