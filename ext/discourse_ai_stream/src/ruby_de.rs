@@ -174,10 +174,10 @@ impl<'de> Deserializer<'de> for RubyDe<'_> {
         }
         if let Some(h) = RHash::from_value(v) {
             self.enter()?;
-            let mut pairs = Pairs::new(ruby.qnil().as_value());
-            // SAFETY: the callback only copies the pairs (it cannot raise or
-            // panic), and nothing changes the Hash while it runs. magnus's
-            // `foreach` would add an rb_protect per Hash, on every event.
+            let mut pairs = Pairs::new(ruby, h);
+            // SAFETY: the callback only copies the pairs (it cannot raise,
+            // panic or allocate), and nothing changes the Hash while it
+            // runs. magnus's `foreach` would add an rb_protect per Hash.
             unsafe {
                 rb_sys::rb_hash_foreach(
                     h.as_raw(),
@@ -310,35 +310,59 @@ unsafe extern "C" fn collect_pair(
 
 /// The pairs of a Hash, read before they are deserialized: on the stack
 /// for the small Hashes of a chunk (no allocation per Hash, and the Values
-/// stay visible to Ruby's conservative GC), in a Vec past that.
+/// stay visible to Ruby's conservative GC, which also pins them), in a Ruby
+/// Array past that. Reading a pair may run Ruby code (a String to
+/// transcode, a key's `to_s`), hence a collection, which may free or move
+/// (compaction) objects it does not see: the Array is on the stack, so seen
+/// and pinned, and it marks and updates the pairs it holds.
 struct Pairs {
     inline: [(Value, Value); INLINE_PAIRS],
     len: usize,
-    more: Vec<(Value, Value)>,
+    /// Keys and values after the first `INLINE_PAIRS` pairs, alternating.
+    more: Option<RArray>,
 }
 
 const INLINE_PAIRS: usize = 16;
 
 impl Pairs {
-    fn new(nil: Value) -> Self {
-        Pairs { inline: [(nil, nil); INLINE_PAIRS], len: 0, more: Vec::new() }
+    /// Room for the pairs of `hash`; allocated before the iteration, so
+    /// that `push` never allocates.
+    fn new(ruby: &Ruby, hash: RHash) -> Self {
+        let nil = ruby.qnil().as_value();
+        let more = hash.len().checked_sub(INLINE_PAIRS).filter(|&n| n > 0).map(|n| ruby.ary_new_capa(2 * n));
+        Pairs { inline: [(nil, nil); INLINE_PAIRS], len: 0, more }
     }
 
     fn push(&mut self, pair: (Value, Value)) {
         if self.len < INLINE_PAIRS {
             self.inline[self.len] = pair;
+        } else if let Some(more) = self.more {
+            // SAFETY: our own unfrozen Array with room for every pair of
+            // the Hash (its size cannot change during the iteration), so
+            // the push neither allocates nor raises.
+            unsafe {
+                rb_sys::rb_ary_push(more.as_raw(), pair.0.as_raw());
+                rb_sys::rb_ary_push(more.as_raw(), pair.1.as_raw());
+            }
         } else {
-            self.more.push(pair);
+            // More pairs than the Hash had: not possible; they are not read.
+            return;
         }
         self.len += 1;
     }
 
     fn get(&self, i: usize) -> Option<(Value, Value)> {
         if i < self.len.min(INLINE_PAIRS) {
-            Some(self.inline[i])
-        } else {
-            self.more.get(i.checked_sub(INLINE_PAIRS)?).copied()
+            return Some(self.inline[i]);
         }
+        let more = self.more?;
+        let at = 2 * i.checked_sub(INLINE_PAIRS)?;
+        if at + 1 >= more.len() {
+            return None;
+        }
+        // Read from the Array each time: a compaction since the iteration
+        // may have moved the pairs, and updated the Array.
+        Some((more.entry(at as isize).ok()?, more.entry(at as isize + 1).ok()?))
     }
 }
 
