@@ -10,7 +10,6 @@ use magnus::rb_sys::AsRawValue;
 use magnus::typed_data::Obj;
 use magnus::value::{Lazy, Opaque, ReprValue};
 use magnus::{DataTypeFunctions, Error, KwArgs, RArray, RHash, RString, Ruby, Symbol, TypedData, Value};
-use openai_stream::anomaly::{Anomaly, AnomalyKind};
 use openai_stream::calls::CallId;
 use openai_stream::chunk::Chunk;
 use openai_stream::json::JsonValue;
@@ -157,11 +156,8 @@ impl RbProcessor {
             read_chunk(ruby, &value, &unsupported, &mut chunk).map_err(|e| stream_error(ruby, &e.to_string()))
         })?;
         Self::run(ruby, rb_self, shape, Some(value), move |core| {
-            for class in unsupported.into_inner() {
-                core.push_anomaly(Anomaly::new(
-                    AnomalyKind::UnsupportedValue,
-                    format!("a value of class {class} has no JSON meaning; read as nil"),
-                ));
+            for anomaly in unsupported.into_inner() {
+                core.push_anomaly(anomaly);
             }
             let result = f(core, &chunk);
             // It may borrow the Hash's Strings: gone before Ruby code runs.

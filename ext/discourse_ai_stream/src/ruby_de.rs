@@ -14,6 +14,7 @@ use magnus::rb_sys::{AsRawValue, FromRawValue};
 use magnus::value::ReprValue;
 use magnus::IntoValue;
 use magnus::{Float, Integer, RArray, RHash, RString, Ruby, Symbol, Value};
+use openai_stream::anomaly::{Anomaly, AnomalyKind};
 use openai_stream::chunk::{Chunk, Field};
 use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
@@ -40,8 +41,17 @@ impl de::Error for DeError {
     }
 }
 
-/// Classes of values read as null, for anomaly reports.
-pub type Unsupported = RefCell<Vec<String>>;
+/// What reading found that JSON has no exact reading for, as anomalies for
+/// the processor to record: values of other classes (read as null) and Hash
+/// keys that are not text (read as their `to_s`).
+pub type Unsupported = RefCell<Vec<Anomaly>>;
+
+fn unsupported_value(class: &str) -> Anomaly {
+    Anomaly::new(
+        AnomalyKind::UnsupportedValue,
+        format!("a value of class {class} has no JSON meaning; read as nil"),
+    )
+}
 
 /// Reads a chunk Hash (or any value given where one is expected) into `out`
 /// (a default chunk): with the fast walker of `hash_walk` when it knows the
@@ -76,8 +86,8 @@ pub fn serde_chunk(ruby: &Ruby, value: Value, unsupported: &Unsupported) -> Resu
 
 /// `DiscourseAiStream::Native.hash_readers_for_tests(value)`: the chunk the
 /// fast walker reads (nil when it leaves the value to serde) and what serde
-/// reads (the chunk, or its error), both as debug text, and the classes
-/// serde found unsupported; the specs compare them.
+/// reads (the chunk, or its error), both as debug text, and the messages of
+/// the anomalies serde found; the specs compare them.
 pub fn hash_readers_for_tests(ruby: &Ruby, value: Value) -> Result<RArray, magnus::Error> {
     crate::guard::guard(ruby, || {
         let fast = match RHash::from_value(value) {
@@ -94,8 +104,8 @@ pub fn hash_readers_for_tests(ruby: &Ruby, value: Value) -> Result<RArray, magnu
             Err(e) => format!("error: {e}"),
         };
         let classes = ruby.ary_new();
-        for class in unsupported.into_inner() {
-            classes.push(class)?;
+        for anomaly in unsupported.into_inner() {
+            classes.push(anomaly.message)?;
         }
         Ok(ruby.ary_new_from_values(&[
             fast.into_value_with(ruby),
@@ -224,15 +234,37 @@ impl<'de> Deserializer<'de> for RubyDe<'_> {
         if let Some(f) = Float::from_value(v) {
             return visitor.visit_f64(f.to_f64());
         }
-        let class = unsafe { v.classname() }.into_owned();
-        self.unsupported.borrow_mut().push(class);
+        let class = unsafe { v.classname() };
+        self.unsupported.borrow_mut().push(unsupported_value(&class));
         visitor.visit_unit()
     }
 
     serde::forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str
         bytes byte_buf option unit unit_struct newtype_struct seq tuple
         tuple_struct map struct enum
+    }
+
+    /// The keys of a JSON value's objects (object arguments, error
+    /// payloads), the only Strings the chunk model reads. A Ruby Hash may
+    /// have keys of any class: one that is neither a String nor a Symbol
+    /// is read as its `to_s` (what `JSON.generate` writes for it), with an
+    /// anomaly, instead of failing the whole chunk.
+    fn deserialize_string<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        let v = self.value;
+        if RString::from_value(v).is_some() || Symbol::from_value(v).is_some() {
+            return self.deserialize_any(visitor);
+        }
+        let text = v.to_r_string().map_err(|e| DeError(format!("a Hash key could not be read: {e}")))?;
+        // SAFETY: read before any Ruby code runs again.
+        let text =
+            text.to_string().unwrap_or_else(|_| String::from_utf8_lossy(unsafe { text.as_slice() }).into());
+        let class = unsafe { v.classname() };
+        self.unsupported.borrow_mut().push(Anomaly::new(
+            AnomalyKind::ConvertedField,
+            format!("a Hash key of class {class} is neither a String nor a Symbol; read as {text:?}"),
+        ));
+        visitor.visit_string(text)
     }
 
     /// Object keys: a Symbol is tried first (it is one nearly always), then
