@@ -155,14 +155,15 @@ impl RbProcessor {
         guard(ruby, || {
             read_chunk(ruby, &value, &unsupported, &mut chunk).map_err(|e| stream_error(ruby, &e.to_string()))
         })?;
+        // The chunk may borrow the Hash's Strings: only `f` reads it, before
+        // any Ruby code runs (dropping it reads no text). Borrowed, not
+        // moved into the closure: a move copies a few hundred bytes.
+        let chunk = &chunk;
         Self::run(ruby, rb_self, shape, Some(value), move |core| {
             for anomaly in unsupported.into_inner() {
                 core.push_anomaly(anomaly);
             }
-            let result = f(core, &chunk);
-            // It may borrow the Hash's Strings: gone before Ruby code runs.
-            drop(chunk);
-            result
+            f(core, chunk)
         })
     }
 
@@ -186,6 +187,12 @@ impl RbProcessor {
                     .as_mut()
                     .ok_or_else(|| errors::internal(ruby, "processor used before initialize"))?;
                 let outcome = f(core);
+                // The commonest result of the Hash path, one text, is
+                // returned without building an Array around it.
+                if let (Shape::Streamed, Ok(()), Some(text)) = (&shape, &outcome, single_text(core)) {
+                    let text = ruby.str_new(text).as_value();
+                    return Ok((Ok(text), new_anomalies(ruby, core)?));
+                }
                 let items = this.build_items(ruby, core)?;
                 let anomalies = new_anomalies(ruby, core)?;
                 let result = match outcome {
@@ -331,6 +338,18 @@ fn new_anomalies(ruby: &Ruby, core: &mut Processor) -> Result<Option<RArray>, Er
         list.push(anomaly_to_ruby(ruby, a)?)?;
     }
     Ok(Some(list))
+}
+
+/// The output's only item, when it is one text.
+fn single_text(core: &Processor) -> Option<&str> {
+    let out = core.output();
+    if out.len() != 1 {
+        return None;
+    }
+    match out.items().next()? {
+        Item::Text(text) => Some(text),
+        _ => None,
+    }
 }
 
 fn shape_items(ruby: &Ruby, items: RArray, shape: &Shape) -> Value {
