@@ -36,29 +36,89 @@ use rb_sys::{ruby_special_consts, ruby_value_type, VALUE};
 /// serde path (which allows 128, as serde_json does).
 const MAX_SKIP_DEPTH: usize = 16;
 
-/// The Symbols of the keys the walker knows, interned once.
+/// The keys the walker knows.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum K {
+    Choices,
+    Usage,
+    XGroq,
+    Error,
+    Object,
+    Message,
+    Delta,
+    FinishReason,
+    Content,
+    ToolCalls,
+    Index,
+    Id,
+    Function,
+    Name,
+    Arguments,
+    /// A key servers send that no struct reads.
+    Skipped,
+}
+
+const KNOWN: &[(&str, K)] = &[
+    ("choices", K::Choices),
+    ("usage", K::Usage),
+    ("x_groq", K::XGroq),
+    ("error", K::Error),
+    ("object", K::Object),
+    ("message", K::Message),
+    ("delta", K::Delta),
+    ("finish_reason", K::FinishReason),
+    ("content", K::Content),
+    ("tool_calls", K::ToolCalls),
+    ("index", K::Index),
+    ("id", K::Id),
+    ("function", K::Function),
+    ("name", K::Name),
+    ("arguments", K::Arguments),
+];
+
+/// Slots of the Symbol table (a power of two, well above the keys in it).
+const SLOTS: usize = 64;
+
+/// The Symbols of the known keys, interned once, in a small open-addressed
+/// table: a key is matched by identity (a Symbol is unique per name) with
+/// a multiplication and, nearly always, one comparison.
 struct Keys {
-    choices: VALUE,
-    usage: VALUE,
-    x_groq: VALUE,
-    error: VALUE,
-    object: VALUE,
-    message: VALUE,
-    delta: VALUE,
-    finish_reason: VALUE,
-    content: VALUE,
-    tool_calls: VALUE,
-    index: VALUE,
-    id: VALUE,
-    function: VALUE,
-    name: VALUE,
-    arguments: VALUE,
-    /// Every Symbol above and the keys servers send that no struct reads,
-    /// most frequent first: a key found here and not matched by the
-    /// struct reading it is an unknown key of that struct.
-    all: Vec<VALUE>,
+    table: [Option<(VALUE, K)>; SLOTS],
     /// `rb_hash_stlike_foreach`, when this Ruby exports it.
     foreach: Option<StlikeForeach>,
+}
+
+impl Keys {
+    fn slot(key: VALUE) -> usize {
+        ((key >> 3).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % SLOTS
+    }
+
+    fn insert(&mut self, key: VALUE, k: K) {
+        let mut at = Keys::slot(key);
+        for _ in 0..SLOTS {
+            match self.table[at] {
+                Some((present, _)) if present == key => return,
+                Some(_) => at = (at + 1) % SLOTS,
+                None => {
+                    self.table[at] = Some((key, k));
+                    return;
+                }
+            }
+        }
+    }
+
+    /// What `key` is, when it is one of the interned Symbols.
+    fn code(&self, key: VALUE) -> Option<K> {
+        let mut at = Keys::slot(key);
+        for _ in 0..SLOTS {
+            match self.table[at] {
+                Some((present, k)) if present == key => return Some(k),
+                Some(_) => at = (at + 1) % SLOTS,
+                None => return None,
+            }
+        }
+        None
+    }
 }
 
 type PairCallback = unsafe extern "C" fn(VALUE, VALUE, VALUE) -> c_int;
@@ -136,45 +196,13 @@ fn intern(name: &str) -> VALUE {
 
 fn keys() -> &'static Keys {
     KEYS.get_or_init(|| {
-        let mut keys = Keys {
-            choices: intern("choices"),
-            usage: intern("usage"),
-            x_groq: intern("x_groq"),
-            error: intern("error"),
-            object: intern("object"),
-            message: intern("message"),
-            delta: intern("delta"),
-            finish_reason: intern("finish_reason"),
-            content: intern("content"),
-            tool_calls: intern("tool_calls"),
-            index: intern("index"),
-            id: intern("id"),
-            function: intern("function"),
-            name: intern("name"),
-            arguments: intern("arguments"),
-            all: Vec::new(),
-            foreach: None,
-        };
-        // The keys every chunk skips first: the envelope's, then a choice's.
-        let skipped: Vec<VALUE> = SKIPPED_NAMES.iter().map(|name| intern(name)).collect();
-        keys.all = vec![keys.id];
-        keys.all.extend(&skipped[..3]);
-        keys.all.extend([keys.object, keys.choices, keys.index]);
-        keys.all.extend(&skipped[3..]);
-        keys.all.extend([
-            keys.delta,
-            keys.finish_reason,
-            keys.content,
-            keys.tool_calls,
-            keys.function,
-            keys.name,
-            keys.arguments,
-            keys.usage,
-            keys.message,
-            keys.error,
-            keys.x_groq,
-        ]);
-        keys.foreach = fast_foreach();
+        let mut keys = Keys { table: [None; SLOTS], foreach: fast_foreach() };
+        for &(name, k) in KNOWN {
+            keys.insert(intern(name), k);
+        }
+        for name in SKIPPED_NAMES {
+            keys.insert(intern(name), K::Skipped);
+        }
         keys
     })
 }
@@ -385,11 +413,20 @@ unsafe fn symbol_name<'s>(sym: VALUE) -> Option<&'s str> {
     unsafe { str_of(name) }
 }
 
-/// A key the struct did not match: skipped like the serde path skips it, or
-/// false when the serde path must decide (a key that is not a Symbol, or a
-/// Symbol whose name is one of `names` without being the interned one).
-unsafe fn unknown(keys: &Keys, names: &[&str], key: VALUE, value: VALUE, depth: usize) -> bool {
-    if !keys.all.contains(&key) {
+/// A key the struct does not read: skipped like the serde path skips it,
+/// or false when the serde path must decide (a key that is not a Symbol, or
+/// a Symbol whose name is one of `names` without being the interned one).
+/// `code` is what the key is when it is an interned Symbol (then another
+/// struct's key, or one no struct reads).
+unsafe fn unknown(
+    keys: &Keys,
+    code: Option<K>,
+    names: &[&str],
+    key: VALUE,
+    value: VALUE,
+    depth: usize,
+) -> bool {
+    if code.is_none() {
         if !unsafe { rb_sys::RB_SYMBOL_P(key) } {
             return false;
         }
@@ -441,20 +478,16 @@ impl Members for ChunkMembers<'_, '_> {
         let k = self.keys;
         let out = &mut *self.out;
         unsafe {
-            if key == k.choices {
-                list(value, &mut out.choices, |h, c| members(k, h, &mut ChoiceMembers { keys: k, out: c }))
-            } else if key == k.object {
-                set(&mut out.object, text(value))
-            } else if key == k.message {
-                set(&mut out.message, text(value))
-            } else if key == k.usage {
-                set(&mut out.usage, null(value))
-            } else if key == k.x_groq {
-                set(&mut out.x_groq, null(value))
-            } else if key == k.error {
-                set(&mut out.error, null(value))
-            } else {
-                unknown(k, CHUNK_NAMES, key, value, 1)
+            match k.code(key) {
+                Some(K::Choices) => list(value, &mut out.choices, |h, c| {
+                    members(k, h, &mut ChoiceMembers { keys: k, out: c })
+                }),
+                Some(K::Object) => set(&mut out.object, text(value)),
+                Some(K::Message) => set(&mut out.message, text(value)),
+                Some(K::Usage) => set(&mut out.usage, null(value)),
+                Some(K::XGroq) => set(&mut out.x_groq, null(value)),
+                Some(K::Error) => set(&mut out.error, null(value)),
+                code => unknown(k, code, CHUNK_NAMES, key, value, 1),
             }
         }
     }
@@ -471,16 +504,16 @@ impl Members for ChoiceMembers<'_, '_> {
         let k = self.keys;
         let out = &mut *self.out;
         unsafe {
-            if key == k.delta {
-                object(value, &mut out.delta, |h, d| members(k, h, &mut DeltaMembers { keys: k, out: d }))
-            } else if key == k.finish_reason {
-                set(&mut out.finish_reason, text(value))
-            } else if key == k.message {
-                object(value, &mut out.message, |h, d| members(k, h, &mut DeltaMembers { keys: k, out: d }))
-            } else if key == k.error {
-                set(&mut out.error, null(value))
-            } else {
-                unknown(k, CHOICE_NAMES, key, value, 3)
+            match k.code(key) {
+                Some(K::Delta) => {
+                    object(value, &mut out.delta, |h, d| members(k, h, &mut DeltaMembers { keys: k, out: d }))
+                }
+                Some(K::FinishReason) => set(&mut out.finish_reason, text(value)),
+                Some(K::Message) => object(value, &mut out.message, |h, d| {
+                    members(k, h, &mut DeltaMembers { keys: k, out: d })
+                }),
+                Some(K::Error) => set(&mut out.error, null(value)),
+                code => unknown(k, code, CHOICE_NAMES, key, value, 3),
             }
         }
     }
@@ -497,7 +530,8 @@ impl Members for DeltaMembers<'_, '_> {
         let k = self.keys;
         let out = &mut *self.out;
         unsafe {
-            if key == k.content {
+            let code = k.code(key);
+            if code == Some(K::Content) {
                 // Content parts (an Array) are left to the serde path.
                 let content = match text(value) {
                     Some(Field::Value(Text(t))) => Some(Field::Value(Content::Text(t))),
@@ -505,12 +539,12 @@ impl Members for DeltaMembers<'_, '_> {
                     None => None,
                 };
                 set(&mut out.content, content)
-            } else if key == k.tool_calls {
+            } else if code == Some(K::ToolCalls) {
                 list(value, &mut out.tool_calls, |h, c| {
                     members(k, h, &mut ToolCallMembers { keys: k, out: c })
                 })
             } else {
-                unknown(k, DELTA_NAMES, key, value, 4)
+                unknown(k, code, DELTA_NAMES, key, value, 4)
             }
         }
     }
@@ -527,11 +561,12 @@ impl Members for ToolCallMembers<'_, '_> {
         let k = self.keys;
         let out = &mut *self.out;
         unsafe {
-            if key == k.function {
+            let code = k.code(key);
+            if code == Some(K::Function) {
                 object(value, &mut out.function, |h, f| {
                     members(k, h, &mut FunctionMembers { keys: k, out: f })
                 })
-            } else if key == k.index {
+            } else if code == Some(K::Index) {
                 let index = if value == NIL {
                     Some(Field::Null)
                 } else if rb_sys::FIXNUM_P(value) {
@@ -540,10 +575,10 @@ impl Members for ToolCallMembers<'_, '_> {
                     None
                 };
                 set(&mut out.index, index)
-            } else if key == k.id {
+            } else if code == Some(K::Id) {
                 set(&mut out.id, id(value))
             } else {
-                unknown(k, TOOL_CALL_NAMES, key, value, 6)
+                unknown(k, code, TOOL_CALL_NAMES, key, value, 6)
             }
         }
     }
@@ -560,7 +595,8 @@ impl Members for FunctionMembers<'_, '_> {
         let k = self.keys;
         let out = &mut *self.out;
         unsafe {
-            if key == k.arguments {
+            let code = k.code(key);
+            if code == Some(K::Arguments) {
                 // Object arguments are left to the serde path.
                 let arguments = match text(value) {
                     Some(Field::Value(Text(t))) => Some(Field::Value(Arguments::Text(t))),
@@ -568,12 +604,12 @@ impl Members for FunctionMembers<'_, '_> {
                     None => None,
                 };
                 set(&mut out.arguments, arguments)
-            } else if key == k.name {
+            } else if code == Some(K::Name) {
                 set(&mut out.name, text(value))
-            } else if key == k.id {
+            } else if code == Some(K::Id) {
                 set(&mut out.id, id(value))
             } else {
-                unknown(k, FUNCTION_NAMES, key, value, 7)
+                unknown(k, code, FUNCTION_NAMES, key, value, 7)
             }
         }
     }
