@@ -5,6 +5,7 @@
 mod convert;
 mod errors;
 mod guard;
+mod hash_walk;
 mod processor;
 mod ruby_de;
 mod view;
@@ -22,6 +23,10 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
     let native = module.define_module("Native")?;
     native.const_set("CORE_VERSION", env!("CARGO_PKG_VERSION"))?;
     native.const_set("MAX_LINE_BYTES", openai_stream::sse::DEFAULT_MAX_LINE_BYTES)?;
+    // Both readers of a chunk Hash (the direct walker and serde), for the
+    // spec that compares them; reads only, so always there.
+    native
+        .define_singleton_method("hash_readers_for_tests", function!(ruby_de::hash_readers_for_tests, 1))?;
 
     let class = module.define_class("OpenAiMessageProcessor", ruby.class_object())?;
     class.define_alloc_func::<RbProcessor>();

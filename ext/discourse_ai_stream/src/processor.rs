@@ -12,17 +12,16 @@ use magnus::value::{Lazy, Opaque, ReprValue};
 use magnus::{DataTypeFunctions, Error, KwArgs, RArray, RHash, RString, Ruby, Symbol, TypedData, Value};
 use openai_stream::anomaly::{Anomaly, AnomalyKind};
 use openai_stream::calls::CallId;
-use openai_stream::chunk::{Chunk, Field};
+use openai_stream::chunk::Chunk;
 use openai_stream::json::JsonValue;
 use openai_stream::output::Item;
 use openai_stream::processor::{Options, Processor};
 use openai_stream::usage::UsageMode;
-use serde::Deserialize;
 
 use crate::convert::{anomaly_to_ruby, object_to_hash};
 use crate::errors;
 use crate::guard::guard;
-use crate::ruby_de::{RubyDe, Unsupported};
+use crate::ruby_de::{read_chunk, Unsupported};
 use crate::view;
 
 /// The frozen empty Array every call that produced no items returns: most
@@ -151,19 +150,19 @@ impl RbProcessor {
             ));
         }
         let unsupported = Unsupported::default();
-        let field = guard(ruby, || {
-            Field::<Chunk<'static>>::deserialize(RubyDe::new(ruby, value, &unsupported))
-                .map_err(|e| stream_error(ruby, &e.to_string()))
+        let mut chunk = Chunk::default();
+        guard(ruby, || {
+            read_chunk(ruby, &value, &unsupported, &mut chunk).map_err(|e| stream_error(ruby, &e.to_string()))
         })?;
-        let chunk = Chunk::from_field(field);
-        Self::run(ruby, rb_self, shape, Some(value), |core| {
-            for class in unsupported.into_inner() {
-                core.push_anomaly(Anomaly::new(
-                    AnomalyKind::UnsupportedValue,
-                    format!("a value of class {class} has no JSON meaning; read as nil"),
-                ));
+        // The chunk may borrow the Hash's Strings: only `f` reads it, before
+        // any Ruby code runs (dropping it reads no text). Borrowed, not
+        // moved into the closure: a move copies a few hundred bytes.
+        let chunk = &chunk;
+        Self::run(ruby, rb_self, shape, Some(value), move |core| {
+            for anomaly in unsupported.into_inner() {
+                core.push_anomaly(anomaly);
             }
-            f(core, &chunk)
+            f(core, chunk)
         })
     }
 
@@ -206,6 +205,12 @@ impl RbProcessor {
         let this: &RbProcessor = &rb_self;
         let (result, anomalies) = Self::enter(ruby, this, |core| {
             let outcome = f(core);
+            // The commonest result of the Hash path, one text, is returned
+            // without building an Array around it.
+            if let (Shape::Streamed, Ok(()), Some(text)) = (&shape, &outcome, single_text(core)) {
+                let text = ruby.str_new(text).as_value();
+                return Ok((Ok(text), new_anomalies(ruby, core)?));
+            }
             let built = this.build_items(ruby, core);
             if matches!(shape, Shape::Finish) {
                 // The core ended the stream (whatever its outcome): the next
@@ -408,6 +413,18 @@ fn new_anomalies(ruby: &Ruby, core: &mut Processor) -> Result<Option<RArray>, Er
         list.push(anomaly_to_ruby(ruby, a)?)?;
     }
     Ok(Some(list))
+}
+
+/// The output's only item, when it is one text.
+fn single_text(core: &Processor) -> Option<&str> {
+    let out = core.output();
+    if out.len() != 1 {
+        return None;
+    }
+    match out.items().next()? {
+        Item::Text(text) => Some(text),
+        _ => None,
+    }
 }
 
 fn shape_items(ruby: &Ruby, items: RArray, shape: &Shape) -> Value {

@@ -12,8 +12,13 @@ use std::fmt;
 use magnus::prelude::*;
 use magnus::rb_sys::{AsRawValue, FromRawValue};
 use magnus::value::ReprValue;
+use magnus::IntoValue;
 use magnus::{Float, Integer, RArray, RHash, RString, Ruby, Symbol, Value};
-use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use openai_stream::anomaly::{Anomaly, AnomalyKind};
+use openai_stream::chunk::{Chunk, Field};
+use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+
+use crate::hash_walk;
 
 /// The deepest nesting accepted, as in serde_json.
 pub const MAX_DEPTH: usize = 128;
@@ -36,8 +41,79 @@ impl de::Error for DeError {
     }
 }
 
-/// Classes of values read as null, for anomaly reports.
-pub type Unsupported = RefCell<Vec<String>>;
+/// What reading found that JSON has no exact reading for, as anomalies for
+/// the processor to record: values of other classes (read as null) and Hash
+/// keys that are not text (read as their `to_s`).
+pub type Unsupported = RefCell<Vec<Anomaly>>;
+
+fn unsupported_value(class: &str) -> Anomaly {
+    Anomaly::new(
+        AnomalyKind::UnsupportedValue,
+        format!("a value of class {class} has no JSON meaning; read as nil"),
+    )
+}
+
+/// Reads a chunk Hash (or any value given where one is expected) into `out`
+/// (a default chunk): with the fast walker of `hash_walk` when it knows the
+/// shape, else with serde.
+/// Both build the same chunk; only serde records `unsupported` values or
+/// fails.
+///
+/// The chunk may borrow the texts of the Hash's Strings (hence the borrow
+/// of `value`, which keeps the Hash alive on the caller's stack): it must be
+/// dropped before any Ruby code runs.
+pub fn read_chunk<'v>(
+    ruby: &Ruby,
+    value: &'v Value,
+    unsupported: &Unsupported,
+    out: &mut Chunk<'v>,
+) -> Result<(), DeError> {
+    if RHash::from_value(*value).is_some() {
+        // SAFETY: a Hash, alive while `value` is borrowed; the contract on
+        // the chunk's lifetime is the caller's (above).
+        if unsafe { hash_walk::read(value.as_raw(), out) } {
+            return Ok(());
+        }
+    }
+    *out = serde_chunk(ruby, *value, unsupported)?;
+    Ok(())
+}
+
+/// Reads a chunk with serde only (the path `read_chunk` falls back on).
+pub fn serde_chunk(ruby: &Ruby, value: Value, unsupported: &Unsupported) -> Result<Chunk<'static>, DeError> {
+    Field::<Chunk<'static>>::deserialize(RubyDe::new(ruby, value, unsupported)).map(Chunk::from_field)
+}
+
+/// `DiscourseAiStream::Native.hash_readers_for_tests(value)`: the chunk the
+/// fast walker reads (nil when it leaves the value to serde) and what serde
+/// reads (the chunk, or its error), both as debug text, and the messages of
+/// the anomalies serde found; the specs compare them.
+pub fn hash_readers_for_tests(ruby: &Ruby, value: Value) -> Result<RArray, magnus::Error> {
+    crate::guard::guard(ruby, || {
+        let fast = match RHash::from_value(value) {
+            // SAFETY: a Hash; the chunk is formatted before Ruby code runs.
+            Some(_) => {
+                let mut chunk = Chunk::default();
+                unsafe { hash_walk::read(value.as_raw(), &mut chunk) }.then(|| format!("{chunk:?}"))
+            }
+            None => None,
+        };
+        let unsupported = Unsupported::default();
+        let serde = match serde_chunk(ruby, value, &unsupported) {
+            Ok(c) => format!("{c:?}"),
+            Err(e) => format!("error: {e}"),
+        };
+        let classes = ruby.ary_new();
+        for anomaly in unsupported.into_inner() {
+            classes.push(anomaly.message)?;
+        }
+        Ok(ruby.ary_new_from_values(&[
+            fast.into_value_with(ruby),
+            serde.into_value_with(ruby),
+            classes.as_value(),
+        ]))
+    })
+}
 
 /// Reads one Ruby value.
 pub struct RubyDe<'r> {
@@ -108,10 +184,10 @@ impl<'de> Deserializer<'de> for RubyDe<'_> {
         }
         if let Some(h) = RHash::from_value(v) {
             self.enter()?;
-            let mut pairs = Pairs::new(ruby.qnil().as_value());
-            // SAFETY: the callback only copies the pairs (it cannot raise or
-            // panic), and nothing changes the Hash while it runs. magnus's
-            // `foreach` would add an rb_protect per Hash, on every event.
+            let mut pairs = Pairs::new(ruby, h);
+            // SAFETY: the callback only copies the pairs (it cannot raise,
+            // panic or allocate), and nothing changes the Hash while it
+            // runs. magnus's `foreach` would add an rb_protect per Hash.
             unsafe {
                 rb_sys::rb_hash_foreach(
                     h.as_raw(),
@@ -160,15 +236,37 @@ impl<'de> Deserializer<'de> for RubyDe<'_> {
         if let Some(f) = Float::from_value(v) {
             return visitor.visit_f64(f.to_f64());
         }
-        let class = unsafe { v.classname() }.into_owned();
-        self.unsupported.borrow_mut().push(class);
+        let class = unsafe { v.classname() };
+        self.unsupported.borrow_mut().push(unsupported_value(&class));
         visitor.visit_unit()
     }
 
     serde::forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str
         bytes byte_buf option unit unit_struct newtype_struct seq tuple
         tuple_struct map struct enum
+    }
+
+    /// The keys of a JSON value's objects (object arguments, error
+    /// payloads), the only Strings the chunk model reads. A Ruby Hash may
+    /// have keys of any class: one that is neither a String nor a Symbol
+    /// is read as its `to_s` (what `JSON.generate` writes for it), with an
+    /// anomaly, instead of failing the whole chunk.
+    fn deserialize_string<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        let v = self.value;
+        if RString::from_value(v).is_some() || Symbol::from_value(v).is_some() {
+            return self.deserialize_any(visitor);
+        }
+        let text = v.to_r_string().map_err(|e| DeError(format!("a Hash key could not be read: {e}")))?;
+        // SAFETY: read before any Ruby code runs again.
+        let text =
+            text.to_string().unwrap_or_else(|_| String::from_utf8_lossy(unsafe { text.as_slice() }).into());
+        let class = unsafe { v.classname() };
+        self.unsupported.borrow_mut().push(Anomaly::new(
+            AnomalyKind::ConvertedField,
+            format!("a Hash key of class {class} is neither a String nor a Symbol; read as {text:?}"),
+        ));
+        visitor.visit_string(text)
     }
 
     /// Object keys: a Symbol is tried first (it is one nearly always), then
@@ -246,35 +344,59 @@ unsafe extern "C" fn collect_pair(
 
 /// The pairs of a Hash, read before they are deserialized: on the stack
 /// for the small Hashes of a chunk (no allocation per Hash, and the Values
-/// stay visible to Ruby's conservative GC), in a Vec past that.
+/// stay visible to Ruby's conservative GC, which also pins them), in a Ruby
+/// Array past that. Reading a pair may run Ruby code (a String to
+/// transcode, a key's `to_s`), hence a collection, which may free or move
+/// (compaction) objects it does not see: the Array is on the stack, so seen
+/// and pinned, and it marks and updates the pairs it holds.
 struct Pairs {
     inline: [(Value, Value); INLINE_PAIRS],
     len: usize,
-    more: Vec<(Value, Value)>,
+    /// Keys and values after the first `INLINE_PAIRS` pairs, alternating.
+    more: Option<RArray>,
 }
 
 const INLINE_PAIRS: usize = 16;
 
 impl Pairs {
-    fn new(nil: Value) -> Self {
-        Pairs { inline: [(nil, nil); INLINE_PAIRS], len: 0, more: Vec::new() }
+    /// Room for the pairs of `hash`; allocated before the iteration, so
+    /// that `push` never allocates.
+    fn new(ruby: &Ruby, hash: RHash) -> Self {
+        let nil = ruby.qnil().as_value();
+        let more = hash.len().checked_sub(INLINE_PAIRS).filter(|&n| n > 0).map(|n| ruby.ary_new_capa(2 * n));
+        Pairs { inline: [(nil, nil); INLINE_PAIRS], len: 0, more }
     }
 
     fn push(&mut self, pair: (Value, Value)) {
         if self.len < INLINE_PAIRS {
             self.inline[self.len] = pair;
+        } else if let Some(more) = self.more {
+            // SAFETY: our own unfrozen Array with room for every pair of
+            // the Hash (its size cannot change during the iteration), so
+            // the push neither allocates nor raises.
+            unsafe {
+                rb_sys::rb_ary_push(more.as_raw(), pair.0.as_raw());
+                rb_sys::rb_ary_push(more.as_raw(), pair.1.as_raw());
+            }
         } else {
-            self.more.push(pair);
+            // More pairs than the Hash had: not possible; they are not read.
+            return;
         }
         self.len += 1;
     }
 
     fn get(&self, i: usize) -> Option<(Value, Value)> {
         if i < self.len.min(INLINE_PAIRS) {
-            Some(self.inline[i])
-        } else {
-            self.more.get(i.checked_sub(INLINE_PAIRS)?).copied()
+            return Some(self.inline[i]);
         }
+        let more = self.more?;
+        let at = 2 * i.checked_sub(INLINE_PAIRS)?;
+        if at + 1 >= more.len() {
+            return None;
+        }
+        // Read from the Array each time: a compaction since the iteration
+        // may have moved the pairs, and updated the Array.
+        Some((more.entry(at as isize).ok()?, more.entry(at as isize + 1).ok()?))
     }
 }
 

@@ -1,0 +1,616 @@
+//! The fast path of the Hash path: a chunk Hash from
+//! `JSON.parse(line, symbolize_names: true)` read straight into the core's
+//! [`Chunk`], for the shapes servers send on every event.
+//!
+//! It builds exactly the `Chunk` the serde path ([`crate::ruby_de`]) builds,
+//! and gives up (`None`) on anything it does not read the same way: a key
+//! that is not a Symbol, a Symbol that is not one of ours but has the name of
+//! a field, a field of an unexpected type (the lenient model records those
+//! as `Converted` or `Wrong`), content parts, object arguments, error and
+//! usage payloads, a String that is not UTF-8, a Bignum, a value of a class
+//! with no JSON meaning, or a deeply nested value under a key it skips. The
+//! caller then reads the Hash with the serde path, which decides. So
+//! anomalies, conversions and errors stay exactly those of the serde path
+//! (spec/hash_walk_spec.rb compares both on every fixture and on odd shapes).
+//!
+//! Why it exists: on a text event the serde path (a visitor per value, the
+//! name of every Symbol key read as text, a `kind_of?` check per value)
+//! cost more than the stock Ruby processor's whole `process_streamed_message`.
+//! Here keys are matched by identity against Symbols interned once (a Symbol
+//! is unique per name), types are read from the object header, nil, true and
+//! false are compared as constants, and Strings are borrowed, not copied.
+//!
+//! Nothing here calls Ruby code or allocates Ruby objects, so no collection
+//! can run while it reads, and no Ruby exception can unwind through it.
+
+use std::borrow::Cow;
+use std::os::raw::c_int;
+use std::sync::OnceLock;
+
+use openai_stream::chunk::{
+    Arguments, Choice, Chunk, Content, Delta, Field, Function, Id, Int, List, Text, ToolCallDelta,
+};
+use rb_sys::{ruby_special_consts, ruby_value_type, VALUE};
+
+/// Deepest nesting of a skipped value followed here; deeper ones go to the
+/// serde path (which allows 128, as serde_json does).
+const MAX_SKIP_DEPTH: usize = 16;
+
+/// The keys the walker knows.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum K {
+    Choices,
+    Usage,
+    XGroq,
+    Error,
+    Object,
+    Message,
+    Delta,
+    FinishReason,
+    Content,
+    ToolCalls,
+    Index,
+    Id,
+    Function,
+    Name,
+    Arguments,
+    /// A key servers send that no struct reads.
+    Skipped,
+}
+
+const KNOWN: &[(&str, K)] = &[
+    ("choices", K::Choices),
+    ("usage", K::Usage),
+    ("x_groq", K::XGroq),
+    ("error", K::Error),
+    ("object", K::Object),
+    ("message", K::Message),
+    ("delta", K::Delta),
+    ("finish_reason", K::FinishReason),
+    ("content", K::Content),
+    ("tool_calls", K::ToolCalls),
+    ("index", K::Index),
+    ("id", K::Id),
+    ("function", K::Function),
+    ("name", K::Name),
+    ("arguments", K::Arguments),
+];
+
+/// Slots of the Symbol table (a power of two, well above the keys in it).
+const SLOTS: usize = 64;
+
+/// The Symbols of the known keys, interned once, in a small open-addressed
+/// table: a key is matched by identity (a Symbol is unique per name) with
+/// a multiplication and, nearly always, one comparison.
+struct Keys {
+    table: [Option<(VALUE, K)>; SLOTS],
+    /// `rb_hash_stlike_foreach`, when this Ruby exports it.
+    foreach: Option<StlikeForeach>,
+}
+
+impl Keys {
+    fn slot(key: VALUE) -> usize {
+        ((key >> 3).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % SLOTS
+    }
+
+    fn insert(&mut self, key: VALUE, k: K) {
+        let mut at = Keys::slot(key);
+        for _ in 0..SLOTS {
+            match self.table[at] {
+                Some((present, _)) if present == key => return,
+                Some(_) => at = (at + 1) % SLOTS,
+                None => {
+                    self.table[at] = Some((key, k));
+                    return;
+                }
+            }
+        }
+    }
+
+    /// What `key` is, when it is one of the interned Symbols.
+    fn code(&self, key: VALUE) -> Option<K> {
+        let mut at = Keys::slot(key);
+        for _ in 0..SLOTS {
+            match self.table[at] {
+                Some((present, k)) if present == key => return Some(k),
+                Some(_) => at = (at + 1) % SLOTS,
+                None => return None,
+            }
+        }
+        None
+    }
+}
+
+type PairCallback = unsafe extern "C" fn(VALUE, VALUE, VALUE) -> c_int;
+type StlikeForeach = unsafe extern "C" fn(VALUE, Option<PairCallback>, VALUE) -> c_int;
+
+/// Ruby's `rb_hash_stlike_foreach`, looked up at run time: the iteration
+/// `rb_hash_foreach` wraps in `rb_ensure` (and a modification check per
+/// pair) for the sake of Ruby code that might change the Hash meanwhile.
+/// The walker runs no Ruby code, so the bare iteration is enough, and the
+/// wrapper cost more than reading the pairs. It is not part of Ruby's
+/// public API (Ruby 3.1 and 3.2 export it for their JITs): where it is
+/// missing, `rb_hash_foreach` is used.
+fn fast_foreach() -> Option<StlikeForeach> {
+    #[cfg(unix)]
+    {
+        extern "C" {
+            fn dlsym(
+                handle: *mut std::ffi::c_void,
+                symbol: *const std::os::raw::c_char,
+            ) -> *mut std::ffi::c_void;
+        }
+        // RTLD_DEFAULT: null on Linux, -2 on the BSDs and macOS.
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        let default = std::ptr::null_mut();
+        #[cfg(not(any(target_os = "linux", target_os = "android")))]
+        let default = -2isize as *mut std::ffi::c_void;
+        // SAFETY: a NUL-terminated name; dlsym only looks it up.
+        let found = unsafe { dlsym(default, c"rb_hash_stlike_foreach".as_ptr()) };
+        if found.is_null() {
+            return None;
+        }
+        // SAFETY: Ruby's `int rb_hash_stlike_foreach(VALUE,
+        // st_foreach_callback_func *, st_data_t)`, which calls the
+        // callback with (key, value, arg) like rb_hash_foreach does.
+        Some(unsafe { std::mem::transmute::<*mut std::ffi::c_void, StlikeForeach>(found) })
+    }
+    #[cfg(not(unix))]
+    None
+}
+
+/// Names of the keys each struct reads (what `lenient_struct!` declares in
+/// the core's chunk module).
+const CHUNK_NAMES: &[&str] = &["choices", "usage", "x_groq", "error", "object", "message"];
+const CHOICE_NAMES: &[&str] = &["delta", "message", "finish_reason", "error"];
+const DELTA_NAMES: &[&str] = &["content", "tool_calls"];
+const TOOL_CALL_NAMES: &[&str] = &["index", "id", "function"];
+const FUNCTION_NAMES: &[&str] = &["name", "arguments", "id"];
+
+/// Keys no struct reads that servers send on every event, interned so that
+/// skipping them costs a comparison.
+const SKIPPED_NAMES: &[&str] = &[
+    "created",
+    "model",
+    "system_fingerprint",
+    "logprobs",
+    "role",
+    "type",
+    "refusal",
+    "service_tier",
+    "obfuscation",
+    "reasoning_content",
+    "native_finish_reason",
+    "provider",
+];
+
+static KEYS: OnceLock<Keys> = OnceLock::new();
+
+/// Interns `name`: the Symbol `JSON.parse(..., symbolize_names: true)`
+/// returns for that key. Interned Symbols are never collected or moved.
+fn intern(name: &str) -> VALUE {
+    // SAFETY: called with the GVL held (from a method call); the name is
+    // valid for its length.
+    unsafe { rb_sys::rb_id2sym(rb_sys::rb_intern2(name.as_ptr().cast(), name.len() as _)) }
+}
+
+fn keys() -> &'static Keys {
+    KEYS.get_or_init(|| {
+        let mut keys = Keys { table: [None; SLOTS], foreach: fast_foreach() };
+        for &(name, k) in KNOWN {
+            keys.insert(intern(name), k);
+        }
+        for name in SKIPPED_NAMES {
+            keys.insert(intern(name), K::Skipped);
+        }
+        keys
+    })
+}
+
+const NIL: VALUE = ruby_special_consts::RUBY_Qnil as VALUE;
+
+/// Reads a chunk Hash into `out` (a default chunk); false when the serde
+/// path must read it (`out` then holds a part of it, to be thrown away).
+///
+/// # Safety
+///
+/// `hash` must be a Hash, and the chunk must be dropped before any Ruby code
+/// runs: its texts borrow the bytes of the Hash's Strings, which the caller
+/// keeps alive (the Hash is an argument on its stack) and which nothing can
+/// change or move (a compaction) while no Ruby code runs.
+pub unsafe fn read<'a>(hash: VALUE, out: &mut Chunk<'a>) -> bool {
+    let keys = keys();
+    unsafe { members(keys, hash, &mut ChunkMembers { keys, out }) }
+}
+
+/// Reads the members of a struct from the pairs of a Hash.
+trait Members {
+    /// One pair; false: the serde path must read the whole chunk.
+    ///
+    /// # Safety
+    ///
+    /// `key` and `value` are live Ruby values.
+    unsafe fn member(&mut self, key: VALUE, value: VALUE) -> bool;
+}
+
+/// Feeds every pair of `hash` to `m`; false when one was refused.
+///
+/// # Safety
+///
+/// `hash` is a Hash that no Ruby code changes while this runs.
+unsafe fn members<M: Members>(keys: &Keys, hash: VALUE, m: &mut M) -> bool {
+    let mut walk = Walk { members: m, ok: true };
+    let arg = &mut walk as *mut Walk<M> as VALUE;
+    // SAFETY: the callback only reads the pairs (no Ruby call, no
+    // allocation, no exception, no panic), and `walk` outlives the call.
+    unsafe {
+        match keys.foreach {
+            Some(foreach) => {
+                foreach(hash, Some(each_pair::<M>), arg);
+            }
+            None => rb_sys::rb_hash_foreach(hash, Some(each_pair::<M>), arg),
+        }
+    }
+    walk.ok
+}
+
+struct Walk<'m, M> {
+    members: &'m mut M,
+    ok: bool,
+}
+
+/// Hash iteration callback: one pair to the `Walk` in `arg`.
+unsafe extern "C" fn each_pair<M: Members>(key: VALUE, value: VALUE, arg: VALUE) -> c_int {
+    // SAFETY: `arg` is the `&mut Walk<M>` given to the iteration, alive
+    // and not otherwise borrowed while it runs.
+    let walk = unsafe { &mut *(arg as *mut Walk<M>) };
+    if unsafe { walk.members.member(key, value) } {
+        rb_sys::st_retval::ST_CONTINUE as c_int
+    } else {
+        walk.ok = false;
+        rb_sys::st_retval::ST_STOP as c_int
+    }
+}
+
+/// The Ruby type of a value (immediates included).
+///
+/// # Safety
+///
+/// `v` is a live Ruby value.
+unsafe fn ty(v: VALUE) -> ruby_value_type {
+    unsafe { rb_sys::RB_TYPE(v) }
+}
+
+/// The text of a String when it is UTF-8 (whatever its encoding says, as the
+/// serde path reads it), borrowed.
+///
+/// # Safety
+///
+/// `v` is a String; the text must not be used once Ruby code has run.
+unsafe fn str_of<'a>(v: VALUE) -> Option<&'a str> {
+    let len = usize::try_from(unsafe { rb_sys::RSTRING_LEN(v) }).ok()?;
+    if len == 0 {
+        return Some("");
+    }
+    // SAFETY: a String's pointer is valid for its length.
+    let bytes: &'a [u8] = unsafe { std::slice::from_raw_parts(rb_sys::RSTRING_PTR(v).cast(), len) };
+    if ascii(bytes) {
+        // SAFETY: bytes below 0x80 are ASCII, which is UTF-8.
+        return Some(unsafe { std::str::from_utf8_unchecked(bytes) });
+    }
+    std::str::from_utf8(bytes).ok()
+}
+
+/// True when every byte is below 0x80. Most texts of a chunk are short and
+/// ASCII: ORing 8 bytes at a time costs a few instructions where the
+/// byte-wise UTF-8 check costs several per byte.
+fn ascii(bytes: &[u8]) -> bool {
+    let mut words = bytes.chunks_exact(8);
+    let mut all = 0u64;
+    for word in &mut words {
+        all |= u64::from_ne_bytes(word.try_into().unwrap_or([0x80; 8]));
+    }
+    let tail = words.remainder().iter().fold(0u8, |all, b| all | b);
+    (all & 0x8080_8080_8080_8080) == 0 && tail < 0x80
+}
+
+/// A text field: a UTF-8 String or nil.
+unsafe fn text<'a>(v: VALUE) -> Option<Field<Text<'a>>> {
+    if v == NIL {
+        return Some(Field::Null);
+    }
+    if unsafe { ty(v) } != ruby_value_type::RUBY_T_STRING {
+        return None;
+    }
+    Some(Field::Value(Text(Cow::Borrowed(unsafe { str_of(v) }?))))
+}
+
+/// Sets a field from `value` read by `read` (None: the serde path decides).
+fn set<T>(field: &mut Field<T>, value: Option<Field<T>>) -> bool {
+    match value {
+        Some(value) => {
+            *field = value;
+            true
+        }
+        None => false,
+    }
+}
+
+/// An id field: a UTF-8 String or nil (Integer ids, converted, are left to
+/// the serde path).
+unsafe fn id<'a>(v: VALUE) -> Option<Field<Id<'a>>> {
+    Some(match unsafe { text(v) }? {
+        Field::Value(Text(t)) => Field::Value(Id(t)),
+        _ => Field::Null,
+    })
+}
+
+/// A field absent from the fast path but for nil.
+fn null<T>(v: VALUE) -> Option<Field<T>> {
+    (v == NIL).then_some(Field::Null)
+}
+
+/// A list: an Array of Hashes (or nils), each read in place by `fill`, or
+/// nil.
+unsafe fn list<T: Default>(
+    v: VALUE,
+    field: &mut Field<List<T>>,
+    mut fill: impl FnMut(VALUE, &mut T) -> bool,
+) -> bool {
+    if v == NIL {
+        *field = Field::Null;
+        return true;
+    }
+    if unsafe { ty(v) } != ruby_value_type::RUBY_T_ARRAY {
+        return false;
+    }
+    let Ok(len) = usize::try_from(unsafe { rb_sys::RARRAY_LEN(v) }) else { return false };
+    let mut items = Vec::with_capacity(len.min(16));
+    for i in 0..len {
+        // SAFETY: `i` is below the length; nothing changes the Array.
+        let e = unsafe { rb_sys::RARRAY_AREF(v, i as isize) };
+        if e == NIL {
+            items.push(Field::Null);
+        } else if unsafe { ty(e) } == ruby_value_type::RUBY_T_HASH {
+            items.push(Field::Value(T::default()));
+            let Some(Field::Value(item)) = items.last_mut() else { return false };
+            if !fill(e, item) {
+                return false;
+            }
+        } else {
+            return false;
+        }
+    }
+    *field = Field::Value(List(items));
+    true
+}
+
+/// A struct field: a Hash read in place by `fill`, or nil.
+unsafe fn object<T: Default>(
+    v: VALUE,
+    field: &mut Field<T>,
+    fill: impl FnOnce(VALUE, &mut T) -> bool,
+) -> bool {
+    if v == NIL {
+        *field = Field::Null;
+        return true;
+    }
+    if unsafe { ty(v) } != ruby_value_type::RUBY_T_HASH {
+        return false;
+    }
+    *field = Field::Value(T::default());
+    match field {
+        Field::Value(value) => fill(v, value),
+        _ => false,
+    }
+}
+
+/// A Symbol's name when it is UTF-8 (as `ruby_de::symbol_text` reads it).
+unsafe fn symbol_name<'s>(sym: VALUE) -> Option<&'s str> {
+    // SAFETY: rb_sym2str returns the Symbol's frozen name String, which
+    // lives as long as the Symbol (held by the Hash being read).
+    let name = unsafe { rb_sys::rb_sym2str(sym) };
+    unsafe { str_of(name) }
+}
+
+/// A key the struct does not read: skipped like the serde path skips it,
+/// or false when the serde path must decide (a key that is not a Symbol, or
+/// a Symbol whose name is one of `names` without being the interned one).
+/// `code` is what the key is when it is an interned Symbol (then another
+/// struct's key, or one no struct reads).
+unsafe fn unknown(
+    keys: &Keys,
+    code: Option<K>,
+    names: &[&str],
+    key: VALUE,
+    value: VALUE,
+    depth: usize,
+) -> bool {
+    if code.is_none() {
+        if !unsafe { rb_sys::RB_SYMBOL_P(key) } {
+            return false;
+        }
+        match unsafe { symbol_name(key) } {
+            Some(name) if !names.contains(&name) => {}
+            _ => return false,
+        }
+    }
+    unsafe { skippable(keys, value, depth) }
+}
+
+/// True when the serde path skips `v` (at nesting `depth`) without an error,
+/// an anomaly or a Ruby call: JSON-like values with UTF-8 texts.
+unsafe fn skippable(keys: &Keys, v: VALUE, depth: usize) -> bool {
+    use ruby_value_type::*;
+    match unsafe { ty(v) } {
+        RUBY_T_NIL | RUBY_T_TRUE | RUBY_T_FALSE | RUBY_T_FIXNUM | RUBY_T_FLOAT => true,
+        RUBY_T_STRING => unsafe { str_of(v) }.is_some(),
+        RUBY_T_SYMBOL => unsafe { symbol_name(v) }.is_some(),
+        RUBY_T_ARRAY if depth < MAX_SKIP_DEPTH => {
+            let Ok(len) = usize::try_from(unsafe { rb_sys::RARRAY_LEN(v) }) else { return false };
+            (0..len).all(|i| unsafe { skippable(keys, rb_sys::RARRAY_AREF(v, i as isize), depth + 1) })
+        }
+        RUBY_T_HASH if depth < MAX_SKIP_DEPTH => unsafe {
+            members(keys, v, &mut Skip { keys, depth: depth + 1 })
+        },
+        _ => false,
+    }
+}
+
+struct Skip<'k> {
+    keys: &'k Keys,
+    depth: usize,
+}
+
+impl Members for Skip<'_> {
+    unsafe fn member(&mut self, key: VALUE, value: VALUE) -> bool {
+        unsafe { skippable(self.keys, key, self.depth) && skippable(self.keys, value, self.depth) }
+    }
+}
+
+struct ChunkMembers<'o, 'a> {
+    keys: &'static Keys,
+    out: &'o mut Chunk<'a>,
+}
+
+impl Members for ChunkMembers<'_, '_> {
+    unsafe fn member(&mut self, key: VALUE, value: VALUE) -> bool {
+        let k = self.keys;
+        let out = &mut *self.out;
+        unsafe {
+            match k.code(key) {
+                Some(K::Choices) => list(value, &mut out.choices, |h, c| {
+                    members(k, h, &mut ChoiceMembers { keys: k, out: c })
+                }),
+                Some(K::Object) => set(&mut out.object, text(value)),
+                Some(K::Message) => set(&mut out.message, text(value)),
+                Some(K::Usage) => set(&mut out.usage, null(value)),
+                Some(K::XGroq) => set(&mut out.x_groq, null(value)),
+                Some(K::Error) => set(&mut out.error, null(value)),
+                code => unknown(k, code, CHUNK_NAMES, key, value, 1),
+            }
+        }
+    }
+}
+
+/// Members of a choice (a Hash in `choices`, nesting 2).
+struct ChoiceMembers<'o, 'a> {
+    keys: &'static Keys,
+    out: &'o mut Choice<'a>,
+}
+
+impl Members for ChoiceMembers<'_, '_> {
+    unsafe fn member(&mut self, key: VALUE, value: VALUE) -> bool {
+        let k = self.keys;
+        let out = &mut *self.out;
+        unsafe {
+            match k.code(key) {
+                Some(K::Delta) => {
+                    object(value, &mut out.delta, |h, d| members(k, h, &mut DeltaMembers { keys: k, out: d }))
+                }
+                Some(K::FinishReason) => set(&mut out.finish_reason, text(value)),
+                Some(K::Message) => object(value, &mut out.message, |h, d| {
+                    members(k, h, &mut DeltaMembers { keys: k, out: d })
+                }),
+                Some(K::Error) => set(&mut out.error, null(value)),
+                code => unknown(k, code, CHOICE_NAMES, key, value, 3),
+            }
+        }
+    }
+}
+
+/// Members of a delta or message (nesting 3).
+struct DeltaMembers<'o, 'a> {
+    keys: &'static Keys,
+    out: &'o mut Delta<'a>,
+}
+
+impl Members for DeltaMembers<'_, '_> {
+    unsafe fn member(&mut self, key: VALUE, value: VALUE) -> bool {
+        let k = self.keys;
+        let out = &mut *self.out;
+        unsafe {
+            let code = k.code(key);
+            if code == Some(K::Content) {
+                // Content parts (an Array) are left to the serde path.
+                let content = match text(value) {
+                    Some(Field::Value(Text(t))) => Some(Field::Value(Content::Text(t))),
+                    Some(_) => Some(Field::Null),
+                    None => None,
+                };
+                set(&mut out.content, content)
+            } else if code == Some(K::ToolCalls) {
+                list(value, &mut out.tool_calls, |h, c| {
+                    members(k, h, &mut ToolCallMembers { keys: k, out: c })
+                })
+            } else {
+                unknown(k, code, DELTA_NAMES, key, value, 4)
+            }
+        }
+    }
+}
+
+/// Members of a tool call delta (a Hash in `tool_calls`, nesting 5).
+struct ToolCallMembers<'o, 'a> {
+    keys: &'static Keys,
+    out: &'o mut ToolCallDelta<'a>,
+}
+
+impl Members for ToolCallMembers<'_, '_> {
+    unsafe fn member(&mut self, key: VALUE, value: VALUE) -> bool {
+        let k = self.keys;
+        let out = &mut *self.out;
+        unsafe {
+            let code = k.code(key);
+            if code == Some(K::Function) {
+                object(value, &mut out.function, |h, f| {
+                    members(k, h, &mut FunctionMembers { keys: k, out: f })
+                })
+            } else if code == Some(K::Index) {
+                let index = if value == NIL {
+                    Some(Field::Null)
+                } else if rb_sys::FIXNUM_P(value) {
+                    Some(Field::Value(Int(rb_sys::FIX2LONG(value) as i64)))
+                } else {
+                    None
+                };
+                set(&mut out.index, index)
+            } else if code == Some(K::Id) {
+                set(&mut out.id, id(value))
+            } else {
+                unknown(k, code, TOOL_CALL_NAMES, key, value, 6)
+            }
+        }
+    }
+}
+
+/// Members of a tool call's `function` (nesting 6).
+struct FunctionMembers<'o, 'a> {
+    keys: &'static Keys,
+    out: &'o mut Function<'a>,
+}
+
+impl Members for FunctionMembers<'_, '_> {
+    unsafe fn member(&mut self, key: VALUE, value: VALUE) -> bool {
+        let k = self.keys;
+        let out = &mut *self.out;
+        unsafe {
+            let code = k.code(key);
+            if code == Some(K::Arguments) {
+                // Object arguments are left to the serde path.
+                let arguments = match text(value) {
+                    Some(Field::Value(Text(t))) => Some(Field::Value(Arguments::Text(t))),
+                    Some(_) => Some(Field::Null),
+                    None => None,
+                };
+                set(&mut out.arguments, arguments)
+            } else if code == Some(K::Name) {
+                set(&mut out.name, text(value))
+            } else if code == Some(K::Id) {
+                set(&mut out.id, id(value))
+            } else {
+                unknown(k, code, FUNCTION_NAMES, key, value, 7)
+            }
+        }
+    }
+}

@@ -1,0 +1,133 @@
+# frozen_string_literal: true
+
+require_relative "spec_helper"
+require_relative "support/chunks"
+require_relative "support/sse_fixtures"
+
+# The Hash path reads a chunk with a fast walker (hash_walk.rs) and leaves
+# every shape it does not know to the serde reader (ruby_de.rs). Whenever
+# the walker reads a Hash, it must build exactly the chunk serde builds, and
+# serde must have found nothing to report; so conversions, anomalies and
+# errors stay serde's. `hash_readers_for_tests` returns both chunks as debug
+# text (the walker's is nil when it declined) and the classes serde found
+# unsupported.
+RSpec.describe "Hash path: the fast chunk walker" do
+  include ChunkHelpers
+  include SseFixtures
+
+  def readers(value)
+    DiscourseAiStream::Native.hash_readers_for_tests(value)
+  end
+
+  # The walker's chunk, after checking it against serde's; nil when the
+  # walker left the value to serde.
+  def checked(value)
+    fast, serde, unsupported = readers(value)
+    unless fast.nil?
+      expect(fast).to eq(serde), "walker and serde differ on #{value.inspect}"
+      expect(unsupported).to be_empty
+    end
+    fast
+  end
+
+  def fixture_events
+    fixture_names.flat_map do |name|
+      sse_data_payloads(fixture_bytes(name)).filter_map do |payload|
+        JSON.parse(payload, symbolize_names: true)
+      rescue JSON::ParserError
+        nil
+      end
+    end
+  end
+
+  it "builds serde's chunk for every event of every fixture, and reads most of them itself" do
+    events = fixture_events
+    fast = events.count { |event| checked(event) }
+    expect(events.size).to be > 100
+    expect(fast).to be > events.size * 3 / 4
+  end
+
+  it "declines the fixtures' events parsed with String keys, which serde reads" do
+    fixture_names.each do |name|
+      sse_data_payloads(fixture_bytes(name)).each do |payload|
+        event = JSON.parse(payload)
+        expect(checked(event)).to be_nil if event.is_a?(Hash) && !event.empty?
+      rescue JSON::ParserError
+        nil
+      end
+    end
+  end
+
+  it "reads the shapes of every event itself" do
+    envelope = { id: "chatcmpl-1", object: "chat.completion.chunk", created: 1, model: "m",
+                 system_fingerprint: "fp", service_tier: "default" }
+    shapes = [
+      text_chunk("hi"), text_chunk("", finish: "stop"), finish_chunk, envelope.merge(text_chunk("x")),
+      tool_chunk([call("c1", "f", "", index: 0)]), tool_chunk([fragment(0, '{"a":')]),
+      tool_chunk([fragment(0, "1}")], finish: "tool_calls"), tool_chunk([]),
+      { choices: [{ index: 0, delta: { role: "assistant", content: nil, refusal: nil }, logprobs: nil,
+                    finish_reason: nil }] },
+      { choices: [{ delta: { tool_calls: [{ index: nil, id: nil, function: { name: nil, arguments: nil,
+                                                                             id: "x" } }] } }] },
+      { choices: [], usage: nil, x_groq: nil, error: nil, object: nil, message: nil },
+      { choices: nil }, { choices: [nil, { delta: nil, message: nil, error: nil }] }, {},
+      message([call("c1", "f", '{"a":1}')], content: "text"),
+      { extra: { nested: [1, 2.5, true, false, nil, "s", :sym, { deeper: [] }] }, choices: [] },
+      { café: 1, choices: [] }, { extra: { 1.5 => 2 } }, parsed(envelope.merge(text_chunk("caf\u00e9 \u{1F389}")))
+    ]
+    shapes.each { |shape| expect(checked(shape)).not_to be_nil, "declined #{shape.inspect}" }
+  end
+
+  it "leaves wrong types, conversions and content parts to serde" do
+    shapes = [
+      { choices: "x" }, { choices: [1] }, { choices: [{ delta: "d" }] }, { choices: [{ delta: { content: 5 } }] },
+      { choices: [{ delta: { content: :sym } }] }, { choices: [{ finish_reason: :stop }] },
+      { choices: [{ finish_reason: 1 }] }, { choices: [{ delta: { content: [{ type: "text", text: "a" }] } }] },
+      tool_chunk([{ index: "1", id: 42, function: { name: ["x"], arguments: 5 } }]),
+      tool_chunk([{ index: 1.0 }]), tool_chunk([{ index: 2**70 }]), tool_chunk([{ id: 7 }]),
+      tool_chunk([{ function: { arguments: { q: "x" } } }]), tool_chunk([{ function: "f" }]), tool_chunk(["c"]),
+      { choices: [], usage: { prompt_tokens: 1, completion_tokens: 2 } }, { x_groq: { usage: nil } },
+      { error: { message: "no" } }, { choices: [{ error: { message: "no" } }] }, { object: 5 }, { message: [] },
+      { choices: [{ delta: { tool_calls: {} } }] }
+    ]
+    shapes.each { |shape| expect(checked(shape)).to be_nil, "read #{shape.inspect}" }
+  end
+
+  it "leaves keys that are not Symbols, and values with no plain JSON reading, to serde" do
+    deep = 20.times.reduce([]) { |inner, _| [inner] }
+    utf16 = "caf\u00e9".encode("UTF-16LE") # not UTF-8 as it is: serde transcodes it
+    shapes = [
+      { "choices" => [] }, { choices: [], "choices" => [] }, { 1 => 2, choices: [] }, { nil => 1 },
+      { 1.5 => 1 }, { [1] => 1 }, { choices: [{ "delta" => {} }] }, { extra: Object.new }, { extra: 2**80 },
+      { extra: "\xFF".b }, { extra: utf16 }, { choices: [{ delta: { content: utf16 } }] }, { extra: deep },
+      { extra: [Object.new] }, { choices: [{ delta: { content: "\xFF".b } }] },
+      { extra: 1r }, { extra: Time.at(0) }
+    ]
+    shapes.each { |shape| expect(checked(shape)).to be_nil, "read #{shape.inspect}" }
+  end
+
+  it "reads a Hash of more than 16 keys, Strings of other classes and binary Strings of UTF-8 text" do
+    subclass = Class.new(String)
+    wide = (1..20).to_h { |i| [:"extra_#{i}", i] }.merge(text_chunk(subclass.new("sub")))
+    shapes = [wide, text_chunk("ok".b), text_chunk("caf\u00e9".b)]
+    shapes.each { |shape| expect(checked(shape)).not_to be_nil, "declined #{shape.inspect}" }
+  end
+
+  it "leaves a Symbol that has a field's name but is not its key to serde" do
+    # The bytes of "choices" in UTF-16BE: another Symbol than :choices, whose
+    # name serde reads as the text "choices", so it must not be skipped.
+    other = (+"choices").force_encoding(Encoding::UTF_16BE).to_sym
+    expect(other).not_to equal(:choices)
+    expect(checked({ other => [] })).to be_nil
+    expect(readers({ other => [] })[1]).to eq(readers({ choices: [] })[1])
+  end
+
+  it "gives the processor the same items either way" do
+    processor = DiscourseAiStream::OpenAiMessageProcessor.new
+    expect(processor.process_streamed_message(text_chunk("a"))).to eq("a")
+    expect(processor.process_streamed_message({ extra: 2**80 }.merge(text_chunk("b")))).to eq("b")
+    expect(processor.process_streamed_message(parsed(tool_chunk([call("c1", "f", '{"a":1}', index: 0)])))).to be_nil
+    done = processor.process_streamed_message(finish_chunk)
+    expect(done.parameters).to eq(a: 1)
+  end
+end
