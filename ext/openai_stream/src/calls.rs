@@ -125,6 +125,27 @@ struct Header<'d> {
     arguments: Option<&'d Arguments<'d>>,
 }
 
+impl<'d> Header<'d> {
+    /// What one element of `tool_calls` says, with the fields of a wrong
+    /// type (or converted) added to `problems`.
+    fn read(delta: &'d ToolCallDelta<'d>, problems: &mut Vec<FieldProblem>) -> Self {
+        let function = match &delta.function {
+            Field::Value(f) | Field::Converted(f, _) => Some(f),
+            Field::Wrong(kind) => {
+                problems.push(FieldProblem { field: "tool_calls[].function", kind: *kind, converted: false });
+                None
+            }
+            Field::Missing | Field::Null => None,
+        };
+        let index = read_index(&delta.index, problems);
+        let id = read_id(&delta.id, "tool_calls[].id", problems)
+            .or_else(|| function.and_then(|f| read_id(&f.id, "tool_calls[].function.id", problems)));
+        let name = function.and_then(|f| read_name(&f.name, problems));
+        let arguments = function.and_then(|f| read_arguments(&f.arguments, problems));
+        Header { index, id, name, arguments }
+    }
+}
+
 impl Calls {
     pub fn new(partial: bool) -> Self {
         Calls { partial, ..Calls::default() }
@@ -179,20 +200,7 @@ impl Calls {
     /// before the first element of each list).
     pub fn apply(&mut self, delta: &ToolCallDelta, anomalies: &mut Anomalies) -> Applied {
         let mut problems = Vec::new();
-        let function = match &delta.function {
-            Field::Value(f) | Field::Converted(f, _) => Some(f),
-            Field::Wrong(kind) => {
-                problems.push(FieldProblem { field: "tool_calls[].function", kind: *kind, converted: false });
-                None
-            }
-            Field::Missing | Field::Null => None,
-        };
-        let index = read_index(&delta.index, &mut problems);
-        let id = read_id(&delta.id, "tool_calls[].id", &mut problems)
-            .or_else(|| function.and_then(|f| read_id(&f.id, "tool_calls[].function.id", &mut problems)));
-        let name = function.and_then(|f| read_name(&f.name, &mut problems));
-        let arguments = function.and_then(|f| read_arguments(&f.arguments, &mut problems));
-        let header = Header { index, id, name, arguments };
+        let header = Header::read(delta, &mut problems);
         let mut applied = Applied::default();
         let target = self.slot(&header, &mut applied, anomalies);
         self.report_fields(&problems, target, &header, anomalies);
@@ -455,20 +463,8 @@ impl Calls {
         // Every element is its own call: a list of its own.
         self.begin_list();
         let mut problems = Vec::new();
-        let function = match &delta.function {
-            Field::Value(f) | Field::Converted(f, _) => Some(f),
-            Field::Wrong(kind) => {
-                problems.push(FieldProblem { field: "tool_calls[].function", kind: *kind, converted: false });
-                None
-            }
-            Field::Missing | Field::Null => None,
-        };
-        let id = read_id(&delta.id, "tool_calls[].id", &mut problems)
-            .or_else(|| function.and_then(|f| read_id(&f.id, "tool_calls[].function.id", &mut problems)));
-        let index = read_index(&delta.index, &mut problems);
-        let arguments = function.and_then(|f| read_arguments(&f.arguments, &mut problems));
-        let name = function.and_then(|f| read_name(&f.name, &mut problems));
-        let header = Header { index, id, name, arguments };
+        let header = Header::read(delta, &mut problems);
+        let Header { index, id, name, arguments } = header;
         let Some(name) = name else {
             self.report_fields(&problems, None, &header, anomalies);
             let text = arguments.map(arguments_text).unwrap_or_default();
