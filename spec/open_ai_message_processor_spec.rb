@@ -54,6 +54,30 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor do
       expect(ids_in(result)).to eq(%w[call_1 call_2])
     end
 
+    it "returns the chunk's own content String, as stock Discourse does, and keeps its own copy" do
+      content = +"Hello"
+      result = processor.process_streamed_message({ id: +"x", choices: [{ index: 0, delta: { content: content } }] })
+      expect(result).to equal(content)
+      result << " world"
+      content.replace("changed")
+      expect(processor.process_streamed_message(text_chunk(+"!"))).to eq("!")
+      expect(processor.finish).to eq([])
+    end
+
+    it "returns a new plain UTF-8 String when the content String is frozen, of another encoding or a subclass" do
+      subclass = Class.new(String)
+      [
+        "Hello",
+        "Hello".encode("ISO-8859-1"),
+        (+"Hello").force_encoding(Encoding::US_ASCII),
+        subclass.new("Hello")
+      ].each do |content|
+        result = processor.process_streamed_message({ choices: [{ delta: { content: content } }] })
+        expect(result).not_to equal(content)
+        expect([result, result.class, result.encoding, result.frozen?]).to eq(["Hello", String, Encoding::UTF_8, false])
+      end
+    end
+
     it "always gives Arrays from process_message, decode_chunk and finish" do
       expect(processor.process_message(message([]))).to eq([])
       expect(processor.decode_chunk("")).to eq([])

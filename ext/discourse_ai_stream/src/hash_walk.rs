@@ -218,9 +218,30 @@ const NIL: VALUE = ruby_special_consts::RUBY_Qnil as VALUE;
 /// runs: its texts borrow the bytes of the Hash's Strings, which the caller
 /// keeps alive (the Hash is an argument on its stack) and which nothing can
 /// change or move (a compaction) while no Ruby code runs.
-pub unsafe fn read<'a>(hash: VALUE, out: &mut Chunk<'a>) -> bool {
+pub unsafe fn read<'a>(hash: VALUE, out: &mut Chunk<'a>, seen: &mut Seen) -> bool {
     let keys = keys();
-    unsafe { members(keys, hash, &mut ChunkMembers { keys, out }) }
+    let mut cx = Cx { keys, content: None, contents: 0 };
+    let ok = unsafe { members(keys, hash, &mut ChunkMembers { cx: &mut cx, out }) };
+    seen.content = if cx.contents == 1 { cx.content } else { None };
+    ok
+}
+
+/// What the walk saw besides the chunk.
+#[derive(Default)]
+pub struct Seen {
+    /// The String of the only text `content` of a delta or message, when
+    /// there was exactly one: the caller may return it as it is when the
+    /// core's output is that very text (as the stock processor returns
+    /// `delta[:content]`). Alive as long as the Hash is.
+    pub content: Option<VALUE>,
+}
+
+/// State of one walk.
+struct Cx {
+    keys: &'static Keys,
+    content: Option<VALUE>,
+    /// Text contents seen.
+    contents: u32,
 }
 
 /// Reads the members of a struct from the pairs of a Hash.
@@ -469,18 +490,19 @@ impl Members for Skip<'_> {
 }
 
 struct ChunkMembers<'o, 'a> {
-    keys: &'static Keys,
+    cx: &'o mut Cx,
     out: &'o mut Chunk<'a>,
 }
 
 impl Members for ChunkMembers<'_, '_> {
     unsafe fn member(&mut self, key: VALUE, value: VALUE) -> bool {
-        let k = self.keys;
+        let cx = &mut *self.cx;
+        let k = cx.keys;
         let out = &mut *self.out;
         unsafe {
             match k.code(key) {
                 Some(K::Choices) => list(value, &mut out.choices, |h, c| {
-                    members(k, h, &mut ChoiceMembers { keys: k, out: c })
+                    members(k, h, &mut ChoiceMembers { cx: &mut *cx, out: c })
                 }),
                 Some(K::Object) => set(&mut out.object, text(value)),
                 Some(K::Message) => set(&mut out.message, text(value)),
@@ -495,22 +517,23 @@ impl Members for ChunkMembers<'_, '_> {
 
 /// Members of a choice (a Hash in `choices`, nesting 2).
 struct ChoiceMembers<'o, 'a> {
-    keys: &'static Keys,
+    cx: &'o mut Cx,
     out: &'o mut Choice<'a>,
 }
 
 impl Members for ChoiceMembers<'_, '_> {
     unsafe fn member(&mut self, key: VALUE, value: VALUE) -> bool {
-        let k = self.keys;
+        let cx = &mut *self.cx;
+        let k = cx.keys;
         let out = &mut *self.out;
         unsafe {
             match k.code(key) {
-                Some(K::Delta) => {
-                    object(value, &mut out.delta, |h, d| members(k, h, &mut DeltaMembers { keys: k, out: d }))
-                }
+                Some(K::Delta) => object(value, &mut out.delta, |h, d| {
+                    members(k, h, &mut DeltaMembers { cx: &mut *cx, out: d })
+                }),
                 Some(K::FinishReason) => set(&mut out.finish_reason, text(value)),
                 Some(K::Message) => object(value, &mut out.message, |h, d| {
-                    members(k, h, &mut DeltaMembers { keys: k, out: d })
+                    members(k, h, &mut DeltaMembers { cx: &mut *cx, out: d })
                 }),
                 Some(K::Error) => set(&mut out.error, null(value)),
                 code => unknown(k, code, CHOICE_NAMES, key, value, 3),
@@ -521,27 +544,32 @@ impl Members for ChoiceMembers<'_, '_> {
 
 /// Members of a delta or message (nesting 3).
 struct DeltaMembers<'o, 'a> {
-    keys: &'static Keys,
+    cx: &'o mut Cx,
     out: &'o mut Delta<'a>,
 }
 
 impl Members for DeltaMembers<'_, '_> {
     unsafe fn member(&mut self, key: VALUE, value: VALUE) -> bool {
-        let k = self.keys;
+        let cx = &mut *self.cx;
+        let k = cx.keys;
         let out = &mut *self.out;
         unsafe {
             let code = k.code(key);
             if code == Some(K::Content) {
                 // Content parts (an Array) are left to the serde path.
                 let content = match text(value) {
-                    Some(Field::Value(Text(t))) => Some(Field::Value(Content::Text(t))),
+                    Some(Field::Value(Text(t))) => {
+                        cx.content = Some(value);
+                        cx.contents += 1;
+                        Some(Field::Value(Content::Text(t)))
+                    }
                     Some(_) => Some(Field::Null),
                     None => None,
                 };
                 set(&mut out.content, content)
             } else if code == Some(K::ToolCalls) {
                 list(value, &mut out.tool_calls, |h, c| {
-                    members(k, h, &mut ToolCallMembers { keys: k, out: c })
+                    members(k, h, &mut ToolCallMembers { cx: &mut *cx, out: c })
                 })
             } else {
                 unknown(k, code, DELTA_NAMES, key, value, 4)
@@ -552,19 +580,20 @@ impl Members for DeltaMembers<'_, '_> {
 
 /// Members of a tool call delta (a Hash in `tool_calls`, nesting 5).
 struct ToolCallMembers<'o, 'a> {
-    keys: &'static Keys,
+    cx: &'o mut Cx,
     out: &'o mut ToolCallDelta<'a>,
 }
 
 impl Members for ToolCallMembers<'_, '_> {
     unsafe fn member(&mut self, key: VALUE, value: VALUE) -> bool {
-        let k = self.keys;
+        let cx = &mut *self.cx;
+        let k = cx.keys;
         let out = &mut *self.out;
         unsafe {
             let code = k.code(key);
             if code == Some(K::Function) {
                 object(value, &mut out.function, |h, f| {
-                    members(k, h, &mut FunctionMembers { keys: k, out: f })
+                    members(k, h, &mut FunctionMembers { cx: &mut *cx, out: f })
                 })
             } else if code == Some(K::Index) {
                 let index = if value == NIL {
@@ -586,13 +615,14 @@ impl Members for ToolCallMembers<'_, '_> {
 
 /// Members of a tool call's `function` (nesting 6).
 struct FunctionMembers<'o, 'a> {
-    keys: &'static Keys,
+    cx: &'o mut Cx,
     out: &'o mut Function<'a>,
 }
 
 impl Members for FunctionMembers<'_, '_> {
     unsafe fn member(&mut self, key: VALUE, value: VALUE) -> bool {
-        let k = self.keys;
+        let cx = &mut *self.cx;
+        let k = cx.keys;
         let out = &mut *self.out;
         unsafe {
             let code = k.code(key);

@@ -6,7 +6,7 @@ use std::cell::{Cell, RefCell};
 
 use magnus::gc::Marker;
 use magnus::prelude::*;
-use magnus::rb_sys::AsRawValue;
+use magnus::rb_sys::{AsRawValue, FromRawValue};
 use magnus::typed_data::Obj;
 use magnus::value::{Lazy, Opaque, ReprValue};
 use magnus::{DataTypeFunctions, Error, KwArgs, RArray, RHash, RString, Ruby, Symbol, TypedData, Value};
@@ -21,6 +21,7 @@ use openai_stream::usage::UsageMode;
 use crate::convert::{anomaly_to_ruby, object_to_hash};
 use crate::errors;
 use crate::guard::guard;
+use crate::hash_walk::Seen;
 use crate::ruby_de::{read_chunk, Unsupported};
 use crate::view;
 
@@ -125,7 +126,7 @@ impl RbProcessor {
                 }),
             ));
         };
-        Self::run(ruby, rb_self, Shape::Array, None, |core| {
+        Self::run(ruby, rb_self, Shape::Array, None, None, |core| {
             // SAFETY: no Ruby code runs while the core reads the bytes.
             let bytes = unsafe { raw.as_slice() };
             core.decode(bytes).map(|_| ())
@@ -133,7 +134,7 @@ impl RbProcessor {
     }
 
     pub fn finish(ruby: &Ruby, rb_self: Obj<RbProcessor>) -> Result<Value, Error> {
-        Self::run(ruby, rb_self, Shape::Finish, None, |core| core.finish().map(|_| ()))
+        Self::run(ruby, rb_self, Shape::Finish, None, None, |core| core.finish().map(|_| ()))
     }
 
     fn with_chunk(
@@ -151,14 +152,18 @@ impl RbProcessor {
         }
         let unsupported = Unsupported::default();
         let mut chunk = Chunk::default();
+        let mut seen = Seen::default();
         guard(ruby, || {
-            read_chunk(ruby, &value, &unsupported, &mut chunk).map_err(|e| stream_error(ruby, &e.to_string()))
+            read_chunk(ruby, &value, &unsupported, &mut chunk, &mut seen)
+                .map_err(|e| stream_error(ruby, &e.to_string()))
         })?;
+        // SAFETY: a String of the Hash (alive on the caller's stack).
+        let reuse = seen.content.map(|s| unsafe { Value::from_raw(s) });
         // The chunk may borrow the Hash's Strings: only `f` reads it, before
         // any Ruby code runs (dropping it reads no text). Borrowed, not
         // moved into the closure: a move copies a few hundred bytes.
         let chunk = &chunk;
-        Self::run(ruby, rb_self, shape, Some(value), move |core| {
+        Self::run(ruby, rb_self, shape, Some(value), reuse, move |core| {
             for anomaly in unsupported.into_inner() {
                 core.push_anomaly(anomaly);
             }
@@ -195,11 +200,14 @@ impl RbProcessor {
 
     /// Runs `f` on the core, builds the Ruby items of its output, raises its
     /// error with those items attached, then hands new anomalies to Ruby.
+    /// `reuse`: a String of the chunk Hash that is returned itself when the
+    /// output is one text with exactly its bytes (see [`reusable`]).
     fn run(
         ruby: &Ruby,
         rb_self: Obj<RbProcessor>,
         shape: Shape,
         payload: Option<Value>,
+        reuse: Option<Value>,
         f: impl FnOnce(&mut Processor) -> Result<(), openai_stream::error::Error>,
     ) -> Result<Value, Error> {
         let this: &RbProcessor = &rb_self;
@@ -208,7 +216,10 @@ impl RbProcessor {
             // The commonest result of the Hash path, one text, is returned
             // without building an Array around it.
             if let (Shape::Streamed, Ok(()), Some(text)) = (&shape, &outcome, single_text(core)) {
-                let text = ruby.str_new(text).as_value();
+                let text = match reuse {
+                    Some(s) if reusable(s, text) => s,
+                    _ => ruby.str_new(text).as_value(),
+                };
                 return Ok((Ok(text), new_anomalies(ruby, core)?));
             }
             let built = this.build_items(ruby, core);
@@ -397,7 +408,7 @@ impl RbProcessor {
     /// `__panic_for_tests`: a panic inside a processor call, to prove the
     /// guard and the poisoning.
     pub fn panic_for_tests(ruby: &Ruby, rb_self: Obj<RbProcessor>) -> Result<Value, Error> {
-        Self::run(ruby, rb_self, Shape::Array, None, |_| panic!("deliberate panic for tests"))
+        Self::run(ruby, rb_self, Shape::Array, None, None, |_| panic!("deliberate panic for tests"))
     }
 }
 
@@ -413,6 +424,36 @@ fn new_anomalies(ruby: &Ruby, core: &mut Processor) -> Result<Option<RArray>, Er
         list.push(anomaly_to_ruby(ruby, a)?)?;
     }
     Ok(Some(list))
+}
+
+/// True when `s`, a String of the chunk Hash, may be returned in place of a
+/// new String of `text`: the stock processor returns `delta[:content]`
+/// itself, and a new String would be equal to it in every way a caller can
+/// see (a plain, unfrozen UTF-8 String of the same bytes). The core keeps
+/// its own copy of the text, so whatever the caller does to the String
+/// changes nothing inside the processor.
+fn reusable(s: Value, text: &str) -> bool {
+    let raw = s.as_raw();
+    if rb_sys::SPECIAL_CONST_P(raw) {
+        return false;
+    }
+    // SAFETY: `s` is a live heap object (a String of the Hash being read,
+    // which the caller holds); its header and bytes are read before any
+    // Ruby code runs.
+    unsafe {
+        let basic = &*(raw as *const rb_sys::RBasic);
+        if basic.klass != rb_sys::rb_cString
+            || rb_sys::RB_BUILTIN_TYPE(raw) != rb_sys::ruby_value_type::RUBY_T_STRING
+            || basic.flags & rb_sys::ruby_fl_type::RUBY_FL_FREEZE as rb_sys::VALUE != 0
+            || rb_sys::ENCODING_GET(raw) != rb_sys::rb_utf8_encindex()
+        {
+            return false;
+        }
+        let Ok(len) = usize::try_from(rb_sys::RSTRING_LEN(raw)) else { return false };
+        len == text.len()
+            && (len == 0
+                || std::slice::from_raw_parts(rb_sys::RSTRING_PTR(raw).cast::<u8>(), len) == text.as_bytes())
+    }
 }
 
 /// The output's only item, when it is one text.

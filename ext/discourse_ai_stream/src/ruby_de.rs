@@ -67,14 +67,16 @@ pub fn read_chunk<'v>(
     value: &'v Value,
     unsupported: &Unsupported,
     out: &mut Chunk<'v>,
+    seen: &mut hash_walk::Seen,
 ) -> Result<(), DeError> {
     if RHash::from_value(*value).is_some() {
         // SAFETY: a Hash, alive while `value` is borrowed; the contract on
         // the chunk's lifetime is the caller's (above).
-        if unsafe { hash_walk::read(value.as_raw(), out) } {
+        if unsafe { hash_walk::read(value.as_raw(), out, seen) } {
             return Ok(());
         }
     }
+    *seen = hash_walk::Seen::default();
     *out = serde_chunk(ruby, *value, unsupported)?;
     Ok(())
 }
@@ -94,7 +96,8 @@ pub fn hash_readers_for_tests(ruby: &Ruby, value: Value) -> Result<RArray, magnu
             // SAFETY: a Hash; the chunk is formatted before Ruby code runs.
             Some(_) => {
                 let mut chunk = Chunk::default();
-                unsafe { hash_walk::read(value.as_raw(), &mut chunk) }.then(|| format!("{chunk:?}"))
+                unsafe { hash_walk::read(value.as_raw(), &mut chunk, &mut hash_walk::Seen::default()) }
+                    .then(|| format!("{chunk:?}"))
             }
             None => None,
         };
