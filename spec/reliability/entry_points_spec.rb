@@ -148,4 +148,14 @@ RSpec.describe "entry points" do
     end
     expect(processor.finish.map { |c| [c.id, c.parameters] }).to eq([["a", { q: "x" }]])
   end
+
+  it "checks its receiver: a foreign object raises TypeError, a subclass or an uninitialized instance no crash" do
+    klass = DiscourseAiStream::OpenAiMessageProcessor
+    entry_points.each do |name, args|
+      expect { klass.instance_method(name).bind_call(Object.new, *args) }.to raise_error(TypeError)
+      expect { klass.allocate.public_send(name, *args) }
+        .to raise_error(DiscourseAiStream::InternalError, /before initialize/)
+    end
+    expect(Class.new(klass).new.process_streamed_message(text_chunk(+"x"))).to eq("x")
+  end
 end

@@ -3,13 +3,16 @@
 //! `inspect`) live in lib/discourse_ai_stream/open_ai_message_processor.rb.
 
 use std::cell::{Cell, RefCell};
+use std::ptr::NonNull;
 
 use magnus::gc::Marker;
 use magnus::prelude::*;
 use magnus::rb_sys::{AsRawValue, FromRawValue};
 use magnus::typed_data::Obj;
 use magnus::value::{Lazy, Opaque, ReprValue};
-use magnus::{DataTypeFunctions, Error, KwArgs, RArray, RHash, RString, Ruby, Symbol, TypedData, Value};
+use magnus::{
+    DataTypeFunctions, Error, KwArgs, RArray, RHash, RString, Ruby, Symbol, TryConvert, TypedData, Value,
+};
 use openai_stream::anomaly::{Anomaly, AnomalyKind};
 use openai_stream::calls::CallId;
 use openai_stream::chunk::Chunk;
@@ -59,6 +62,53 @@ impl DataTypeFunctions for RbProcessor {
     }
 }
 
+/// The receiver of a method: a processor object, checked without the
+/// `rb_protect` around `rb_check_typeddata` that magnus's `Obj` and `&T`
+/// conversions pay on every call. Every instance of the class (and of its
+/// subclasses) is allocated by the alloc function of `RbProcessor`, so its
+/// data type is exactly ours; anything else (a method bound to a foreign
+/// object with `bind_call`) goes to magnus's conversion, which raises its
+/// TypeError.
+#[derive(Clone, Copy)]
+pub struct Me {
+    value: Value,
+    this: NonNull<RbProcessor>,
+}
+
+impl Me {
+    /// The processor. The receiver of the method being run stays alive on
+    /// Ruby's stack for the whole call, and `free_immediately` frees the
+    /// data only with the object.
+    fn get(&self) -> &RbProcessor {
+        // SAFETY: see above; the pointer came from the object's data.
+        unsafe { self.this.as_ref() }
+    }
+}
+
+impl TryConvert for Me {
+    fn try_convert(value: Value) -> Result<Self, Error> {
+        let raw = value.as_raw();
+        // `DataType` is `repr(transparent)` over Ruby's `rb_data_type_t`.
+        let ours = RbProcessor::data_type() as *const magnus::DataType as *const rb_sys::rb_data_type_t;
+        // SAFETY: the header of a live object is read only after checking
+        // it is a heap object, then the typed data fields after checking it
+        // is typed data.
+        unsafe {
+            if !rb_sys::SPECIAL_CONST_P(raw)
+                && rb_sys::RB_BUILTIN_TYPE(raw) == rb_sys::ruby_value_type::RUBY_T_DATA
+                && rb_sys::RTYPEDDATA_P(raw)
+                && std::ptr::eq(rb_sys::RTYPEDDATA_TYPE(raw), ours)
+            {
+                if let Some(this) = NonNull::new(rb_sys::RTYPEDDATA_GET_DATA(raw).cast::<RbProcessor>()) {
+                    return Ok(Me { value, this });
+                }
+            }
+        }
+        let obj = Obj::<RbProcessor>::try_convert(value)?;
+        Ok(Me { value, this: NonNull::from(&*obj) })
+    }
+}
+
 /// What a call into the core returns to Ruby.
 enum Shape {
     /// `process_streamed_message`: nil, one item, or an Array.
@@ -74,7 +124,7 @@ impl RbProcessor {
     /// `__setup(partial_tool_calls, usage_mode, max_line_bytes, tool_call_class, simulate_legacy)`.
     pub fn setup(
         ruby: &Ruby,
-        rb_self: Obj<RbProcessor>,
+        rb_self: Me,
         partial: bool,
         usage: Symbol,
         max_line_bytes: usize,
@@ -97,27 +147,24 @@ impl RbProcessor {
             }
             let options =
                 Options { partial_tool_calls: partial, usage_mode, max_line_bytes, simulate_legacy };
-            let mut core = rb_self.core.try_borrow_mut().map_err(|_| errors::busy(ruby))?;
+            let this = rb_self.get();
+            let mut core = this.core.try_borrow_mut().map_err(|_| errors::busy(ruby))?;
             let objects = ruby.ary_new_from_values(&[tool_call_class, ruby.ary_new().as_value()]);
-            rb_self.objects.set(Some(objects.into()));
+            this.objects.set(Some(objects.into()));
             *core = Some(Processor::new(options));
             Ok(())
         })
     }
 
-    pub fn process_streamed_message(
-        ruby: &Ruby,
-        rb_self: Obj<RbProcessor>,
-        chunk: Value,
-    ) -> Result<Value, Error> {
+    pub fn process_streamed_message(ruby: &Ruby, rb_self: Me, chunk: Value) -> Result<Value, Error> {
         Self::with_chunk(ruby, rb_self, chunk, Shape::Streamed, |core, c| core.process_chunk(c).map(|_| ()))
     }
 
-    pub fn process_message(ruby: &Ruby, rb_self: Obj<RbProcessor>, message: Value) -> Result<Value, Error> {
+    pub fn process_message(ruby: &Ruby, rb_self: Me, message: Value) -> Result<Value, Error> {
         Self::with_chunk(ruby, rb_self, message, Shape::Array, |core, c| core.process_message(c).map(|_| ()))
     }
 
-    pub fn decode_chunk(ruby: &Ruby, rb_self: Obj<RbProcessor>, raw: Value) -> Result<Value, Error> {
+    pub fn decode_chunk(ruby: &Ruby, rb_self: Me, raw: Value) -> Result<Value, Error> {
         let Some(raw) = RString::from_value(raw) else {
             return Err(errors::type_error(
                 ruby,
@@ -133,13 +180,13 @@ impl RbProcessor {
         })
     }
 
-    pub fn finish(ruby: &Ruby, rb_self: Obj<RbProcessor>) -> Result<Value, Error> {
+    pub fn finish(ruby: &Ruby, rb_self: Me) -> Result<Value, Error> {
         Self::run(ruby, rb_self, Shape::Finish, None, None, |core| core.finish().map(|_| ()))
     }
 
     fn with_chunk(
         ruby: &Ruby,
-        rb_self: Obj<RbProcessor>,
+        rb_self: Me,
         value: Value,
         shape: Shape,
         f: impl FnOnce(&mut Processor, &Chunk) -> Result<(), openai_stream::error::Error>,
@@ -204,13 +251,13 @@ impl RbProcessor {
     /// output is one text with exactly its bytes (see [`reusable`]).
     fn run(
         ruby: &Ruby,
-        rb_self: Obj<RbProcessor>,
+        rb_self: Me,
         shape: Shape,
         payload: Option<Value>,
         reuse: Option<Value>,
         f: impl FnOnce(&mut Processor) -> Result<(), openai_stream::error::Error>,
     ) -> Result<Value, Error> {
-        let this: &RbProcessor = &rb_self;
+        let this: &RbProcessor = rb_self.get();
         let (result, anomalies) = Self::enter(ruby, this, |core| {
             let outcome = f(core);
             // The commonest result of the Hash path, one text, is returned
@@ -248,7 +295,7 @@ impl RbProcessor {
             Ok((result, anomalies))
         })?;
         if let Some(anomalies) = anomalies {
-            let _: Value = rb_self.as_value().funcall("__deliver_anomalies", (anomalies,))?;
+            let _: Value = rb_self.value.funcall("__deliver_anomalies", (anomalies,))?;
         }
         result
     }
@@ -407,7 +454,7 @@ impl RbProcessor {
 
     /// `__panic_for_tests`: a panic inside a processor call, to prove the
     /// guard and the poisoning.
-    pub fn panic_for_tests(ruby: &Ruby, rb_self: Obj<RbProcessor>) -> Result<Value, Error> {
+    pub fn panic_for_tests(ruby: &Ruby, rb_self: Me) -> Result<Value, Error> {
         Self::run(ruby, rb_self, Shape::Array, None, None, |_| panic!("deliberate panic for tests"))
     }
 }
