@@ -101,6 +101,17 @@ impl fmt::Display for AnomalyKind {
     }
 }
 
+/// The fields that tell one anomaly from another (see [`Anomaly::identity`]).
+type Identity<'a> = (
+    AnomalyKind,
+    &'a str,
+    &'a Option<String>,
+    &'a Option<String>,
+    Option<i64>,
+    Option<&'static str>,
+    &'a Option<String>,
+);
+
 /// One anomaly.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Anomaly {
@@ -135,21 +146,20 @@ impl Anomaly {
         }
     }
 
+    /// Everything that makes two anomalies the same one (all but the count):
+    /// what [`Anomaly::same_as`] compares and [`Anomaly::key`] hashes.
+    fn identity(&self) -> Identity<'_> {
+        (self.kind, &self.message, &self.call_id, &self.call_name, self.index, self.field, &self.excerpt)
+    }
+
     /// True when `other` is the same anomaly (count aside).
     fn same_as(&self, other: &Anomaly) -> bool {
-        self.kind == other.kind
-            && self.message == other.message
-            && self.call_id == other.call_id
-            && self.call_name == other.call_name
-            && self.index == other.index
-            && self.field == other.field
-            && self.excerpt == other.excerpt
+        self.identity() == other.identity()
     }
 
     fn key(&self) -> u64 {
         let mut h = DefaultHasher::new();
-        (self.kind, &self.message, &self.call_id, &self.call_name, self.index, self.field, &self.excerpt)
-            .hash(&mut h);
+        self.identity().hash(&mut h);
         h.finish()
     }
 
