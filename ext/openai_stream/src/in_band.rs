@@ -28,12 +28,13 @@ pub(crate) fn provider_error_of(chunk: &Chunk) -> Option<Error> {
 
 /// OpenRouter: a choice that ended in an error (`error` next to
 /// `finish_reason: "error"`, or either alone).
-pub(crate) fn choice_error(choice: &Choice, finish_reason: Option<&str>) -> Option<Error> {
+pub(crate) fn choice_error(choice: &Choice) -> Option<Error> {
     let error = match &choice.error {
         Field::Value(Any(v)) | Field::Converted(Any(v), _) if !is_empty_error(v) => Some(v),
         _ => None,
     };
-    if finish_reason != Some("error") && error.is_none() {
+    let finished_in_error = matches!(&choice.finish_reason, Field::Value(Text(r)) if r == "error");
+    if !finished_in_error && error.is_none() {
         return None;
     }
     let message = error

@@ -646,7 +646,7 @@ impl State {
             self.apply_content(&delta.content);
             self.apply_tool_calls(delta, finishing)?;
         }
-        if let Some(e) = choice_error(choice, finish_reason) {
+        if let Some(e) = choice_error(choice) {
             return Err(e);
         }
         if finishing {
@@ -818,13 +818,9 @@ impl State {
                 self.apply_content(&message.content);
                 result = self.apply_whole_calls(message);
             }
-            let finish_reason = match &choice.finish_reason {
-                Field::Value(Text(r)) => Some(&**r),
-                _ => None,
-            };
             // As in a stream: what the message held stays in the output,
             // the provider's error is raised (before any arguments error).
-            if let Some(e) = choice_error(choice, finish_reason) {
+            if let Some(e) = choice_error(choice) {
                 result = Err(e);
             }
         }
