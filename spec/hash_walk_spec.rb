@@ -48,14 +48,19 @@ RSpec.describe "Hash path: the fast chunk walker" do
   end
 
   it "declines the fixtures' events parsed with String keys, which serde reads" do
+    declined = 0
     fixture_names.each do |name|
       sse_data_payloads(fixture_bytes(name)).each do |payload|
         event = JSON.parse(payload)
-        expect(checked(event)).to be_nil if event.is_a?(Hash) && !event.empty?
+        next unless event.is_a?(Hash) && !event.empty?
+
+        expect(checked(event)).to be_nil
+        declined += 1
       rescue JSON::ParserError
         nil
       end
     end
+    expect(declined).to be > 100
   end
 
   it "reads the shapes of every event itself" do

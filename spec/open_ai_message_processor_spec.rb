@@ -54,7 +54,7 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor do
       expect(ids_in(result)).to eq(%w[call_1 call_2])
     end
 
-    it "returns the chunk's own content String, as stock Discourse does, and keeps its own copy" do
+    it "returns the chunk's own content String, as stock Discourse does, and reads on after the caller changes it" do
       content = +"Hello"
       result = processor.process_streamed_message({ id: +"x", choices: [{ index: 0, delta: { content: content } }] })
       expect(result).to equal(content)
