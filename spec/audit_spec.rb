@@ -3,6 +3,7 @@
 require "json"
 require "rake"
 require "stringio"
+require_relative "support/sse_fixtures"
 
 RSpec.describe DiscourseAiStream::Audit do
   fixtures = File.expand_path("fixtures/audit", __dir__)
@@ -101,17 +102,13 @@ RSpec.describe DiscourseAiStream::Audit do
     end
 
     it "counts integer ids (Poolside) as calls the legacy code ran, as Ruby's present? holds for them" do
-      fixture = File.binread(File.expand_path("fixtures/poolside_integer_ids.sse", __dir__))
-      result = described_class.analyze(fixture)
+      result = described_class.analyze(SseFixtures.fixture_bytes("poolside_integer_ids"))
       expect(result.requested).to eq(%w[7 8])
       expect(result.ran).to eq(%w[7 8])
       expect(result.lost).to eq([])
     end
 
     context "when the legacy code would have raised JSON::ParserError (the request failed)" do
-      shapes = File.expand_path("fixtures", __dir__)
-      define_method(:shape) { |name| File.binread(File.join(shapes, "#{name}.sse")) }
-
       let(:good_chunk) do
         call = { index: 0, id: "call_ok", function: { name: "f", arguments: '{"a":1}' } }
         "data: #{JSON.generate(choices: [{ delta: { tool_calls: [call] }, finish_reason: "tool_calls" }])}\n\n"
@@ -123,7 +120,7 @@ RSpec.describe DiscourseAiStream::Audit do
         "truncated" => %w[call_tr1]                         # no closing brace at the end of the stream
       }.each do |name, ids|
         it "counts every call of #{name} as lost" do
-          result = described_class.analyze(shape(name))
+          result = described_class.analyze(SseFixtures.fixture_bytes(name))
           expect(result.requested).to eq(ids)
           expect(result.ran).to eq([])
           expect(result.lost).to eq(ids)

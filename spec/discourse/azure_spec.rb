@@ -37,7 +37,7 @@ RSpec.describe "Azure with the gem installed", gc_stress: false do
           integration.install!(fast_decode: fast)
           azure = azure_endpoint
           log = AiApiAuditLog.new
-          reads = SseFixtures.fixture_bytes("azure_content_filter").scan(/.{1,97}/mn)
+          reads = SseFixtures.reads_of(SseFixtures.fixture_bytes("azure_content_filter"), 97)
           items = azure.perform_stream(reads, log: log)
 
           expect(azure.send(:processor)).to be_a(DiscourseAiStream::OpenAiMessageProcessor)

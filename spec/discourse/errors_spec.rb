@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 
+require_relative "../support/chunks"
 require_relative "../support/discourse_stand_ins"
 
 # Discourse lets an error out of decode_chunk fail the request. The gem's
@@ -13,16 +14,12 @@ RSpec.describe "errors in a stream with the gem installed", gc_stress: false do
   let(:integration) { DiscourseAiStream::Discourse }
   let(:good_call) { { index: 0, id: "call_good", function: { name: "search", arguments: '{"q":"rust"}' } } }
   let(:bad_call) { { index: 1, id: "call_bad", function: { name: "fetch", arguments: '{"url":1}}x' } } }
-  let(:text_after) { event(choices: [{ delta: { content: "after the error" } }]) }
+  let(:text_after) { sse([text_chunk("after the error")], done: false) }
 
   after { integration.uninstall! }
 
-  def event(chunk)
-    "data: #{JSON.generate(chunk)}\n\n"
-  end
-
   def calls_chunk(*calls)
-    { choices: [{ delta: { tool_calls: calls }, finish_reason: "tool_calls" }] }
+    tool_chunk(calls, finish: "tool_calls")
   end
 
   def run(reads, name: "Mistral")
@@ -45,7 +42,7 @@ RSpec.describe "errors in a stream with the gem installed", gc_stress: false do
       end
 
       it "delivers the calls of a read before the provider error that ends it, then raises" do
-        delivered, error = run([event(calls_chunk(good_call)) + event(error: { message: "rate limited" })])
+        delivered, error = run([sse([calls_chunk(good_call), { error: { message: "rate limited" } }], done: false)])
         expect(final_calls(delivered)).to eq([["call_good", "search", { q: "rust" }]])
         expect(error).to be_a(DiscourseAiStream::ProviderError)
         expect(error.message).to eq("rate limited")
@@ -54,14 +51,14 @@ RSpec.describe "errors in a stream with the gem installed", gc_stress: false do
       end
 
       it "delivers the good call beside one with broken arguments, then raises ToolArgumentsError" do
-        delivered, error = run([event(calls_chunk(good_call, bad_call))])
+        delivered, error = run([sse([calls_chunk(good_call, bad_call)], done: false)])
         expect(final_calls(delivered).map(&:first)).to eq(["call_good"])
         expect(error).to be_a(DiscourseAiStream::ToolArgumentsError)
         expect(error.tool_id).to eq("call_bad")
       end
 
       it "raises on the next read, before decoding it" do
-        reads = [event(calls_chunk(good_call)) + event(error: { message: "overloaded" }), text_after]
+        reads = [sse([calls_chunk(good_call), { error: { message: "overloaded" } }], done: false), text_after]
         delivered, error = run(reads)
         expect(error).to be_a(DiscourseAiStream::ProviderError)
         expect(delivered.grep(String)).to eq([])
@@ -69,14 +66,14 @@ RSpec.describe "errors in a stream with the gem installed", gc_stress: false do
       end
 
       it "raises at once when the failing read produced nothing else" do
-        delivered, error = run([event(error: { message: "rate limited" }), text_after])
+        delivered, error = run([sse([{ error: { message: "rate limited" } }], done: false), text_after])
         expect(error).to be_a(DiscourseAiStream::ProviderError)
         expect(delivered).to eq([])
         expect(logger.warnings.grep(/in a read that also produced/)).to eq([])
       end
 
       it "delivers the failing event's own items through a decode_chunk of the endpoint's (Vllm)" do
-        delivered, error = run([event(calls_chunk(good_call, bad_call))], name: "Vllm")
+        delivered, error = run([sse([calls_chunk(good_call, bad_call)], done: false)], name: "Vllm")
         expect(final_calls(delivered).map(&:first)).to eq(["call_good"])
         expect(error).to be_a(DiscourseAiStream::ToolArgumentsError)
       end
@@ -87,7 +84,7 @@ RSpec.describe "errors in a stream with the gem installed", gc_stress: false do
     load_discourse_stand_ins(generation: :current)
     integration.install!
     integration.uninstall!
-    delivered, error = run([event(calls_chunk(good_call, bad_call))])
+    delivered, error = run([sse([calls_chunk(good_call, bad_call)], done: false)])
     expect(error).to be_a(JSON::ParserError)
     expect(delivered).to eq([])
   end
