@@ -55,6 +55,12 @@ RSpec.describe "entry points" do
 
   let(:busy) { entry_points.keys.to_h { |name| [name, :busy] } }
 
+  it "lists every public method of the processor but the Ruby-side ones (inspect and the on_anomaly hook)" do
+    ruby_side = %i[inspect on_anomaly on_anomaly=]
+    public_methods = DiscourseAiStream::OpenAiMessageProcessor.public_instance_methods(false) - ruby_side
+    expect(entry_points.keys).to match_array(public_methods)
+  end
+
   it "refuses every entry point re-entered from a ToolCall callback, and the stream is unharmed" do
     klass = hooked_class
     processor = DiscourseAiStream::OpenAiMessageProcessor.new(partial_tool_calls: true, tool_call_class: klass,
