@@ -187,11 +187,19 @@ const SKIPPED_NAMES: &[&str] = &[
 static KEYS: OnceLock<Keys> = OnceLock::new();
 
 /// Interns `name`: the Symbol `JSON.parse(..., symbolize_names: true)`
-/// returns for that key. Interned Symbols are never collected or moved.
+/// returns for that key. A Symbol that `JSON.parse` created before this
+/// ran is a heap object: it is registered with the GC, which keeps it alive
+/// and in place, so the table's VALUE stays that Symbol's.
 fn intern(name: &str) -> VALUE {
     // SAFETY: called with the GVL held (from a method call); the name is
     // valid for its length.
-    unsafe { rb_sys::rb_id2sym(rb_sys::rb_intern2(name.as_ptr().cast(), name.len() as _)) }
+    unsafe {
+        let sym = rb_sys::rb_id2sym(rb_sys::rb_intern2(name.as_ptr().cast(), name.len() as _));
+        if !rb_sys::SPECIAL_CONST_P(sym) {
+            rb_sys::rb_gc_register_mark_object(sym);
+        }
+        sym
+    }
 }
 
 fn keys() -> &'static Keys {
@@ -315,24 +323,11 @@ unsafe fn str_of<'a>(v: VALUE) -> Option<&'a str> {
     }
     // SAFETY: a String's pointer is valid for its length.
     let bytes: &'a [u8] = unsafe { std::slice::from_raw_parts(rb_sys::RSTRING_PTR(v).cast(), len) };
-    if ascii(bytes) {
+    if bytes.is_ascii() {
         // SAFETY: bytes below 0x80 are ASCII, which is UTF-8.
         return Some(unsafe { std::str::from_utf8_unchecked(bytes) });
     }
     std::str::from_utf8(bytes).ok()
-}
-
-/// True when every byte is below 0x80. Most texts of a chunk are short and
-/// ASCII: ORing 8 bytes at a time costs a few instructions where the
-/// byte-wise UTF-8 check costs several per byte.
-fn ascii(bytes: &[u8]) -> bool {
-    let mut words = bytes.chunks_exact(8);
-    let mut all = 0u64;
-    for word in &mut words {
-        all |= u64::from_ne_bytes(word.try_into().unwrap_or([0x80; 8]));
-    }
-    let tail = words.remainder().iter().fold(0u8, |all, b| all | b);
-    (all & 0x8080_8080_8080_8080) == 0 && tail < 0x80
 }
 
 /// A text field: a UTF-8 String or nil.

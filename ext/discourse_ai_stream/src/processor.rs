@@ -601,13 +601,10 @@ pub fn describe(e: &Error) -> String {
 }
 
 fn call_anomaly(core: &Processor, call: CallId, kind: AnomalyKind, message: String) -> Anomaly {
-    let mut a = Anomaly::new(kind, message);
-    if let Some(info) = core.calls().get(call) {
-        a.call_id = Some(info.id.clone());
-        a.call_name = Some(info.name.clone());
-        a.index = info.index;
+    match core.calls().get(call) {
+        Some(info) => info.anomaly(kind, message),
+        None => Anomaly::new(kind, message),
     }
-    a
 }
 
 /// The call's entry in the `calls` Array: `[tool_call, stack]` while its

@@ -56,7 +56,8 @@ impl Call {
         self.partial.as_ref().map(|p| &p.events)
     }
 
-    fn anomaly(&self, kind: AnomalyKind, message: String) -> Anomaly {
+    /// An anomaly about this call: its id, name and index filled in.
+    pub fn anomaly(&self, kind: AnomalyKind, message: String) -> Anomaly {
         let mut a = Anomaly::new(kind, message);
         a.call_id = Some(self.id.clone());
         a.call_name = Some(self.name.clone());
