@@ -98,17 +98,27 @@ RSpec.describe "Hash path: the fast chunk walker" do
     shapes.each { |shape| expect(checked(shape)).to be_nil, "read #{shape.inspect}" }
   end
 
-  it "leaves keys that are not Symbols, and values with no plain JSON reading, to serde" do
-    deep = 20.times.reduce([]) { |inner, _| [inner] }
+  it "leaves keys that are not Symbols, and values with no plain JSON reading in a field it reads, to serde" do
     utf16 = "caf\u00e9".encode("UTF-16LE") # not UTF-8 as it is: serde transcodes it
     shapes = [
       { "choices" => [] }, { choices: [], "choices" => [] }, { 1 => 2, choices: [] }, { nil => 1 },
-      { 1.5 => 1 }, { [1] => 1 }, { choices: [{ "delta" => {} }] }, { extra: Object.new }, { extra: 2**80 },
-      { extra: "\xFF".b }, { extra: utf16 }, { choices: [{ delta: { content: utf16 } }] }, { extra: deep },
-      { extra: [Object.new] }, { choices: [{ delta: { content: "\xFF".b } }] },
-      { extra: 1r }, { extra: Time.at(0) }
+      { 1.5 => 1 }, { [1] => 1 }, { choices: [{ "delta" => {} }] }, { object: Object.new },
+      { object: "\xFF".b }, { object: utf16 }, { choices: [{ delta: { content: utf16 } }] },
+      { choices: [{ finish_reason: Time.at(0) }] }, { choices: [{ delta: { content: "\xFF".b } }] },
+      tool_chunk([{ index: 1r }]), tool_chunk([{ id: 2**80 }])
     ]
     shapes.each { |shape| expect(checked(shape)).to be_nil, "read #{shape.inspect}" }
+  end
+
+  it "reads values under keys no struct reads without looking at them, as serde does" do
+    deep = 200.times.reduce([]) { |inner, _| [inner] }
+    odd = [Object.new, 2**80, "\xFF".b, "caf\u00e9".encode("UTF-16LE"), deep, [Object.new], 1r, Time.at(0),
+           { Object.new => 1 }]
+    odd.each do |value|
+      shape = { extra: value, created: value }.merge(text_chunk("x"))
+      expect(checked(shape)).not_to be_nil, "declined #{shape.inspect}"
+      expect(readers(shape)[1]).to eq(readers(text_chunk("x"))[1])
+    end
   end
 
   it "reads a Hash of more than 16 keys, Strings of other classes and binary Strings of UTF-8 text" do
@@ -131,6 +141,11 @@ RSpec.describe "Hash path: the fast chunk walker" do
     processor = DiscourseAiStream::OpenAiMessageProcessor.new
     expect(processor.process_streamed_message(text_chunk("a"))).to eq("a")
     expect(processor.process_streamed_message({ extra: 2**80 }.merge(text_chunk("b")))).to eq("b")
+    # Keys the processor does not read are not looked at, as in the stock
+    # processor: a binary model name is not an invalid chunk.
+    odd = { model: "\xFF".b, created: Time.at(0), extra: 200.times.reduce([]) { |inner, _| [inner] } }
+    expect(processor.process_streamed_message(odd.merge(text_chunk("c")))).to eq("c")
+    expect(processor.anomalies).to be_empty
     expect(processor.process_streamed_message(parsed(tool_chunk([call("c1", "f", '{"a":1}', index: 0)])))).to be_nil
     done = processor.process_streamed_message(finish_chunk)
     expect(done.parameters).to eq(a: 1)

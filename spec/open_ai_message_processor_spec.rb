@@ -255,7 +255,7 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor do
   describe "unexpected types in Hashes" do
     it "converts or ignores them, never crashes, and records each" do
       chunk = { choices: [{ delta: { content: 5, tool_calls: [7, { index: "0", id: 42, function: { name: "f" } }] } }],
-                usage: { prompt_tokens: "12" }, created: Time.now }
+                usage: { prompt_tokens: "12" }, object: Time.now }
       expect(processor.process_streamed_message(chunk)).to be_nil
       items = processor.process_streamed_message(tool_chunk([{ index: 0, function: { arguments: 5 } }]))
       expect(items).to be_nil

@@ -7,8 +7,9 @@
 //! that is not a Symbol, a Symbol that is not one of ours but has the name of
 //! a field, a field of an unexpected type (the lenient model records those
 //! as `Converted` or `Wrong`), content parts, object arguments, error and
-//! usage payloads, a String that is not UTF-8, a Bignum, a value of a class
-//! with no JSON meaning, or a deeply nested value under a key it skips. The
+//! usage payloads, a String that is not UTF-8, a Bignum, or a value of a
+//! class with no JSON meaning, in a field it reads. Values under keys no
+//! struct reads are not looked at, by either path. The
 //! caller then reads the Hash with the serde path, which decides. So
 //! anomalies, conversions and errors stay exactly those of the serde path
 //! (spec/hash_walk_spec.rb compares both on every fixture and on odd shapes).
@@ -31,10 +32,6 @@ use openai_stream::chunk::{
     Arguments, Choice, Chunk, Content, Delta, Field, Function, Id, Int, List, Text, ToolCallDelta,
 };
 use rb_sys::{ruby_special_consts, ruby_value_type, VALUE};
-
-/// Deepest nesting of a skipped value followed here; deeper ones go to the
-/// serde path (which allows 128, as serde_json does).
-const MAX_SKIP_DEPTH: usize = 16;
 
 /// The keys the walker knows.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -429,59 +426,20 @@ unsafe fn symbol_name<'s>(sym: VALUE) -> Option<&'s str> {
     unsafe { str_of(name) }
 }
 
-/// A key the struct does not read: skipped like the serde path skips it,
-/// or false when the serde path must decide (a key that is not a Symbol, or
-/// a Symbol whose name is one of `names` without being the interned one).
-/// `code` is what the key is when it is an interned Symbol (then another
-/// struct's key, or one no struct reads).
-unsafe fn unknown(
-    keys: &Keys,
-    code: Option<K>,
-    names: &[&str],
-    key: VALUE,
-    value: VALUE,
-    depth: usize,
-) -> bool {
-    if code.is_none() {
-        if !unsafe { rb_sys::RB_SYMBOL_P(key) } {
-            return false;
-        }
-        match unsafe { symbol_name(key) } {
-            Some(name) if !names.contains(&name) => {}
-            _ => return false,
-        }
+/// A key the struct does not read: its value is skipped unseen, as the serde
+/// path skips it ([`openai_stream::chunk::lenient::Unread`]). False when the
+/// serde path must decide: a key that is not a Symbol (a String key may name
+/// a field), or a Symbol whose name is one of `names` without being the
+/// interned one. `code` is what the key is when it is an interned Symbol
+/// (then another struct's key, or one no struct reads).
+unsafe fn unknown(code: Option<K>, names: &[&str], key: VALUE) -> bool {
+    if code.is_some() {
+        return true;
     }
-    unsafe { skippable(keys, value, depth) }
-}
-
-/// True when the serde path skips `v` (at nesting `depth`) without an error,
-/// an anomaly or a Ruby call: JSON-like values with UTF-8 texts.
-unsafe fn skippable(keys: &Keys, v: VALUE, depth: usize) -> bool {
-    use ruby_value_type::*;
-    match unsafe { ty(v) } {
-        RUBY_T_NIL | RUBY_T_TRUE | RUBY_T_FALSE | RUBY_T_FIXNUM | RUBY_T_FLOAT => true,
-        RUBY_T_STRING => unsafe { str_of(v) }.is_some(),
-        RUBY_T_SYMBOL => unsafe { symbol_name(v) }.is_some(),
-        RUBY_T_ARRAY if depth < MAX_SKIP_DEPTH => {
-            let Ok(len) = usize::try_from(unsafe { rb_sys::RARRAY_LEN(v) }) else { return false };
-            (0..len).all(|i| unsafe { skippable(keys, rb_sys::RARRAY_AREF(v, i as isize), depth + 1) })
-        }
-        RUBY_T_HASH if depth < MAX_SKIP_DEPTH => unsafe {
-            members(keys, v, &mut Skip { keys, depth: depth + 1 })
-        },
-        _ => false,
+    if !unsafe { rb_sys::RB_SYMBOL_P(key) } {
+        return false;
     }
-}
-
-struct Skip<'k> {
-    keys: &'k Keys,
-    depth: usize,
-}
-
-impl Members for Skip<'_> {
-    unsafe fn member(&mut self, key: VALUE, value: VALUE) -> bool {
-        unsafe { skippable(self.keys, key, self.depth) && skippable(self.keys, value, self.depth) }
-    }
+    matches!(unsafe { symbol_name(key) }, Some(name) if !names.contains(&name))
 }
 
 struct ChunkMembers<'o, 'a> {
@@ -504,7 +462,7 @@ impl Members for ChunkMembers<'_, '_> {
                 Some(K::Usage) => set(&mut out.usage, null(value)),
                 Some(K::XGroq) => set(&mut out.x_groq, null(value)),
                 Some(K::Error) => set(&mut out.error, null(value)),
-                code => unknown(k, code, CHUNK_NAMES, key, value, 1),
+                code => unknown(code, CHUNK_NAMES, key),
             }
         }
     }
@@ -531,7 +489,7 @@ impl Members for ChoiceMembers<'_, '_> {
                     members(k, h, &mut DeltaMembers { cx: &mut *cx, out: d })
                 }),
                 Some(K::Error) => set(&mut out.error, null(value)),
-                code => unknown(k, code, CHOICE_NAMES, key, value, 3),
+                code => unknown(code, CHOICE_NAMES, key),
             }
         }
     }
@@ -567,7 +525,7 @@ impl Members for DeltaMembers<'_, '_> {
                     members(k, h, &mut ToolCallMembers { cx: &mut *cx, out: c })
                 })
             } else {
-                unknown(k, code, DELTA_NAMES, key, value, 4)
+                unknown(code, DELTA_NAMES, key)
             }
         }
     }
@@ -602,7 +560,7 @@ impl Members for ToolCallMembers<'_, '_> {
             } else if code == Some(K::Id) {
                 set(&mut out.id, id(value))
             } else {
-                unknown(k, code, TOOL_CALL_NAMES, key, value, 6)
+                unknown(code, TOOL_CALL_NAMES, key)
             }
         }
     }
@@ -634,7 +592,7 @@ impl Members for FunctionMembers<'_, '_> {
             } else if code == Some(K::Id) {
                 set(&mut out.id, id(value))
             } else {
-                unknown(k, code, FUNCTION_NAMES, key, value, 7)
+                unknown(code, FUNCTION_NAMES, key)
             }
         }
     }

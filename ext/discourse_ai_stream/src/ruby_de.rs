@@ -5,6 +5,7 @@
 //! as sequences, Hashes as maps (any key type). Values of other classes have no
 //! JSON meaning: they read as null and their class is recorded, so the caller
 //! can report an anomaly. Nesting is bounded like serde_json's recursion limit.
+//! Values under keys no chunk struct reads are not looked at.
 
 use std::cell::RefCell;
 use std::fmt;
@@ -15,6 +16,7 @@ use magnus::value::ReprValue;
 use magnus::IntoValue;
 use magnus::{Float, Integer, RArray, RHash, RString, Ruby, Symbol, Value};
 use openai_stream::anomaly::{Anomaly, AnomalyKind};
+use openai_stream::chunk::lenient::UNREAD;
 use openai_stream::chunk::{Chunk, Field};
 use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
@@ -246,7 +248,7 @@ impl<'de> Deserializer<'de> for RubyDe<'_> {
 
     serde::forward_to_deserialize_any! {
         bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str
-        bytes byte_buf option unit unit_struct newtype_struct seq tuple
+        bytes byte_buf option unit unit_struct seq tuple
         tuple_struct map struct enum
     }
 
@@ -281,6 +283,20 @@ impl<'de> Deserializer<'de> for RubyDe<'_> {
             }
         }
         self.deserialize_any(visitor)
+    }
+
+    /// The value of a key no chunk struct reads ([`UNREAD`]) is not looked
+    /// at: whatever it is (a `Time`, a binary String, deep nesting), the
+    /// stock processor would not have looked either.
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, DeError> {
+        if name == UNREAD {
+            return visitor.visit_unit();
+        }
+        visitor.visit_newtype_struct(self)
     }
 
     fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {

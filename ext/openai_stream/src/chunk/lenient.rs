@@ -133,6 +133,25 @@ impl<'de> Deserialize<'de> for Skip {
     }
 }
 
+/// The value of a key no struct reads. serde_json (and any deserializer
+/// that does not know the marker) reads it like [`Skip`], nesting limit
+/// included. A deserializer over values that are already parsed (the
+/// binding's reader of Ruby Hashes) recognizes [`UNREAD`] as the name of
+/// the newtype and does not look at the value at all, as the stock Ruby
+/// processor never looks at the keys it does not read: a `created: Time.now`
+/// or an invalid UTF-8 `model` costs nothing and breaks nothing.
+pub struct Unread;
+
+/// The newtype name that marks [`Unread`] (serde_json marks its raw values
+/// the same way).
+pub const UNREAD: &str = "$openai_stream::private::Unread";
+
+impl<'de> Deserialize<'de> for Unread {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_newtype_struct(UNREAD, SkipVisitor).map(|Skip| Unread)
+    }
+}
+
 struct SkipVisitor;
 
 impl<'de> Visitor<'de> for SkipVisitor {
@@ -172,6 +191,9 @@ impl<'de> Visitor<'de> for SkipVisitor {
         Ok(Skip)
     }
     fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Skip, D::Error> {
+        Skip::deserialize(d)
+    }
+    fn visit_newtype_struct<D: Deserializer<'de>>(self, d: D) -> Result<Skip, D::Error> {
         Skip::deserialize(d)
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Skip, A::Error> {
@@ -413,7 +435,7 @@ macro_rules! lenient_struct {
                 match key {
                     $( Some($key) => out.$field = map.next_value()?, )*
                     _ => {
-                        map.next_value::<$crate::chunk::lenient::Skip>()?;
+                        map.next_value::<$crate::chunk::lenient::Unread>()?;
                     }
                 }
             }

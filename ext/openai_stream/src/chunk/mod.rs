@@ -307,5 +307,9 @@ mod tests {
         let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
         let err = Chunk::from_json(&format!(r#"{{"error": {deep}}}"#)).unwrap_err();
         assert!(err.to_string().contains("recursion limit"), "{err}");
+        // Under a key no struct reads too: JSON.parse refuses the line the
+        // same way, wherever the nesting is.
+        let err = Chunk::from_json(&format!(r#"{{"choices": [], "created": {deep}}}"#)).unwrap_err();
+        assert!(err.to_string().contains("recursion limit"), "{err}");
     }
 }
