@@ -234,17 +234,59 @@ pub unsafe fn read<'a>(hash: VALUE, out: &mut Chunk<'a>, seen: &mut Seen) -> boo
 /// What the walk saw besides the chunk.
 #[derive(Default)]
 pub struct Seen {
-    /// The String of the only text `content` of a delta or message, when
-    /// there was exactly one: the caller may return it as it is when the
-    /// core's output is that very text (as the stock processor returns
-    /// `delta[:content]`). Alive as long as the Hash is.
-    pub content: Option<VALUE>,
+    /// The only text `content` of a delta or message, when there was
+    /// exactly one and its String may stand for a new one (see
+    /// [`ContentString`]).
+    pub content: Option<ContentString>,
+}
+
+/// A `content` String of the chunk Hash that the caller may return as it
+/// is when the core's output is exactly its text, as the stock processor
+/// returns `delta[:content]` itself: a plain String (not a subclass), not
+/// frozen, tagged UTF-8, so that a new String of the same text would equal
+/// it in every way a caller can see. The core keeps its own copy of the
+/// text, so whatever the caller does to the String changes nothing inside.
+#[derive(Clone, Copy)]
+pub struct ContentString {
+    pub string: VALUE,
+    text: *const str,
+}
+
+impl ContentString {
+    /// True when the String holds exactly `text`.
+    ///
+    /// # Safety
+    ///
+    /// The Hash read is alive and no Ruby code ran since the walk.
+    pub unsafe fn holds(&self, text: &str) -> bool {
+        // SAFETY: the String's bytes, unchanged since the walk (above).
+        unsafe { &*self.text == text }
+    }
+}
+
+/// The `ContentString` of `v` (a String whose text is `text`), if it is one.
+unsafe fn content_string(v: VALUE, text: &str) -> Option<ContentString> {
+    // SAFETY: `v` is a live String (its header is read only).
+    unsafe {
+        let basic = &*(v as *const rb_sys::RBasic);
+        let plain = basic.klass == rb_sys::rb_cString
+            && basic.flags & rb_sys::ruby_fl_type::RUBY_FL_FREEZE as VALUE == 0
+            && rb_sys::ENCODING_GET(v) == utf8_encindex();
+        plain.then_some(ContentString { string: v, text })
+    }
+}
+
+/// Ruby's index of UTF-8, asked once.
+fn utf8_encindex() -> std::os::raw::c_int {
+    static INDEX: OnceLock<std::os::raw::c_int> = OnceLock::new();
+    // SAFETY: a plain getter, called with the GVL held.
+    *INDEX.get_or_init(|| unsafe { rb_sys::rb_utf8_encindex() })
 }
 
 /// State of one walk.
 struct Cx {
     keys: &'static Keys,
-    content: Option<VALUE>,
+    content: Option<ContentString>,
     /// Text contents seen.
     contents: u32,
 }
@@ -512,7 +554,7 @@ impl Members for DeltaMembers<'_, '_> {
                 // Content parts (an Array) are left to the serde path.
                 let content = match text(value) {
                     Some(Field::Value(Text(t))) => {
-                        cx.content = Some(value);
+                        cx.content = content_string(value, &t);
                         cx.contents += 1;
                         Some(Field::Value(Content::Text(t)))
                     }

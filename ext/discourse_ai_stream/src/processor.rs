@@ -24,7 +24,7 @@ use openai_stream::usage::UsageMode;
 use crate::convert::{anomaly_to_ruby, object_to_hash};
 use crate::errors;
 use crate::guard::guard;
-use crate::hash_walk::Seen;
+use crate::hash_walk::{ContentString, Seen};
 use crate::ruby_de::{read_chunk, Unsupported};
 use crate::view;
 
@@ -204,8 +204,7 @@ impl RbProcessor {
             read_chunk(ruby, &value, &unsupported, &mut chunk, &mut seen)
                 .map_err(|e| stream_error(ruby, &e.to_string()))
         })?;
-        // SAFETY: a String of the Hash (alive on the caller's stack).
-        let reuse = seen.content.map(|s| unsafe { Value::from_raw(s) });
+        let reuse = seen.content;
         // The chunk may borrow the Hash's Strings: only `f` reads it, before
         // any Ruby code runs (dropping it reads no text). Borrowed, not
         // moved into the closure: a move copies a few hundred bytes.
@@ -248,13 +247,13 @@ impl RbProcessor {
     /// Runs `f` on the core, builds the Ruby items of its output, raises its
     /// error with those items attached, then hands new anomalies to Ruby.
     /// `reuse`: a String of the chunk Hash that is returned itself when the
-    /// output is one text with exactly its bytes (see [`reusable`]).
+    /// output is one text with exactly its bytes.
     fn run(
         ruby: &Ruby,
         rb_self: Me,
         shape: Shape,
         payload: Option<Value>,
-        reuse: Option<Value>,
+        reuse: Option<ContentString>,
         f: impl FnOnce(&mut Processor) -> Result<(), openai_stream::error::Error>,
     ) -> Result<Value, Error> {
         let this: &RbProcessor = rb_self.get();
@@ -264,7 +263,9 @@ impl RbProcessor {
             // without building an Array around it.
             if let (Shape::Streamed, Ok(()), Some(text)) = (&shape, &outcome, single_text(core)) {
                 let text = match reuse {
-                    Some(s) if reusable(s, text) => s,
+                    // SAFETY: a String of the Hash, which the caller holds;
+                    // no Ruby code ran since the walk.
+                    Some(s) if unsafe { s.holds(text) } => unsafe { Value::from_raw(s.string) },
                     _ => ruby.str_new(text).as_value(),
                 };
                 return Ok((Ok(text), new_anomalies(ruby, core)?));
@@ -471,36 +472,6 @@ fn new_anomalies(ruby: &Ruby, core: &mut Processor) -> Result<Option<RArray>, Er
         list.push(anomaly_to_ruby(ruby, a)?)?;
     }
     Ok(Some(list))
-}
-
-/// True when `s`, a String of the chunk Hash, may be returned in place of a
-/// new String of `text`: the stock processor returns `delta[:content]`
-/// itself, and a new String would be equal to it in every way a caller can
-/// see (a plain, unfrozen UTF-8 String of the same bytes). The core keeps
-/// its own copy of the text, so whatever the caller does to the String
-/// changes nothing inside the processor.
-fn reusable(s: Value, text: &str) -> bool {
-    let raw = s.as_raw();
-    if rb_sys::SPECIAL_CONST_P(raw) {
-        return false;
-    }
-    // SAFETY: `s` is a live heap object (a String of the Hash being read,
-    // which the caller holds); its header and bytes are read before any
-    // Ruby code runs.
-    unsafe {
-        let basic = &*(raw as *const rb_sys::RBasic);
-        if basic.klass != rb_sys::rb_cString
-            || rb_sys::RB_BUILTIN_TYPE(raw) != rb_sys::ruby_value_type::RUBY_T_STRING
-            || basic.flags & rb_sys::ruby_fl_type::RUBY_FL_FREEZE as rb_sys::VALUE != 0
-            || rb_sys::ENCODING_GET(raw) != rb_sys::rb_utf8_encindex()
-        {
-            return false;
-        }
-        let Ok(len) = usize::try_from(rb_sys::RSTRING_LEN(raw)) else { return false };
-        len == text.len()
-            && (len == 0
-                || std::slice::from_raw_parts(rb_sys::RSTRING_PTR(raw).cast::<u8>(), len) == text.as_bytes())
-    }
 }
 
 /// The output's only item, when it is one text.

@@ -765,8 +765,14 @@ impl State {
             }
             Field::Missing | Field::Null => None,
         };
+        let own = self.usage_of(&chunk.usage);
+        if groq.is_none() && own.is_none() {
+            // Nothing merged (most chunks): the totals, and so the clamp
+            // check below, are what they were after the last merge.
+            return;
+        }
         let mut bad = Vec::new();
-        for (usage, source) in [(groq, "x_groq."), (self.usage_of(&chunk.usage), "")] {
+        for (usage, source) in [(groq, "x_groq."), (own, "")] {
             let Some(usage) = usage else { continue };
             self.usage.merge(usage, &mut |b| bad.push((source, b)));
         }
