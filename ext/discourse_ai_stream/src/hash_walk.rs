@@ -420,7 +420,10 @@ unsafe fn list<T: Default>(
         return false;
     }
     let Ok(len) = usize::try_from(unsafe { rb_sys::RARRAY_LEN(v) }) else { return false };
-    let mut items = Vec::with_capacity(len.min(16));
+    // Built in place: a list of one keeps its element inline, and moving it
+    // would copy a few hundred bytes.
+    *field = Field::Value(List::new());
+    let Field::Value(items) = field else { return false };
     for i in 0..len {
         // SAFETY: `i` is below the length; nothing changes the Array.
         let e = unsafe { rb_sys::RARRAY_AREF(v, i as isize) };
@@ -436,7 +439,6 @@ unsafe fn list<T: Default>(
             return false;
         }
     }
-    *field = Field::Value(List(items));
     true
 }
 

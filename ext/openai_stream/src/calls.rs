@@ -775,7 +775,7 @@ impl ViewSink for RootView<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chunk::{Chunk, List};
+    use crate::chunk::Chunk;
 
     /// Applies each `tool_calls` list (JSON text) as one delta, in order.
     fn run(lists: &[&str], anomalies: &mut Anomalies) -> (Calls, Vec<Applied>) {
@@ -784,8 +784,8 @@ mod tests {
         for list in lists {
             let text = format!(r#"{{"choices":[{{"delta":{{"tool_calls":{list}}}}}]}}"#);
             let chunk = Chunk::from_json(&text).expect("test JSON");
-            let choice = chunk.choices.get().and_then(|List(l)| l.first()).and_then(Field::get).unwrap();
-            let Some(List(items)) = choice.delta.get().and_then(|d| d.tool_calls.get()) else {
+            let choice = chunk.choices.get().and_then(|l| l.first()).and_then(Field::get).unwrap();
+            let Some(items) = choice.delta.get().and_then(|d| d.tool_calls.get()) else {
                 panic!("no tool_calls in {list}");
             };
             calls.begin_list();
@@ -966,8 +966,8 @@ mod tests {
         let text = r#"{"choices":[{"message":{"tool_calls":[{"id":"w","function":{"name":"f","arguments":5}},
             {"id":"x","function":"nope"}]}}]}"#;
         let chunk = Chunk::from_json(text).unwrap();
-        let choice = chunk.choices.get().and_then(|List(l)| l.first()).and_then(Field::get).unwrap();
-        let List(items) = choice.message.get().and_then(|m| m.tool_calls.get()).unwrap();
+        let choice = chunk.choices.get().and_then(|l| l.first()).and_then(Field::get).unwrap();
+        let items = choice.message.get().and_then(|m| m.tool_calls.get()).unwrap();
         let mut calls = Calls::new(false);
         let mut a = Anomalies::default();
         let first = calls.add_whole(items[0].get().unwrap(), &mut a);

@@ -17,7 +17,7 @@
 
 use serde::de::IgnoredAny;
 
-use crate::chunk::{Arguments, Chunk, Field, Id, List, Text};
+use crate::chunk::{Arguments, Chunk, Field, Id, Text};
 use crate::json::JsonValue;
 
 /// The calls the legacy processor would have run, in order.
@@ -50,12 +50,11 @@ impl LegacySimulator {
         if self.outcome.raised {
             return;
         }
-        let Some(choice) = chunk.choices.get().and_then(|List(list)| list.first()).and_then(Field::get)
-        else {
+        let Some(choice) = chunk.choices.get().and_then(|list| list.first()).and_then(Field::get) else {
             return;
         };
         let delta = choice.delta.get();
-        let tool_calls = delta.and_then(|d| d.tool_calls.get()).map(|List(l)| l.as_slice());
+        let tool_calls = delta.and_then(|d| d.tool_calls.get()).map(|l| l.as_slice());
         let finish_reason = matches!(&choice.finish_reason, Field::Value(Text(_)));
         let empty_list = matches!(tool_calls, Some([]));
         let finished = finish_reason || empty_list;

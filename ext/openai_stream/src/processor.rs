@@ -585,7 +585,7 @@ impl State {
 
     fn first_choice<'c, 'a>(&mut self, choices: &'c Field<List<Choice<'a>>>) -> Option<&'c Choice<'a>> {
         match choices {
-            Field::Value(List(list)) | Field::Converted(List(list), _) => {
+            Field::Value(list) | Field::Converted(list, _) => {
                 if list.len() > 1 && !self.reported_choices {
                     self.reported_choices = true;
                     self.anomalies.push(
@@ -709,7 +709,7 @@ impl State {
 
     fn apply_tool_calls(&mut self, delta: &Delta, finishing: bool) -> Result<(), Error> {
         let list = match &delta.tool_calls {
-            Field::Value(List(list)) | Field::Converted(List(list), _) => list,
+            Field::Value(list) | Field::Converted(list, _) => list,
             Field::Wrong(kind) => {
                 self.ignored("choices[0].delta.tool_calls", *kind);
                 return Ok(());
@@ -838,7 +838,7 @@ impl State {
     /// position (no slotting: two calls may even share an id).
     fn apply_whole_calls(&mut self, message: &Delta) -> Result<(), Error> {
         let list = match &message.tool_calls {
-            Field::Value(List(list)) | Field::Converted(List(list), _) => list,
+            Field::Value(list) | Field::Converted(list, _) => list,
             Field::Wrong(kind) => {
                 self.ignored("choices[0].message.tool_calls", *kind);
                 return Ok(());

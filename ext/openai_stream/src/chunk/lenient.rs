@@ -369,23 +369,117 @@ impl<'de> Lenient<'de> for Any {
     }
 }
 
-/// A JSON array whose elements are each read leniently.
-#[derive(Debug, Clone, PartialEq)]
-pub struct List<T>(pub Vec<Field<T>>);
+/// A JSON array whose elements are each read leniently. Nearly every list
+/// a server sends (`choices`, the `tool_calls` of a fragment) holds one
+/// element: that one is kept inline, so reading it allocates nothing.
+#[derive(Clone)]
+pub struct List<T>(Items<T>);
+
+#[derive(Clone)]
+enum Items<T> {
+    One(Field<T>),
+    Many(Vec<Field<T>>),
+}
+
+impl<T> List<T> {
+    pub const fn new() -> Self {
+        List(Items::Many(Vec::new()))
+    }
+
+    /// A list of one element.
+    pub fn one(item: Field<T>) -> Self {
+        List(Items::One(item))
+    }
+
+    pub fn push(&mut self, item: Field<T>) {
+        match &mut self.0 {
+            Items::Many(items) if items.is_empty() => self.0 = Items::One(item),
+            Items::Many(items) => items.push(item),
+            Items::One(_) => {
+                let Items::One(first) = std::mem::replace(&mut self.0, Items::Many(Vec::new())) else {
+                    unreachable!("matched One above")
+                };
+                self.0 = Items::Many(vec![first, item]);
+            }
+        }
+    }
+
+    pub fn as_slice(&self) -> &[Field<T>] {
+        match &self.0 {
+            Items::One(item) => std::slice::from_ref(item),
+            Items::Many(items) => items,
+        }
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [Field<T>] {
+        match &mut self.0 {
+            Items::One(item) => std::slice::from_mut(item),
+            Items::Many(items) => items,
+        }
+    }
+
+    pub fn into_vec(self) -> Vec<Field<T>> {
+        match self.0 {
+            Items::One(item) => vec![item],
+            Items::Many(items) => items,
+        }
+    }
+}
 
 impl<T> Default for List<T> {
     fn default() -> Self {
-        List(Vec::new())
+        List::new()
+    }
+}
+
+impl<T> std::ops::Deref for List<T> {
+    type Target = [Field<T>];
+
+    fn deref(&self) -> &[Field<T>] {
+        self.as_slice()
+    }
+}
+
+impl<T> std::ops::DerefMut for List<T> {
+    fn deref_mut(&mut self) -> &mut [Field<T>] {
+        self.as_mut_slice()
+    }
+}
+
+impl<'l, T> IntoIterator for &'l List<T> {
+    type Item = &'l Field<T>;
+    type IntoIter = std::slice::Iter<'l, Field<T>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.as_slice().iter()
+    }
+}
+
+impl<T> From<Vec<Field<T>>> for List<T> {
+    fn from(items: Vec<Field<T>>) -> Self {
+        List(Items::Many(items))
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for List<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("List").field(&self.as_slice()).finish()
+    }
+}
+
+impl<T: PartialEq> PartialEq for List<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
     }
 }
 
 impl<'de, T: Lenient<'de>> Lenient<'de> for List<T> {
     fn from_seq<A: SeqAccess<'de>>(mut seq: A) -> Result<Got<Self>, A::Error> {
-        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(16));
+        let mut items = List::new();
         while let Some(item) = seq.next_element::<Field<T>>()? {
             items.push(item);
         }
-        Ok(Got::Value(List(items)))
+        Ok(Got::Value(items))
     }
 }
 
@@ -526,5 +620,51 @@ impl<'de> Deserialize<'de> for Key<'de> {
             }
         }
         deserializer.deserialize_any(KeyVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ints(list: &List<i64>) -> Vec<Option<i64>> {
+        list.iter().map(|f| f.get().copied()).collect()
+    }
+
+    #[test]
+    fn a_list_grows_from_none_to_one_to_many_in_order() {
+        let mut list = List::new();
+        assert!(list.is_empty());
+        list.push(Field::Value(1));
+        assert_eq!(ints(&list), [Some(1)]);
+        list.push(Field::Null);
+        list.push(Field::Value(3));
+        assert_eq!(ints(&list), [Some(1), None, Some(3)]);
+        if let Some(Field::Value(last)) = list.last_mut() {
+            *last = 4;
+        }
+        assert_eq!(list.clone().into_vec(), [Field::Value(1), Field::Null, Field::Value(4)]);
+    }
+
+    #[test]
+    fn lists_compare_and_print_by_their_elements_whatever_they_hold_them_in() {
+        let inline = List::one(Field::Value(7_i64));
+        let spilled = List::from(vec![Field::Value(7_i64)]);
+        assert_eq!(inline, spilled);
+        assert_ne!(inline, List::new());
+        assert_eq!(format!("{inline:?}"), format!("{spilled:?}"));
+        assert_eq!(format!("{inline:?}"), "List([Value(7)])");
+    }
+
+    #[test]
+    fn a_json_array_reads_into_a_list() {
+        let list: Field<List<Int>> = serde_json::from_str("[1, null, 2.0, \"x\"]").unwrap();
+        let list = list.get().unwrap();
+        assert_eq!(list.len(), 4);
+        assert_eq!(list[0], Field::Value(Int(1)));
+        assert_eq!(list[1], Field::Null);
+        assert_eq!(list[3], Field::Wrong(Kind::String));
+        let one: Field<List<Int>> = serde_json::from_str("[5]").unwrap();
+        assert_eq!(one, Field::Value(List::one(Field::Value(Int(5)))));
     }
 }

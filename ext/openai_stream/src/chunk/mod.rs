@@ -162,8 +162,8 @@ impl<'de> Lenient<'de> for Content<'de> {
     }
     fn from_seq<A: SeqAccess<'de>>(seq: A) -> Result<Got<Self>, A::Error> {
         Ok(match List::<ContentPart<'de>>::from_seq(seq)? {
-            Got::Value(List(parts)) => Got::Value(Content::Parts(parts)),
-            Got::Converted(List(parts), k) => Got::Converted(Content::Parts(parts), k),
+            Got::Value(parts) => Got::Value(Content::Parts(parts.into_vec())),
+            Got::Converted(parts, k) => Got::Converted(Content::Parts(parts.into_vec()), k),
             Got::Wrong(k) => Got::Wrong(k),
         })
     }
@@ -221,14 +221,14 @@ mod tests {
         )
         .unwrap();
         let choices = c.choices.get().unwrap();
-        let delta = choices.0[0].get().unwrap().delta.get().unwrap();
-        let call = delta.tool_calls.get().unwrap().0[0].get().unwrap();
+        let delta = choices[0].get().unwrap().delta.get().unwrap();
+        let call = delta.tool_calls.get().unwrap()[0].get().unwrap();
         assert_eq!(call.index, Field::Value(Int(0)));
         assert_eq!(call.id, Field::Value(Id("call_1".into())));
         let f = call.function.get().unwrap();
         assert_eq!(f.name, Field::Value(Text("echo".into())));
         assert_eq!(f.arguments, Field::Value(Arguments::Text("".into())));
-        assert_eq!(choices.0[0].get().unwrap().finish_reason, Field::Null);
+        assert_eq!(choices[0].get().unwrap().finish_reason, Field::Null);
         assert_eq!(c.usage, Field::Null);
     }
 
@@ -236,7 +236,7 @@ mod tests {
     fn strings_without_escapes_are_borrowed() {
         let text = r#"{"choices":[{"delta":{"content":"hello"}}]}"#;
         let c = Chunk::from_json(text).unwrap();
-        let choice = c.choices.get().unwrap().0[0].get().unwrap().clone();
+        let choice = c.choices.get().unwrap()[0].get().unwrap().clone();
         match choice.delta.get().unwrap().content.get().unwrap() {
             Content::Text(Cow::Borrowed(s)) => assert_eq!(*s, "hello"),
             other => panic!("expected a borrowed string, got {other:?}"),
@@ -250,12 +250,12 @@ mod tests {
                "function":{"name":["x"],"arguments":5}}]}}],"usage":"lots"}"#,
         )
         .unwrap();
-        let choice = c.choices.get().unwrap().0[0].get().unwrap().clone();
+        let choice = c.choices.get().unwrap()[0].get().unwrap().clone();
         let delta = choice.delta.get().unwrap().clone();
         assert_eq!(delta.content, Field::Wrong(Kind::Integer));
         let calls = delta.tool_calls.get().unwrap();
-        assert_eq!(calls.0[0], Field::Wrong(Kind::Integer));
-        let call = calls.0[1].get().unwrap();
+        assert_eq!(calls[0], Field::Wrong(Kind::Integer));
+        let call = calls[1].get().unwrap();
         assert_eq!(call.index, Field::Converted(Int(1), Kind::String));
         assert_eq!(call.id, Field::Converted(Id("42".into()), Kind::Integer));
         let f = call.function.get().unwrap();
@@ -267,7 +267,7 @@ mod tests {
     #[test]
     fn duplicate_keys_last_wins() {
         let c = Chunk::from_json(r#"{"choices":[{"delta":{"content":"a","content":"b"}}]}"#).unwrap();
-        let choice = c.choices.get().unwrap().0[0].get().unwrap().clone();
+        let choice = c.choices.get().unwrap()[0].get().unwrap().clone();
         assert_eq!(choice.delta.get().unwrap().content, Field::Value(Content::Text("b".into())));
     }
 
@@ -278,7 +278,7 @@ mod tests {
                "tool_calls":[{"function":{"name":"f","arguments":{"a":[1,{"b":null}]}}}]}}]}"#,
         )
         .unwrap();
-        let choice = c.choices.get().unwrap().0[0].get().unwrap().clone();
+        let choice = c.choices.get().unwrap()[0].get().unwrap().clone();
         let delta = choice.delta.get().unwrap().clone();
         match delta.content.get().unwrap() {
             Content::Parts(parts) => {
@@ -287,7 +287,7 @@ mod tests {
             }
             other => panic!("expected parts, got {other:?}"),
         }
-        let call = delta.tool_calls.get().unwrap().0[0].get().unwrap().clone();
+        let call = delta.tool_calls.get().unwrap()[0].get().unwrap().clone();
         match call.function.get().unwrap().arguments.get().unwrap() {
             Arguments::Object(v) => assert_eq!(v.to_json(), r#"{"a":[1,{"b":null}]}"#),
             other => panic!("expected an object, got {other:?}"),

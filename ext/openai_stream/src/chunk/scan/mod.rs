@@ -615,8 +615,8 @@ impl<'a> Scanner<'a> {
     ) -> Option<()> {
         self.object_field(slot, |s, list| {
             s.array(|s| {
-                list.0.push(Field::Value(T::default()));
-                match list.0.last_mut() {
+                list.push(Field::Value(T::default()));
+                match list.last_mut() {
                     Some(Field::Value(item)) => fill(s, item),
                     _ => None,
                 }

@@ -62,7 +62,7 @@ impl Template {
         }
         let prefixed = |field: &Field<Text<'_>>| at(text, start, field, |t| &t.0);
         let choice = match &c.choices {
-            Field::Value(List(choices)) if choices.len() == 1 => match &choices[0] {
+            Field::Value(choices) if choices.len() == 1 => match &choices[0] {
                 Field::Value(choice) if choice.message == Field::Missing => choice,
                 _ => return None,
             },
@@ -76,7 +76,7 @@ impl Template {
             (Field::Value(Content::Text(_)), tool_calls) => {
                 Slot::Content { tool_calls: Absent::of(tool_calls)? }
             }
-            (content, Field::Value(List(calls))) if calls.len() == 1 => {
+            (content, Field::Value(calls)) if calls.len() == 1 => {
                 let Field::Value(call) = &calls[0] else { return None };
                 let Field::Value(function) = &call.function else { return None };
                 if !matches!(function.arguments, Field::Value(Arguments::Text(_))) {
@@ -150,7 +150,7 @@ impl Template {
                     id: id_field(*id, text),
                     function: Field::Value(function),
                 };
-                delta.tool_calls = Field::Value(List(vec![Field::Value(call)]));
+                delta.tool_calls = Field::Value(List::one(Field::Value(call)));
             }
         }
         let choice = Choice {
@@ -159,7 +159,7 @@ impl Template {
             finish_reason: self.finish_reason.get(),
             error: self.choice_error.get(),
         };
-        out.choices = Field::Value(List(vec![Field::Value(choice)]));
+        out.choices = Field::Value(List::one(Field::Value(choice)));
         out.usage = self.usage.get();
         out.x_groq = self.x_groq.get();
         out.error = self.error.get();
