@@ -430,9 +430,7 @@ unsafe fn list<T: Default>(
         if e == NIL {
             items.push(Field::Null);
         } else if unsafe { ty(e) } == ruby_value_type::RUBY_T_HASH {
-            items.push(Field::Value(T::default()));
-            let Some(Field::Value(item)) = items.last_mut() else { return false };
-            if !fill(e, item) {
+            if !fill(e, items.push_default()) {
                 return false;
             }
         } else {

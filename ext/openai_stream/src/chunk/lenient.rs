@@ -404,6 +404,23 @@ impl<T> List<T> {
         }
     }
 
+    /// Appends a default value and returns it, for readers that fill an
+    /// element in place (building it first and pushing it would copy it).
+    #[inline]
+    pub fn push_default(&mut self) -> &mut T
+    where
+        T: Default,
+    {
+        match &mut self.0 {
+            Items::Many(items) if items.is_empty() => self.0 = Items::One(Field::Value(T::default())),
+            _ => self.push(Field::Value(T::default())),
+        }
+        match self.as_mut_slice().last_mut() {
+            Some(Field::Value(item)) => item,
+            _ => unreachable!("a value was just pushed"),
+        }
+    }
+
     pub fn as_slice(&self) -> &[Field<T>] {
         match &self.0 {
             Items::One(item) => std::slice::from_ref(item),

@@ -615,11 +615,7 @@ impl<'a> Scanner<'a> {
     ) -> Option<()> {
         self.object_field(slot, |s, list| {
             s.array(|s| {
-                list.push(Field::Value(T::default()));
-                match list.last_mut() {
-                    Some(Field::Value(item)) => fill(s, item),
-                    _ => None,
-                }
+                fill(s, list.push_default())
             })
         })
     }
