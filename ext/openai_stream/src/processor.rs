@@ -244,6 +244,7 @@ impl Processor {
 
 impl State {
     /// Starts an output: view events shown last time are dropped.
+    #[inline]
     fn begin(&mut self) {
         self.out.clear();
         if self.ended {
@@ -574,6 +575,7 @@ impl State {
 
     /// `object` and `message` (read for vLLM's in-band errors) of the
     /// wrong type are reported.
+    #[inline]
     fn check_envelope(&mut self, chunk: &Chunk) {
         if let Field::Wrong(kind) = chunk.object {
             self.ignored("object", kind);
@@ -583,6 +585,7 @@ impl State {
         }
     }
 
+    #[inline]
     fn first_choice<'c, 'a>(&mut self, choices: &'c Field<List<Choice<'a>>>) -> Option<&'c Choice<'a>> {
         match choices {
             Field::Value(list) | Field::Converted(list, _) => {
@@ -656,6 +659,7 @@ impl State {
         Ok(())
     }
 
+    #[inline]
     fn delta_of<'c, 'a>(&mut self, field: &'c Field<Delta<'a>>, name: &'static str) -> Option<&'c Delta<'a>> {
         match field {
             Field::Value(d) | Field::Converted(d, _) => Some(d),
@@ -667,6 +671,7 @@ impl State {
         }
     }
 
+    #[inline]
     fn apply_content(&mut self, content: &Field<Content>) {
         match content {
             Field::Value(Content::Text(t)) if !t.is_empty() => self.out.push_text(t),
@@ -749,6 +754,7 @@ impl State {
         first_error
     }
 
+    #[inline]
     fn apply_usage(&mut self, chunk: &Chunk) {
         let groq = match &chunk.x_groq {
             Field::Value(x) | Field::Converted(x, _) => match &x.usage {
@@ -800,6 +806,7 @@ impl State {
         }
     }
 
+    #[inline]
     fn usage_of<'c>(&mut self, field: &'c Field<crate::chunk::Usage>) -> Option<&'c crate::chunk::Usage> {
         match field {
             Field::Value(u) | Field::Converted(u, _) => Some(u),

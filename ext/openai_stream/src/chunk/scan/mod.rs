@@ -613,11 +613,7 @@ impl<'a> Scanner<'a> {
         slot: &mut Field<List<T>>,
         mut fill: impl FnMut(&mut Self, &mut T) -> Option<()>,
     ) -> Option<()> {
-        self.object_field(slot, |s, list| {
-            s.array(|s| {
-                fill(s, list.push_default())
-            })
-        })
+        self.object_field(slot, |s, list| s.array(|s| fill(s, list.push_default())))
     }
 
     /// `error` fields: only an absent or null error is read here.
