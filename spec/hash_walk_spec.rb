@@ -137,6 +137,15 @@ RSpec.describe "Hash path: the fast chunk walker" do
     expect(readers({ other => [] })[1]).to eq(readers({ choices: [] })[1])
   end
 
+  it "marks the chunks it reads that own no memory, so they are forgotten instead of dropped" do
+    two_calls = tool_chunk([call("c1", "f", "{}", index: 0), call("c2", "g", "{}", index: 1)])
+    { text_chunk("hi") => true, tool_chunk([fragment(0, '{"a":')]) => true, { choices: [] } => true,
+      { choices: [text_chunk("a")[:choices][0], text_chunk("b")[:choices][0]] } => false,
+      two_calls => false, { "choices" => [] } => false }.each do |chunk, borrowed_only|
+      expect(readers(chunk)[3]).to be(borrowed_only), chunk.inspect
+    end
+  end
+
   it "gives the processor the same items either way" do
     processor = DiscourseAiStream::OpenAiMessageProcessor.new
     expect(processor.process_streamed_message(text_chunk("a"))).to eq("a")

@@ -225,9 +225,10 @@ const NIL: VALUE = ruby_special_consts::RUBY_Qnil as VALUE;
 /// change or move (a compaction) while no Ruby code runs.
 pub unsafe fn read<'a>(hash: VALUE, out: &mut Chunk<'a>, seen: &mut Seen) -> bool {
     let keys = keys();
-    let mut cx = Cx { keys, content: None, contents: 0 };
+    let mut cx = Cx { keys, content: None, contents: 0, allocated: false };
     let ok = unsafe { members(keys, hash, &mut ChunkMembers { cx: &mut cx, out }) };
     seen.content = if cx.contents == 1 { cx.content } else { None };
+    seen.borrowed_only = ok && !cx.allocated;
     ok
 }
 
@@ -238,6 +239,13 @@ pub struct Seen {
     /// exactly one and its String may stand for a new one (see
     /// [`ContentString`]).
     pub content: Option<ContentString>,
+    /// The walker read the chunk, and it owns no memory: every text borrows
+    /// the Hash's Strings and every list holds at most one element (kept
+    /// inline). Such a chunk may be forgotten instead of dropped: that
+    /// leaks nothing, and its drop glue (a check of every field of every
+    /// level) was a twentieth of a text event. A list of more elements is
+    /// the one thing the walker allocates; it clears this.
+    pub borrowed_only: bool,
 }
 
 /// A `content` String of the chunk Hash that the caller may return as it
@@ -289,6 +297,17 @@ struct Cx {
     content: Option<ContentString>,
     /// Text contents seen.
     contents: u32,
+    /// A list of more than one element was read (its elements are on the
+    /// heap).
+    allocated: bool,
+}
+
+impl Cx {
+    fn note_list<T>(&mut self, field: &Field<List<T>>) {
+        if matches!(field, Field::Value(list) if list.len() > 1) {
+            self.allocated = true;
+        }
+    }
 }
 
 /// Reads the members of a struct from the pairs of a Hash.
@@ -496,9 +515,13 @@ impl Members for ChunkMembers<'_, '_> {
         let out = &mut *self.out;
         unsafe {
             match k.code(key) {
-                Some(K::Choices) => list(value, &mut out.choices, |h, c| {
-                    members(k, h, &mut ChoiceMembers { cx: &mut *cx, out: c })
-                }),
+                Some(K::Choices) => {
+                    let ok = list(value, &mut out.choices, |h, c| {
+                        members(k, h, &mut ChoiceMembers { cx: &mut *cx, out: c })
+                    });
+                    cx.note_list(&out.choices);
+                    ok
+                }
                 Some(K::Object) => set(&mut out.object, text(value)),
                 Some(K::Message) => set(&mut out.message, text(value)),
                 Some(K::Usage) => set(&mut out.usage, null(value)),
@@ -563,9 +586,11 @@ impl Members for DeltaMembers<'_, '_> {
                 };
                 set(&mut out.content, content)
             } else if code == Some(K::ToolCalls) {
-                list(value, &mut out.tool_calls, |h, c| {
+                let ok = list(value, &mut out.tool_calls, |h, c| {
                     members(k, h, &mut ToolCallMembers { cx: &mut *cx, out: c })
-                })
+                });
+                cx.note_list(&out.tool_calls);
+                ok
             } else {
                 unknown(code, DELTA_NAMES, key)
             }

@@ -208,13 +208,18 @@ impl RbProcessor {
         // The chunk may borrow the Hash's Strings: only `f` reads it, before
         // any Ruby code runs (dropping it reads no text). Borrowed, not
         // moved into the closure: a move copies a few hundred bytes.
-        let chunk = &chunk;
-        Self::run(ruby, rb_self, shape, Some(value), reuse, move |core| {
+        let read = &chunk;
+        let result = Self::run(ruby, rb_self, shape, Some(value), reuse, move |core| {
             for anomaly in unsupported.into_inner() {
                 core.push_anomaly(anomaly);
             }
-            f(core, chunk)
-        })
+            f(core, read)
+        });
+        if seen.borrowed_only {
+            // It owns nothing: forgetting it leaks nothing (see `Seen`).
+            std::mem::forget(chunk);
+        }
+        result
     }
 
     /// The one way into the core, for every entry point: refuses a poisoned

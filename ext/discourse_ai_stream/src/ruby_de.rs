@@ -90,15 +90,18 @@ pub fn serde_chunk(ruby: &Ruby, value: Value, unsupported: &Unsupported) -> Resu
 
 /// `DiscourseAiStream::Native.hash_readers_for_tests(value)`: the chunk the
 /// fast walker reads (nil when it leaves the value to serde) and what serde
-/// reads (the chunk, or its error), both as debug text, and the messages of
-/// the anomalies serde found; the specs compare them.
+/// reads (the chunk, or its error), both as debug text, the messages of
+/// the anomalies serde found, and whether the walker's chunk may be
+/// forgotten instead of dropped (`Seen::borrowed_only`); the specs compare
+/// them.
 pub fn hash_readers_for_tests(ruby: &Ruby, value: Value) -> Result<RArray, magnus::Error> {
     crate::guard::guard(ruby, || {
+        let mut seen = hash_walk::Seen::default();
         let fast = match RHash::from_value(value) {
             // SAFETY: a Hash; the chunk is formatted before Ruby code runs.
             Some(_) => {
                 let mut chunk = Chunk::default();
-                unsafe { hash_walk::read(value.as_raw(), &mut chunk, &mut hash_walk::Seen::default()) }
+                unsafe { hash_walk::read(value.as_raw(), &mut chunk, &mut seen) }
                     .then(|| format!("{chunk:?}"))
             }
             None => None,
@@ -116,6 +119,7 @@ pub fn hash_readers_for_tests(ruby: &Ruby, value: Value) -> Result<RArray, magnu
             fast.into_value_with(ruby),
             serde.into_value_with(ruby),
             classes.as_value(),
+            seen.borrowed_only.into_value_with(ruby),
         ]))
     })
 }
