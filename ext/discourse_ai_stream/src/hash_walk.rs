@@ -20,6 +20,9 @@
 //! Here keys are matched by identity against Symbols interned once (a Symbol
 //! is unique per name), types are read from the object header, nil, true and
 //! false are compared as constants, and Strings are borrowed, not copied.
+//! Each Hash is iterated once by a small callback that only notes the values
+//! of the keys its struct reads ([`Found`]); those are read afterwards, in
+//! one plain function per struct.
 //!
 //! Nothing here calls Ruby code or allocates Ruby objects, so no collection
 //! can run while it reads, and no Ruby exception can unwind through it.
@@ -35,6 +38,7 @@ use rb_sys::{ruby_special_consts, ruby_value_type, VALUE};
 
 /// The keys the walker knows.
 #[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
 enum K {
     Choices,
     Usage,
@@ -156,13 +160,33 @@ fn fast_foreach() -> Option<StlikeForeach> {
     None
 }
 
-/// Names of the keys each struct reads (what `lenient_struct!` declares in
-/// the core's chunk module).
-const CHUNK_NAMES: &[&str] = &["choices", "usage", "x_groq", "error", "object", "message"];
-const CHOICE_NAMES: &[&str] = &["delta", "message", "finish_reason", "error"];
-const DELTA_NAMES: &[&str] = &["content", "tool_calls"];
-const TOOL_CALL_NAMES: &[&str] = &["index", "id", "function"];
-const FUNCTION_NAMES: &[&str] = &["name", "arguments", "id"];
+/// Slots of [`Found`]: one per key code.
+const CODES: usize = K::Skipped as usize + 1;
+
+const fn bit(k: K) -> u32 {
+    1 << k as u32
+}
+
+/// The keys one struct reads: as codes (a bit each) and as names (what
+/// `lenient_struct!` declares in the core's chunk module).
+struct Level {
+    reads: u32,
+    names: &'static [&'static str],
+}
+
+const CHUNK: Level = Level {
+    reads: bit(K::Choices) | bit(K::Usage) | bit(K::XGroq) | bit(K::Error) | bit(K::Object) | bit(K::Message),
+    names: &["choices", "usage", "x_groq", "error", "object", "message"],
+};
+const CHOICE: Level = Level {
+    reads: bit(K::Delta) | bit(K::Message) | bit(K::FinishReason) | bit(K::Error),
+    names: &["delta", "message", "finish_reason", "error"],
+};
+const DELTA: Level = Level { reads: bit(K::Content) | bit(K::ToolCalls), names: &["content", "tool_calls"] };
+const TOOL_CALL: Level =
+    Level { reads: bit(K::Index) | bit(K::Id) | bit(K::Function), names: &["index", "id", "function"] };
+const FUNCTION: Level =
+    Level { reads: bit(K::Name) | bit(K::Arguments) | bit(K::Id), names: &["name", "arguments", "id"] };
 
 /// Keys no struct reads that servers send on every event, interned so that
 /// skipping them costs a comparison.
@@ -226,7 +250,7 @@ const NIL: VALUE = ruby_special_consts::RUBY_Qnil as VALUE;
 pub unsafe fn read<'a>(hash: VALUE, out: &mut Chunk<'a>, seen: &mut Seen) -> bool {
     let keys = keys();
     let mut cx = Cx { keys, content: None, contents: 0, allocated: false };
-    let ok = unsafe { members(keys, hash, &mut ChunkMembers { cx: &mut cx, out }) };
+    let ok = unsafe { chunk(&mut cx, hash, out) };
     seen.content = if cx.contents == 1 { cx.content } else { None };
     seen.borrowed_only = ok && !cx.allocated;
     ok
@@ -310,53 +334,90 @@ impl Cx {
     }
 }
 
-/// Reads the members of a struct from the pairs of a Hash.
-trait Members {
-    /// One pair; false: the serde path must read the whole chunk.
-    ///
-    /// # Safety
-    ///
-    /// `key` and `value` are live Ruby values.
-    unsafe fn member(&mut self, key: VALUE, value: VALUE) -> bool;
+/// The values of the keys a struct reads, collected from a Hash in one
+/// iteration and read afterwards: the iteration callback stays a leaf that
+/// costs a table probe per pair, and the keys no struct reads (most of
+/// them) cost nothing more. A Hash holds each Symbol once, so a key is
+/// found at most once.
+struct Found {
+    present: u32,
+    values: [VALUE; CODES],
 }
 
-/// Feeds every pair of `hash` to `m`; false when one was refused.
+impl Found {
+    fn get(&self, k: K) -> Option<VALUE> {
+        (self.present & bit(k) != 0).then(|| self.values[k as usize])
+    }
+}
+
+struct Collect<'k> {
+    keys: &'k Keys,
+    level: &'static Level,
+    found: Found,
+    ok: bool,
+}
+
+/// The pairs of `hash` whose keys `level` reads; None when a key must be
+/// left to the serde path (see [`unread_symbol`]).
 ///
 /// # Safety
 ///
 /// `hash` is a Hash that no Ruby code changes while this runs.
-unsafe fn members<M: Members>(keys: &Keys, hash: VALUE, m: &mut M) -> bool {
-    let mut walk = Walk { members: m, ok: true };
-    let arg = &mut walk as *mut Walk<M> as VALUE;
+unsafe fn collect(keys: &Keys, hash: VALUE, level: &'static Level) -> Option<Found> {
+    let mut c = Collect { keys, level, found: Found { present: 0, values: [0; CODES] }, ok: true };
+    let arg = &mut c as *mut Collect as VALUE;
     // SAFETY: the callback only reads the pairs (no Ruby call, no
-    // allocation, no exception, no panic), and `walk` outlives the call.
+    // allocation, no exception, no panic), and `c` outlives the call.
     unsafe {
         match keys.foreach {
             Some(foreach) => {
-                foreach(hash, Some(each_pair::<M>), arg);
+                foreach(hash, Some(collect_pair), arg);
             }
-            None => rb_sys::rb_hash_foreach(hash, Some(each_pair::<M>), arg),
+            None => rb_sys::rb_hash_foreach(hash, Some(collect_pair), arg),
         }
     }
-    walk.ok
+    c.ok.then_some(c.found)
 }
 
-struct Walk<'m, M> {
-    members: &'m mut M,
-    ok: bool,
-}
-
-/// Hash iteration callback: one pair to the `Walk` in `arg`.
-unsafe extern "C" fn each_pair<M: Members>(key: VALUE, value: VALUE, arg: VALUE) -> c_int {
-    // SAFETY: `arg` is the `&mut Walk<M>` given to the iteration, alive
-    // and not otherwise borrowed while it runs.
-    let walk = unsafe { &mut *(arg as *mut Walk<M>) };
-    if unsafe { walk.members.member(key, value) } {
-        rb_sys::st_retval::ST_CONTINUE as c_int
-    } else {
-        walk.ok = false;
-        rb_sys::st_retval::ST_STOP as c_int
+/// Hash iteration callback: notes the pair in the `Collect` in `arg` when
+/// its key is one the level reads.
+unsafe extern "C" fn collect_pair(key: VALUE, value: VALUE, arg: VALUE) -> c_int {
+    // SAFETY: `arg` is the `&mut Collect` given to the iteration, alive and
+    // not otherwise borrowed while it runs.
+    let c = unsafe { &mut *(arg as *mut Collect) };
+    match c.keys.code(key) {
+        Some(k) => {
+            if c.level.reads & bit(k) != 0 {
+                c.found.present |= bit(k);
+                c.found.values[k as usize] = value;
+            }
+        }
+        None if unsafe { unread_symbol(key, c.level.names) } => {}
+        None => {
+            c.ok = false;
+            return rb_sys::st_retval::ST_STOP as c_int;
+        }
     }
+    rb_sys::st_retval::ST_CONTINUE as c_int
+}
+
+/// True for a key the walker did not intern that is a Symbol no struct of
+/// `names` reads: its value is skipped unseen, as the serde path skips it.
+/// False when the serde path must decide: a key that is not a Symbol (a
+/// String key may name a field), or a Symbol whose name is one of `names`
+/// without being the interned one.
+#[cold]
+#[inline(never)]
+unsafe fn unread_symbol(key: VALUE, names: &[&str]) -> bool {
+    if !unsafe { rb_sys::RB_SYMBOL_P(key) } {
+        return false;
+    }
+    matches!(unsafe { symbol_name(key) }, Some(name) if !names.contains(&name))
+}
+
+/// Runs `read` on the value of a key that was there; true when it was not.
+fn each(value: Option<VALUE>, read: impl FnOnce(VALUE) -> bool) -> bool {
+    value.is_none_or(read)
 }
 
 /// The Ruby type of a value (immediates included).
@@ -487,180 +548,89 @@ unsafe fn symbol_name<'s>(sym: VALUE) -> Option<&'s str> {
     unsafe { str_of(name) }
 }
 
-/// A key the struct does not read: its value is skipped unseen, as the serde
-/// path skips it ([`openai_stream::chunk::lenient::Unread`]). False when the
-/// serde path must decide: a key that is not a Symbol (a String key may name
-/// a field), or a Symbol whose name is one of `names` without being the
-/// interned one. `code` is what the key is when it is an interned Symbol
-/// (then another struct's key, or one no struct reads).
-unsafe fn unknown(code: Option<K>, names: &[&str], key: VALUE) -> bool {
-    if code.is_some() {
-        return true;
+/// A chunk (the top-level Hash).
+unsafe fn chunk<'a>(cx: &mut Cx, hash: VALUE, out: &mut Chunk<'a>) -> bool {
+    let Some(f) = (unsafe { collect(cx.keys, hash, &CHUNK) }) else { return false };
+    unsafe {
+        each(f.get(K::Choices), |v| {
+            let ok = list(v, &mut out.choices, |h, c| choice(cx, h, c));
+            cx.note_list(&out.choices);
+            ok
+        }) && each(f.get(K::Object), |v| set(&mut out.object, text(v)))
+            && each(f.get(K::Message), |v| set(&mut out.message, text(v)))
+            && each(f.get(K::Usage), |v| set(&mut out.usage, null(v)))
+            && each(f.get(K::XGroq), |v| set(&mut out.x_groq, null(v)))
+            && each(f.get(K::Error), |v| set(&mut out.error, null(v)))
     }
-    if !unsafe { rb_sys::RB_SYMBOL_P(key) } {
-        return false;
-    }
-    matches!(unsafe { symbol_name(key) }, Some(name) if !names.contains(&name))
 }
 
-struct ChunkMembers<'o, 'a> {
-    cx: &'o mut Cx,
-    out: &'o mut Chunk<'a>,
+/// A choice (a Hash in `choices`).
+unsafe fn choice<'a>(cx: &mut Cx, hash: VALUE, out: &mut Choice<'a>) -> bool {
+    let Some(f) = (unsafe { collect(cx.keys, hash, &CHOICE) }) else { return false };
+    unsafe {
+        each(f.get(K::Delta), |v| object(v, &mut out.delta, |h, d| delta(cx, h, d)))
+            && each(f.get(K::FinishReason), |v| set(&mut out.finish_reason, text(v)))
+            && each(f.get(K::Message), |v| object(v, &mut out.message, |h, d| delta(cx, h, d)))
+            && each(f.get(K::Error), |v| set(&mut out.error, null(v)))
+    }
 }
 
-impl Members for ChunkMembers<'_, '_> {
-    unsafe fn member(&mut self, key: VALUE, value: VALUE) -> bool {
-        let cx = &mut *self.cx;
-        let k = cx.keys;
-        let out = &mut *self.out;
-        unsafe {
-            match k.code(key) {
-                Some(K::Choices) => {
-                    let ok = list(value, &mut out.choices, |h, c| {
-                        members(k, h, &mut ChoiceMembers { cx: &mut *cx, out: c })
-                    });
-                    cx.note_list(&out.choices);
-                    ok
+/// A delta or a message.
+unsafe fn delta<'a>(cx: &mut Cx, hash: VALUE, out: &mut Delta<'a>) -> bool {
+    let Some(f) = (unsafe { collect(cx.keys, hash, &DELTA) }) else { return false };
+    unsafe {
+        each(f.get(K::Content), |v| {
+            // Content parts (an Array) are left to the serde path.
+            let content = match text(v) {
+                Some(Field::Value(Text(t))) => {
+                    cx.content = content_string(v, &t);
+                    cx.contents += 1;
+                    Some(Field::Value(Content::Text(t)))
                 }
-                Some(K::Object) => set(&mut out.object, text(value)),
-                Some(K::Message) => set(&mut out.message, text(value)),
-                Some(K::Usage) => set(&mut out.usage, null(value)),
-                Some(K::XGroq) => set(&mut out.x_groq, null(value)),
-                Some(K::Error) => set(&mut out.error, null(value)),
-                code => unknown(code, CHUNK_NAMES, key),
-            }
-        }
+                Some(_) => Some(Field::Null),
+                None => None,
+            };
+            set(&mut out.content, content)
+        }) && each(f.get(K::ToolCalls), |v| {
+            let ok = list(v, &mut out.tool_calls, |h, c| tool_call(cx, h, c));
+            cx.note_list(&out.tool_calls);
+            ok
+        })
     }
 }
 
-/// Members of a choice (a Hash in `choices`, nesting 2).
-struct ChoiceMembers<'o, 'a> {
-    cx: &'o mut Cx,
-    out: &'o mut Choice<'a>,
-}
-
-impl Members for ChoiceMembers<'_, '_> {
-    unsafe fn member(&mut self, key: VALUE, value: VALUE) -> bool {
-        let cx = &mut *self.cx;
-        let k = cx.keys;
-        let out = &mut *self.out;
-        unsafe {
-            match k.code(key) {
-                Some(K::Delta) => object(value, &mut out.delta, |h, d| {
-                    members(k, h, &mut DeltaMembers { cx: &mut *cx, out: d })
-                }),
-                Some(K::FinishReason) => set(&mut out.finish_reason, text(value)),
-                Some(K::Message) => object(value, &mut out.message, |h, d| {
-                    members(k, h, &mut DeltaMembers { cx: &mut *cx, out: d })
-                }),
-                Some(K::Error) => set(&mut out.error, null(value)),
-                code => unknown(code, CHOICE_NAMES, key),
-            }
-        }
-    }
-}
-
-/// Members of a delta or message (nesting 3).
-struct DeltaMembers<'o, 'a> {
-    cx: &'o mut Cx,
-    out: &'o mut Delta<'a>,
-}
-
-impl Members for DeltaMembers<'_, '_> {
-    unsafe fn member(&mut self, key: VALUE, value: VALUE) -> bool {
-        let cx = &mut *self.cx;
-        let k = cx.keys;
-        let out = &mut *self.out;
-        unsafe {
-            let code = k.code(key);
-            if code == Some(K::Content) {
-                // Content parts (an Array) are left to the serde path.
-                let content = match text(value) {
-                    Some(Field::Value(Text(t))) => {
-                        cx.content = content_string(value, &t);
-                        cx.contents += 1;
-                        Some(Field::Value(Content::Text(t)))
-                    }
-                    Some(_) => Some(Field::Null),
-                    None => None,
-                };
-                set(&mut out.content, content)
-            } else if code == Some(K::ToolCalls) {
-                let ok = list(value, &mut out.tool_calls, |h, c| {
-                    members(k, h, &mut ToolCallMembers { cx: &mut *cx, out: c })
-                });
-                cx.note_list(&out.tool_calls);
-                ok
-            } else {
-                unknown(code, DELTA_NAMES, key)
-            }
-        }
-    }
-}
-
-/// Members of a tool call delta (a Hash in `tool_calls`, nesting 5).
-struct ToolCallMembers<'o, 'a> {
-    cx: &'o mut Cx,
-    out: &'o mut ToolCallDelta<'a>,
-}
-
-impl Members for ToolCallMembers<'_, '_> {
-    unsafe fn member(&mut self, key: VALUE, value: VALUE) -> bool {
-        let cx = &mut *self.cx;
-        let k = cx.keys;
-        let out = &mut *self.out;
-        unsafe {
-            let code = k.code(key);
-            if code == Some(K::Function) {
-                object(value, &mut out.function, |h, f| {
-                    members(k, h, &mut FunctionMembers { cx: &mut *cx, out: f })
-                })
-            } else if code == Some(K::Index) {
-                let index = if value == NIL {
+/// A tool call delta (a Hash in `tool_calls`).
+unsafe fn tool_call<'a>(cx: &mut Cx, hash: VALUE, out: &mut ToolCallDelta<'a>) -> bool {
+    let Some(f) = (unsafe { collect(cx.keys, hash, &TOOL_CALL) }) else { return false };
+    unsafe {
+        each(f.get(K::Function), |v| object(v, &mut out.function, |h, d| function(cx, h, d)))
+            && each(f.get(K::Index), |v| {
+                let index = if v == NIL {
                     Some(Field::Null)
-                } else if rb_sys::FIXNUM_P(value) {
-                    Some(Field::Value(Int(rb_sys::FIX2LONG(value) as i64)))
+                } else if rb_sys::FIXNUM_P(v) {
+                    Some(Field::Value(Int(rb_sys::FIX2LONG(v) as i64)))
                 } else {
                     None
                 };
                 set(&mut out.index, index)
-            } else if code == Some(K::Id) {
-                set(&mut out.id, id(value))
-            } else {
-                unknown(code, TOOL_CALL_NAMES, key)
-            }
-        }
+            })
+            && each(f.get(K::Id), |v| set(&mut out.id, id(v)))
     }
 }
 
-/// Members of a tool call's `function` (nesting 6).
-struct FunctionMembers<'o, 'a> {
-    cx: &'o mut Cx,
-    out: &'o mut Function<'a>,
-}
-
-impl Members for FunctionMembers<'_, '_> {
-    unsafe fn member(&mut self, key: VALUE, value: VALUE) -> bool {
-        let cx = &mut *self.cx;
-        let k = cx.keys;
-        let out = &mut *self.out;
-        unsafe {
-            let code = k.code(key);
-            if code == Some(K::Arguments) {
-                // Object arguments are left to the serde path.
-                let arguments = match text(value) {
-                    Some(Field::Value(Text(t))) => Some(Field::Value(Arguments::Text(t))),
-                    Some(_) => Some(Field::Null),
-                    None => None,
-                };
-                set(&mut out.arguments, arguments)
-            } else if code == Some(K::Name) {
-                set(&mut out.name, text(value))
-            } else if code == Some(K::Id) {
-                set(&mut out.id, id(value))
-            } else {
-                unknown(code, FUNCTION_NAMES, key)
-            }
-        }
+/// A tool call's `function`.
+unsafe fn function<'a>(cx: &mut Cx, hash: VALUE, out: &mut Function<'a>) -> bool {
+    let Some(f) = (unsafe { collect(cx.keys, hash, &FUNCTION) }) else { return false };
+    unsafe {
+        each(f.get(K::Arguments), |v| {
+            // Object arguments are left to the serde path.
+            let arguments = match text(v) {
+                Some(Field::Value(Text(t))) => Some(Field::Value(Arguments::Text(t))),
+                Some(_) => Some(Field::Null),
+                None => None,
+            };
+            set(&mut out.arguments, arguments)
+        }) && each(f.get(K::Name), |v| set(&mut out.name, text(v)))
+            && each(f.get(K::Id), |v| set(&mut out.id, id(v)))
     }
 }
