@@ -86,6 +86,7 @@ impl Me {
 }
 
 impl TryConvert for Me {
+    #[inline]
     fn try_convert(value: Value) -> Result<Self, Error> {
         let raw = value.as_raw();
         // `DataType` is `repr(transparent)` over Ruby's `rb_data_type_t`.
@@ -466,20 +467,26 @@ impl RbProcessor {
 }
 
 /// New anomalies as an Array of Hashes, or None.
+#[inline]
 fn new_anomalies(ruby: &Ruby, core: &mut Processor) -> Result<Option<RArray>, Error> {
-    let anomalies = core.anomalies_mut();
-    if !anomalies.has_new() {
+    if !core.anomalies_mut().has_new() {
         return Ok(None);
     }
-    let fresh = anomalies.take_new();
+    anomalies_to_ruby(ruby, core).map(Some)
+}
+
+#[inline(never)]
+fn anomalies_to_ruby(ruby: &Ruby, core: &mut Processor) -> Result<RArray, Error> {
+    let fresh = core.anomalies_mut().take_new();
     let list = ruby.ary_new_capa(fresh.len());
     for a in fresh {
         list.push(anomaly_to_ruby(ruby, a)?)?;
     }
-    Ok(Some(list))
+    Ok(list)
 }
 
 /// The output's only item, when it is one text.
+#[inline]
 fn single_text(core: &Processor) -> Option<&str> {
     let out = core.output();
     if out.len() != 1 {
