@@ -157,7 +157,10 @@ RSpec.describe "bad input" do
     processor.decode_chunk(sse([tool_chunk([fragment(9, '{"lost":1}')])], done: false))
     kinds = processor.anomalies.map { |a| a[:kind] }
     expect(processor.anomalies.first).to include(kind: :non_json_data, excerpt: "ping", count: 5000)
-    expect(kinds.count(:non_json_data)).to be <= 51
+    expect(kinds.count(:non_json_data)).to eq(50)
+    expect(processor.anomalies).to include(kind: :anomaly_limit,
+                                           message: "more than 50 non_json_data anomalies; later ones are only counted")
+    expect(processor.dropped_anomalies).to eq(201 - 50)
     expect(kinds.last).to eq(:orphan_fragment)
     expect(processor.anomalies.last[:excerpt]).to eq('{"lost":1}')
   end

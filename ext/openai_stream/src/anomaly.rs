@@ -209,7 +209,8 @@ pub fn excerpt_bytes(bytes: &[u8]) -> String {
 /// count is kept (one `anomaly_limit` entry says so). An anomaly identical to
 /// one already kept (and not about a call) only counts on that one, and noise (payloads skipped as
 /// keep-alives or non-chunks) keeps at most [`Anomalies::NOISE_LIMIT`]
-/// entries per kind, so a stream of pings cannot push real anomalies out.
+/// entries per kind, so a stream of pings cannot push real anomalies out
+/// (again one `anomaly_limit` entry per kind says so).
 #[derive(Debug, Default)]
 pub struct Anomalies {
     list: Vec<Anomaly>,
@@ -220,6 +221,8 @@ pub struct Anomalies {
     seen: HashMap<u64, usize>,
     /// Noise entries kept, per noise kind.
     noise: [usize; 2],
+    /// The noise cap of each noise kind was announced.
+    noise_reported: [bool; 2],
     limit_reported: bool,
 }
 
@@ -243,13 +246,36 @@ impl Anomalies {
             AnomalyKind::UnexpectedPayload => Some(1),
             _ => None,
         };
-        if let Some(n) = noise.and_then(|i| self.noise.get_mut(i)) {
-            if *n >= Self::NOISE_LIMIT {
+        if let Some(i) = noise {
+            let kept = self.noise.get(i).copied().unwrap_or(0);
+            if kept >= Self::NOISE_LIMIT {
                 self.dropped += 1;
+                if let Some(reported @ false) = self.noise_reported.get_mut(i) {
+                    *reported = true;
+                    let note = Anomaly::new(
+                        AnomalyKind::AnomalyLimit,
+                        format!(
+                            "more than {} {} anomalies; later ones are only counted",
+                            Self::NOISE_LIMIT,
+                            anomaly.kind.name()
+                        ),
+                    );
+                    // Past the overall limit its own entry says enough.
+                    if self.list.len() < Self::LIMIT {
+                        self.list.push(note);
+                    }
+                }
                 return;
             }
-            *n += 1;
+            if let Some(n) = self.noise.get_mut(i) {
+                *n += 1;
+            }
         }
+        self.keep(anomaly, key);
+    }
+
+    /// Keeps `anomaly` (found again by `key`), or counts it past the limit.
+    fn keep(&mut self, anomaly: Anomaly, key: Option<u64>) {
         if self.list.len() < Self::LIMIT {
             if let Some(key) = key {
                 self.seen.entry(key).or_insert(self.list.len());
@@ -360,8 +386,22 @@ mod tests {
         for i in 0..100 {
             a.push(Anomaly::new(AnomalyKind::OrphanFragment, format!("real {i}")));
         }
-        assert_eq!(a.len(), 2 * Anomalies::NOISE_LIMIT + 100);
+        // One `anomaly_limit` entry per noise kind says the rest is counted.
+        assert_eq!(a.len(), 2 * Anomalies::NOISE_LIMIT + 2 + 100);
         assert_eq!(a.all().iter().filter(|x| x.kind == AnomalyKind::OrphanFragment).count(), 100);
+        let notes: Vec<&str> = a
+            .all()
+            .iter()
+            .filter(|x| x.kind == AnomalyKind::AnomalyLimit)
+            .map(|x| x.message.as_str())
+            .collect();
+        assert_eq!(
+            notes,
+            [
+                "more than 50 non_json_data anomalies; later ones are only counted",
+                "more than 50 unexpected_payload anomalies; later ones are only counted"
+            ]
+        );
         assert_eq!(a.dropped(), 2 * (5000 - Anomalies::NOISE_LIMIT as u64));
     }
 }
