@@ -113,6 +113,25 @@ RSpec.describe "ToolCall failures" do
     expect(processor.finish).to eq([])
   end
 
+  it "a ToolCall class that raises in a read that also raises a StreamError: the call is an anomaly, not lost" do
+    broken = Class.new(DiscourseAiStream::ToolCall) do
+      def initialize(id:, **kwargs)
+        raise KeyError, "no #{id}" if id.start_with?("bad")
+
+        super
+      end
+    end
+    processor = DiscourseAiStream::OpenAiMessageProcessor.new(tool_call_class: broken)
+    calls = sse([tool_chunk([call("ok", "f", "{}", index: 0), call("bad", "g", '{"a":1}', index: 1)],
+                            finish: "tool_calls")], done: false)
+    read = "#{calls}data: {\"choices\": [}\n\n"
+    expect { processor.decode_chunk(read) }.to raise_error(DiscourseAiStream::StreamError) { |e|
+      expect(ids_in(e.items)).to eq(%w[ok])
+    }
+    expect(processor.anomalies).to include(include(kind: :tool_call_failed, id: "bad", name: "g",
+                                                   message: /KeyError \(no bad\).*not returned/))
+  end
+
   it "lets an exception that is not a StandardError through, and the processor stays usable" do
     interrupting = Class.new(DiscourseAiStream::ToolCall) do
       def initialize(**kwargs)

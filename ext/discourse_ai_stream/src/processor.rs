@@ -288,6 +288,19 @@ impl RbProcessor {
             for note in notes {
                 core.push_anomaly(note);
             }
+            if outcome.is_err() || passthrough.is_some() {
+                // Another error is raised in place of the ToolCallError:
+                // the calls it would have named are recorded here instead.
+                for failed in &tool_call_errors {
+                    let note = call_anomaly(
+                        core,
+                        failed.call,
+                        AnomalyKind::ToolCallFailed,
+                        format!("the tool call class raised {}; the call is not returned", failed.error),
+                    );
+                    core.push_anomaly(note);
+                }
+            }
             let anomalies = new_anomalies(ruby, core)?;
             if let Some(e) = passthrough {
                 return Ok((Err(e), anomalies));
@@ -370,6 +383,7 @@ impl RbProcessor {
                             built.first_exception = e.value();
                         }
                         built.tool_call_errors.push(FailedToolCall {
+                            call,
                             id: info.map(|c| c.id.clone()).unwrap_or_default(),
                             name: info.map(|c| c.name.clone()).unwrap_or_default(),
                             error: describe(&e),
@@ -552,6 +566,7 @@ struct Built {
 /// A completed call whose ToolCall could not be built. Plain Rust data: it
 /// is kept in a Vec, which the GC does not see.
 pub struct FailedToolCall {
+    pub call: CallId,
     pub id: String,
     pub name: String,
     /// What the class raised, described.

@@ -61,6 +61,9 @@ pub enum AnomalyKind {
     NegativePromptTokens,
     /// Too many anomalies in one stream; later ones are only counted.
     AnomalyLimit,
+    /// The tool call class raised building a completed call, and an error
+    /// of the stream was raised in place of the `ToolCallError`.
+    ToolCallFailed,
 }
 
 impl AnomalyKind {
@@ -91,6 +94,7 @@ impl AnomalyKind {
             AnomalyKind::UnsupportedValue => "unsupported_value",
             AnomalyKind::NegativePromptTokens => "negative_prompt_tokens",
             AnomalyKind::AnomalyLimit => "anomaly_limit",
+            AnomalyKind::ToolCallFailed => "tool_call_failed",
         }
     }
 }
