@@ -3,7 +3,7 @@
 //! [`Chunk`], for the shapes servers send on every event.
 //!
 //! It builds exactly the `Chunk` the serde path ([`crate::ruby_de`]) builds,
-//! and gives up (`None`) on anything it does not read the same way: a key
+//! and gives up (returns false) on anything it does not read the same way: a key
 //! that is not a Symbol, a Symbol that is not one of ours but has the name of
 //! a field, a field of an unexpected type (the lenient model records those
 //! as `Converted` or `Wrong`), content parts, object arguments, error and
@@ -243,8 +243,8 @@ const NIL: VALUE = ruby_special_consts::RUBY_Qnil as VALUE;
 ///
 /// # Safety
 ///
-/// `hash` must be a Hash, and the chunk must be dropped before any Ruby code
-/// runs: its texts borrow the bytes of the Hash's Strings, which the caller
+/// `hash` must be a Hash, and the chunk must be dropped (or forgotten, see
+/// [`Seen::borrowed_only`]) before any Ruby code runs: its texts borrow the bytes of the Hash's Strings, which the caller
 /// keeps alive (the Hash is an argument on its stack) and which nothing can
 /// change or move (a compaction) while no Ruby code runs.
 pub unsafe fn read<'a>(hash: VALUE, out: &mut Chunk<'a>, seen: &mut Seen) -> bool {
