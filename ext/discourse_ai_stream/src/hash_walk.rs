@@ -244,9 +244,10 @@ const NIL: VALUE = ruby_special_consts::RUBY_Qnil as VALUE;
 /// # Safety
 ///
 /// `hash` must be a Hash, and the chunk must be dropped (or forgotten, see
-/// [`Seen::borrowed_only`]) before any Ruby code runs: its texts borrow the bytes of the Hash's Strings, which the caller
-/// keeps alive (the Hash is an argument on its stack) and which nothing can
-/// change or move (a compaction) while no Ruby code runs.
+/// [`Seen::borrowed_only`]) before any Ruby code runs: its texts borrow the
+/// bytes of the Hash's Strings, which the caller keeps alive (the Hash is an
+/// argument on its stack) and which nothing can change or move (a
+/// compaction) while no Ruby code runs.
 pub unsafe fn read<'a>(hash: VALUE, out: &mut Chunk<'a>, seen: &mut Seen) -> bool {
     let keys = keys();
     let mut cx = Cx { keys, content: None, contents: 0, allocated: false };
@@ -471,11 +472,12 @@ fn set<T>(field: &mut Field<T>, value: Option<Field<T>>) -> bool {
     }
 }
 
-/// An id field: a UTF-8 String or nil (Integer ids, converted, are left to
-/// the serde path).
-unsafe fn id<'a>(v: VALUE) -> Option<Field<Id<'a>>> {
+/// A field read from a text, `wrap`ped: a UTF-8 String or nil. What reads
+/// other types (Integer ids, content parts, object arguments) is left to the
+/// serde path.
+unsafe fn text_as<'a, T>(v: VALUE, wrap: impl FnOnce(Cow<'a, str>) -> T) -> Option<Field<T>> {
     Some(match unsafe { text(v) }? {
-        Field::Value(Text(t)) => Field::Value(Id(t)),
+        Field::Value(Text(t)) => Field::Value(wrap(t)),
         _ => Field::Null,
     })
 }
@@ -580,16 +582,11 @@ unsafe fn delta<'a>(cx: &mut Cx, hash: VALUE, out: &mut Delta<'a>) -> bool {
     let Some(f) = (unsafe { collect(cx.keys, hash, &DELTA) }) else { return false };
     unsafe {
         each(f.get(K::Content), |v| {
-            // Content parts (an Array) are left to the serde path.
-            let content = match text(v) {
-                Some(Field::Value(Text(t))) => {
-                    cx.content = content_string(v, &t);
-                    cx.contents += 1;
-                    Some(Field::Value(Content::Text(t)))
-                }
-                Some(_) => Some(Field::Null),
-                None => None,
-            };
+            let content = text_as(v, Content::Text);
+            if let Some(Field::Value(Content::Text(t))) = &content {
+                cx.content = content_string(v, t);
+                cx.contents += 1;
+            }
             set(&mut out.content, content)
         }) && each(f.get(K::ToolCalls), |v| {
             let ok = list(v, &mut out.tool_calls, |h, c| tool_call(cx, h, c));
@@ -614,7 +611,7 @@ unsafe fn tool_call<'a>(cx: &mut Cx, hash: VALUE, out: &mut ToolCallDelta<'a>) -
                 };
                 set(&mut out.index, index)
             })
-            && each(f.get(K::Id), |v| set(&mut out.id, id(v)))
+            && each(f.get(K::Id), |v| set(&mut out.id, text_as(v, Id)))
     }
 }
 
@@ -622,15 +619,8 @@ unsafe fn tool_call<'a>(cx: &mut Cx, hash: VALUE, out: &mut ToolCallDelta<'a>) -
 unsafe fn function<'a>(cx: &mut Cx, hash: VALUE, out: &mut Function<'a>) -> bool {
     let Some(f) = (unsafe { collect(cx.keys, hash, &FUNCTION) }) else { return false };
     unsafe {
-        each(f.get(K::Arguments), |v| {
-            // Object arguments are left to the serde path.
-            let arguments = match text(v) {
-                Some(Field::Value(Text(t))) => Some(Field::Value(Arguments::Text(t))),
-                Some(_) => Some(Field::Null),
-                None => None,
-            };
-            set(&mut out.arguments, arguments)
-        }) && each(f.get(K::Name), |v| set(&mut out.name, text(v)))
-            && each(f.get(K::Id), |v| set(&mut out.id, id(v)))
+        each(f.get(K::Arguments), |v| set(&mut out.arguments, text_as(v, Arguments::Text)))
+            && each(f.get(K::Name), |v| set(&mut out.name, text(v)))
+            && each(f.get(K::Id), |v| set(&mut out.id, text_as(v, Id)))
     }
 }
