@@ -223,10 +223,9 @@ pub struct Anomalies {
     dropped: u64,
     /// Positions of kept anomalies by [`Anomaly::key`] (first of each key).
     seen: HashMap<u64, usize>,
-    /// Noise entries kept, per noise kind.
+    /// Noise entries kept, per noise kind; one more than the cap once the
+    /// cap was announced.
     noise: [usize; 2],
-    /// The noise cap of each noise kind was announced.
-    noise_reported: [bool; 2],
     limit_reported: bool,
 }
 
@@ -250,30 +249,26 @@ impl Anomalies {
             AnomalyKind::UnexpectedPayload => Some(1),
             _ => None,
         };
-        if let Some(i) = noise {
-            let kept = self.noise.get(i).copied().unwrap_or(0);
-            if kept >= Self::NOISE_LIMIT {
+        match noise.and_then(|i| self.noise.get_mut(i)) {
+            Some(n) if *n < Self::NOISE_LIMIT => *n += 1,
+            Some(n) => {
+                let first_past_cap = *n == Self::NOISE_LIMIT;
+                *n = Self::NOISE_LIMIT + 1;
                 self.dropped += 1;
-                if let Some(reported @ false) = self.noise_reported.get_mut(i) {
-                    *reported = true;
-                    let note = Anomaly::new(
+                // Past the overall limit its own entry says enough.
+                if first_past_cap && self.list.len() < Self::LIMIT {
+                    self.list.push(Anomaly::new(
                         AnomalyKind::AnomalyLimit,
                         format!(
                             "more than {} {} anomalies; later ones are only counted",
                             Self::NOISE_LIMIT,
                             anomaly.kind.name()
                         ),
-                    );
-                    // Past the overall limit its own entry says enough.
-                    if self.list.len() < Self::LIMIT {
-                        self.list.push(note);
-                    }
+                    ));
                 }
                 return;
             }
-            if let Some(n) = self.noise.get_mut(i) {
-                *n += 1;
-            }
+            None => {}
         }
         self.keep(anomaly, key);
     }
