@@ -18,6 +18,17 @@ RSpec.describe "ToolCall failures" do
     processor.anomalies.select { |a| a[:kind] == :partial_arguments_broken }
   end
 
+  # A ToolCall class whose `new` raises KeyError for ids starting with "bad".
+  def raising_for_bad_ids
+    Class.new(DiscourseAiStream::ToolCall) do
+      def initialize(id:, **kwargs)
+        raise KeyError, "no #{id}" if id.start_with?("bad")
+
+        super
+      end
+    end
+  end
+
   it "a partial String locked by an IO read: the append fails in Ruby, not through Rust" do
     processor = partial_processor
     first = processor.process_streamed_message(tool_chunk([call("lock", "f", '{"a":"x', index: 0)]))
@@ -92,14 +103,7 @@ RSpec.describe "ToolCall failures" do
   end
 
   it "a ToolCall class whose new always raises: ToolCallError with the read's other items" do
-    broken = Class.new(DiscourseAiStream::ToolCall) do
-      def initialize(id:, **kwargs)
-        raise KeyError, "no #{id}" if id.start_with?("bad")
-
-        super
-      end
-    end
-    processor = DiscourseAiStream::OpenAiMessageProcessor.new(tool_call_class: broken)
+    processor = DiscourseAiStream::OpenAiMessageProcessor.new(tool_call_class: raising_for_bad_ids)
     chunk = tool_chunk([call("ok1", "f", "{}", index: 0), call("bad", "g", '{"a":1}', index: 1),
                         call("ok2", "h", "{}", index: 2), call("bad2", "i", "{}", index: 3)], finish: "tool_calls")
     expect { processor.process_streamed_message(chunk) }.to raise_error(DiscourseAiStream::ToolCallError) { |e|
@@ -114,14 +118,7 @@ RSpec.describe "ToolCall failures" do
   end
 
   it "a ToolCall class that raises in a read that also raises a StreamError: the call is an anomaly, not lost" do
-    broken = Class.new(DiscourseAiStream::ToolCall) do
-      def initialize(id:, **kwargs)
-        raise KeyError, "no #{id}" if id.start_with?("bad")
-
-        super
-      end
-    end
-    processor = DiscourseAiStream::OpenAiMessageProcessor.new(tool_call_class: broken)
+    processor = DiscourseAiStream::OpenAiMessageProcessor.new(tool_call_class: raising_for_bad_ids)
     calls = sse([tool_chunk([call("ok", "f", "{}", index: 0), call("bad", "g", '{"a":1}', index: 1)],
                             finish: "tool_calls")], done: false)
     read = "#{calls}data: {\"choices\": [}\n\n"
