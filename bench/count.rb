@@ -1,14 +1,13 @@
 # frozen_string_literal: true
 
-# The driver bench/count runs under callgrind: STREAMS whole streams of one
-# workload through one path, after splitting the payloads (not counted).
+# The driver bench/count runs under callgrind: STREAMS runs of one
+# workload's streams through one of bin/bench's paths (bench/paths.rb).
 #
 #   ruby bench/count.rb WORKLOAD STREAMS PATH
 #
-# PATH: raw (decode_chunk on 512-byte reads), floor (JSON.parse of each
-# payload), hash (JSON.parse + process_streamed_message), stock (the same
-# with the processor of DISCOURSE_STOCK_PROCESSOR). Prints the events of one
-# stream on stderr.
+# PATH: raw, floor, hash, or stock (the processor of
+# DISCOURSE_STOCK_PROCESSOR on the hash path). Prints the events of one run
+# on stderr.
 
 ROOT = File.expand_path("..", __dir__)
 $LOAD_PATH.unshift(File.join(ROOT, "lib"), __dir__)
@@ -18,32 +17,13 @@ require "workloads"
 require "paths"
 
 name, streams, path = ARGV
+abort "PATH is raw, floor, hash or stock" unless %w[raw floor hash stock].include?(path)
 workload = Bench::Workloads.all(ROOT, scale: false).find { |w| w.name == name } or abort("no workload #{name}")
-reads = workload.reads.first
-payloads = []
-Bench::Paths::Lines.each_data(reads) { |payload| payloads << payload.dup }
-warn "events #{payloads.size}"
-
-make = if path == "stock"
-         require File.expand_path(ENV.fetch("DISCOURSE_STOCK_PROCESSOR"))
-         -> { DiscourseAi::Completions::OpenAiMessageProcessor.new(partial_tool_calls: workload.partial) }
-       else
-         -> { Bench::Paths.processor(workload) }
-       end
-
-Integer(streams).times do
-  case path
-  when "raw"
-    processor = make.call
-    reads.each { |read| processor.decode_chunk(read) }
-    processor.finish
-  when "floor"
-    payloads.each { |payload| JSON.parse(payload, symbolize_names: true) }
-  when "hash", "stock"
-    processor = make.call
-    payloads.each { |payload| processor.process_streamed_message(JSON.parse(payload, symbolize_names: true)) }
-    processor.finish
-  else
-    abort "PATH is raw, floor, hash or stock"
-  end
+require File.expand_path(ENV.fetch("DISCOURSE_STOCK_PROCESSOR")) if path == "stock"
+events = workload.reads.sum do |reads|
+  count = 0
+  Bench::Paths::Lines.each_data(reads) { count += 1 }
+  count
 end
+warn "events #{events}"
+Integer(streams).times { Bench::Paths.public_send(path, workload) }
