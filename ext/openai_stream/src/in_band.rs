@@ -7,7 +7,7 @@ use crate::error::Error;
 use crate::json::JsonValue;
 
 /// An in-band error in a chunk: `{"error": ...}` or vLLM's `object: "error"`.
-#[inline]
+#[inline(always)]
 pub(crate) fn provider_error_of(chunk: &Chunk) -> Option<Error> {
     match &chunk.error {
         Field::Value(Any(v)) | Field::Converted(Any(v), _) if !is_empty_error(v) => {
@@ -29,7 +29,7 @@ pub(crate) fn provider_error_of(chunk: &Chunk) -> Option<Error> {
 
 /// OpenRouter: a choice that ended in an error (`error` next to
 /// `finish_reason: "error"`, or either alone).
-#[inline]
+#[inline(always)]
 pub(crate) fn choice_error(choice: &Choice) -> Option<Error> {
     let error = match &choice.error {
         Field::Value(Any(v)) | Field::Converted(Any(v), _) if !is_empty_error(v) => Some(v),

@@ -244,7 +244,7 @@ impl Processor {
 
 impl State {
     /// Starts an output: view events shown last time are dropped.
-    #[inline]
+    #[inline(always)]
     fn begin(&mut self) {
         self.out.clear();
         if self.ended {
@@ -575,7 +575,7 @@ impl State {
 
     /// `object` and `message` (read for vLLM's in-band errors) of the
     /// wrong type are reported.
-    #[inline]
+    #[inline(always)]
     fn check_envelope(&mut self, chunk: &Chunk) {
         if let Field::Wrong(kind) = chunk.object {
             self.ignored("object", kind);
@@ -585,7 +585,7 @@ impl State {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn first_choice<'c, 'a>(&mut self, choices: &'c Field<List<Choice<'a>>>) -> Option<&'c Choice<'a>> {
         match choices {
             Field::Value(list) | Field::Converted(list, _) => {
@@ -659,7 +659,7 @@ impl State {
         Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     fn delta_of<'c, 'a>(&mut self, field: &'c Field<Delta<'a>>, name: &'static str) -> Option<&'c Delta<'a>> {
         match field {
             Field::Value(d) | Field::Converted(d, _) => Some(d),
@@ -671,7 +671,7 @@ impl State {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn apply_content(&mut self, content: &Field<Content>) {
         match content {
             Field::Value(Content::Text(t)) if !t.is_empty() => self.out.push_text(t),
@@ -754,7 +754,7 @@ impl State {
         first_error
     }
 
-    #[inline]
+    #[inline(always)]
     fn apply_usage(&mut self, chunk: &Chunk) {
         let groq = match &chunk.x_groq {
             Field::Value(x) | Field::Converted(x, _) => match &x.usage {

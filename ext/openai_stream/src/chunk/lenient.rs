@@ -412,7 +412,11 @@ impl<T> List<T> {
         T: Default,
     {
         match &mut self.0 {
-            Items::Many(items) if items.is_empty() => self.0 = Items::One(Field::Value(T::default())),
+            // A new list: its Vec never allocated, so there is nothing to
+            // drop, and forgetting it skips a call of the drop glue.
+            Items::Many(items) if items.capacity() == 0 => {
+                std::mem::forget(std::mem::replace(&mut self.0, Items::One(Field::Value(T::default()))))
+            }
             _ => self.push(Field::Value(T::default())),
         }
         match self.as_mut_slice().last_mut() {
