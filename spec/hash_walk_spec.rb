@@ -128,6 +128,34 @@ RSpec.describe "Hash path: the fast chunk walker" do
     shapes.each { |shape| expect(checked(shape)).not_to be_nil, "declined #{shape.inspect}" }
   end
 
+  it "reads small Hashes in place on Ruby 3.1, where their layout was checked at load" do
+    expect(DiscourseAiStream::Native::SMALL_HASHES_READ_IN_PLACE).to be(RUBY_VERSION.start_with?("3.1."))
+  end
+
+  it "reads Hashes with deleted pairs, re-added keys and Ruby's larger table as Ruby iterates them" do
+    # Deleting a pair leaves a hole in a small Hash's table; one that grew
+    # past 8 pairs keeps Ruby's other table when it shrinks again.
+    holes = text_chunk("kept").merge(id: "c1", model: "m", created: 1)
+    holes.delete(:model)
+    holes[:choices][0].delete(:index)
+    holes[:choices][0][:delta] = { role: "assistant", content: "gone" }
+    holes[:choices][0][:delta].delete(:role)
+    holes[:choices][0][:delta][:content] = "kept"
+    readded = text_chunk("again")
+    readded[:choices] = readded.delete(:choices)
+    shrunk = (1..9).to_h { |i| [:"extra_#{i}", i] }.merge(text_chunk("st"))
+    (1..9).each { |i| shrunk.delete(:"extra_#{i}") }
+    gone = text_chunk("x")
+    gone[:choices][0][:delta].delete(:content)
+    identity = text_chunk("same").compare_by_identity
+    [holes, readded, shrunk, gone, identity].each do |shape|
+      expect(checked(shape)).not_to be_nil, "declined #{shape.inspect}"
+    end
+    processor = DiscourseAiStream::OpenAiMessageProcessor.new
+    items = [holes, readded, shrunk, gone].map { |c| processor.process_streamed_message(c) }
+    expect(items).to eq(["kept", "again", "st", nil])
+  end
+
   it "leaves a Symbol that has a field's name but is not its key to serde" do
     # The bytes of "choices" in UTF-16BE: another Symbol than :choices, whose
     # name serde reads as the text "choices", so it must not be skipped.

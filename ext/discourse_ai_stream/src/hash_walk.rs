@@ -20,9 +20,10 @@
 //! Here keys are matched by identity against Symbols interned once (a Symbol
 //! is unique per name), types are read from the object header, nil, true and
 //! false are compared as constants, and Strings are borrowed, not copied.
-//! Each Hash is iterated once by a small callback that only notes the values
-//! of the keys its struct reads ([`Found`]); those are read afterwards, in
-//! one plain function per struct.
+//! Each Hash is iterated once, noting the values of the known keys
+//! ([`Found`]); those are read afterwards, in one plain function per
+//! struct. Small Hashes are read in place where Ruby's layout is known and
+//! checked ([`crate::ar_table`]); others through Ruby's iteration.
 //!
 //! Nothing here calls Ruby code or allocates Ruby objects, so no collection
 //! can run while it reads, and no Ruby exception can unwind through it.
@@ -35,6 +36,8 @@ use openai_stream::chunk::{
     Arguments, Choice, Chunk, Content, Delta, Field, Function, Id, Int, List, Text, ToolCallDelta,
 };
 use rb_sys::{ruby_special_consts, ruby_value_type, VALUE};
+
+use crate::ar_table;
 
 /// The keys the walker knows.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -78,47 +81,58 @@ const KNOWN: &[(&str, K)] = &[
 ];
 
 /// Slots of the Symbol table (a power of two, well above the keys in it).
-const SLOTS: usize = 64;
+const SLOTS: usize = 128;
 
-/// The Symbols of the known keys, interned once, in a small open-addressed
-/// table: a key is matched by identity (a Symbol is unique per name) with
-/// a multiplication and, nearly always, one comparison.
+/// The Symbols of the known keys, interned once, in a table without
+/// collisions: a key is matched by identity (a Symbol is unique per name)
+/// with a multiplication, a load and a comparison.
 struct Keys {
-    table: [Option<(VALUE, K)>; SLOTS],
+    /// The Symbol of each slot; 0 (never a Symbol) where there is none.
+    symbols: [VALUE; SLOTS],
+    codes: [K; SLOTS],
+    /// A multiplier under which no two known Symbols share a slot, found
+    /// when the table is built.
+    multiplier: u64,
     /// `rb_hash_stlike_foreach`, when this Ruby exports it.
     foreach: Option<StlikeForeach>,
+    /// Small Hashes are read in place ([`crate::ar_table`]).
+    direct: bool,
 }
 
 impl Keys {
-    fn slot(key: VALUE) -> usize {
-        ((key >> 3).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % SLOTS
+    fn slot(&self, key: VALUE) -> usize {
+        ((key >> 3).wrapping_mul(self.multiplier) >> 57) as usize & (SLOTS - 1)
     }
 
-    fn insert(&mut self, key: VALUE, k: K) {
-        let mut at = Keys::slot(key);
-        for _ in 0..SLOTS {
-            match self.table[at] {
-                Some((present, _)) if present == key => return,
-                Some(_) => at = (at + 1) % SLOTS,
-                None => {
-                    self.table[at] = Some((key, k));
-                    return;
+    /// A table of `entries`: None when no multiplier tried spreads them
+    /// over distinct slots (then the walker stands aside).
+    fn new(entries: &[(VALUE, K)], foreach: Option<StlikeForeach>, direct: bool) -> Option<Keys> {
+        let mut keys =
+            Keys { symbols: [0; SLOTS], codes: [K::Skipped; SLOTS], multiplier: 0, foreach, direct };
+        // Odd multipliers, from the golden ratio's: with 27 keys in 128
+        // slots, about one in fifteen spreads them all.
+        'try_next: for attempt in 0..4096u64 {
+            keys.multiplier =
+                0x9E37_79B9_7F4A_7C15u64.wrapping_add(attempt.wrapping_mul(0x2545_F491_4F6C_DD1E)) | 1;
+            keys.symbols = [0; SLOTS];
+            for &(key, k) in entries {
+                let at = keys.slot(key);
+                if keys.symbols[at] != 0 && keys.symbols[at] != key {
+                    continue 'try_next;
                 }
+                keys.symbols[at] = key;
+                keys.codes[at] = k;
             }
+            return Some(keys);
         }
+        None
     }
 
     /// What `key` is, when it is one of the interned Symbols.
+    #[inline(always)]
     fn code(&self, key: VALUE) -> Option<K> {
-        let mut at = Keys::slot(key);
-        for _ in 0..SLOTS {
-            match self.table[at] {
-                Some((present, k)) if present == key => return Some(k),
-                Some(_) => at = (at + 1) % SLOTS,
-                None => return None,
-            }
-        }
-        None
+        let at = self.slot(key);
+        (self.symbols[at] == key).then_some(self.codes[at])
     }
 }
 
@@ -167,26 +181,16 @@ const fn bit(k: K) -> u32 {
     1 << k as u32
 }
 
-/// The keys one struct reads: as codes (a bit each) and as names (what
-/// `lenient_struct!` declares in the core's chunk module).
-struct Level {
-    reads: u32,
-    names: &'static [&'static str],
-}
+/// The keys one struct reads (what `lenient_struct!` declares in the
+/// core's chunk module): a Symbol of one of these names that is not the
+/// interned one is left to the serde path.
+type Names = &'static [&'static str];
 
-const CHUNK: Level = Level {
-    reads: bit(K::Choices) | bit(K::Usage) | bit(K::XGroq) | bit(K::Error) | bit(K::Object) | bit(K::Message),
-    names: &["choices", "usage", "x_groq", "error", "object", "message"],
-};
-const CHOICE: Level = Level {
-    reads: bit(K::Delta) | bit(K::Message) | bit(K::FinishReason) | bit(K::Error),
-    names: &["delta", "message", "finish_reason", "error"],
-};
-const DELTA: Level = Level { reads: bit(K::Content) | bit(K::ToolCalls), names: &["content", "tool_calls"] };
-const TOOL_CALL: Level =
-    Level { reads: bit(K::Index) | bit(K::Id) | bit(K::Function), names: &["index", "id", "function"] };
-const FUNCTION: Level =
-    Level { reads: bit(K::Name) | bit(K::Arguments) | bit(K::Id), names: &["name", "arguments", "id"] };
+const CHUNK: Names = &["choices", "usage", "x_groq", "error", "object", "message"];
+const CHOICE: Names = &["delta", "message", "finish_reason", "error"];
+const DELTA: Names = &["content", "tool_calls"];
+const TOOL_CALL: Names = &["index", "id", "function"];
+const FUNCTION: Names = &["name", "arguments", "id"];
 
 /// Keys no struct reads that servers send on every event, interned so that
 /// skipping them costs a comparison.
@@ -205,7 +209,7 @@ const SKIPPED_NAMES: &[&str] = &[
     "provider",
 ];
 
-static KEYS: OnceLock<Keys> = OnceLock::new();
+static KEYS: OnceLock<Option<Keys>> = OnceLock::new();
 
 /// Interns `name`: the Symbol `JSON.parse(..., symbolize_names: true)`
 /// returns for that key. A Symbol that `JSON.parse` created before this
@@ -223,17 +227,16 @@ fn intern(name: &str) -> VALUE {
     }
 }
 
-fn keys() -> &'static Keys {
+fn keys() -> Option<&'static Keys> {
     KEYS.get_or_init(|| {
-        let mut keys = Keys { table: [None; SLOTS], foreach: fast_foreach() };
-        for &(name, k) in KNOWN {
-            keys.insert(intern(name), k);
-        }
-        for name in SKIPPED_NAMES {
-            keys.insert(intern(name), K::Skipped);
-        }
-        keys
+        let entries: Vec<(VALUE, K)> = KNOWN
+            .iter()
+            .map(|&(name, k)| (intern(name), k))
+            .chain(SKIPPED_NAMES.iter().map(|name| (intern(name), K::Skipped)))
+            .collect();
+        Keys::new(&entries, fast_foreach(), ar_table::enabled())
     })
+    .as_ref()
 }
 
 const NIL: VALUE = ruby_special_consts::RUBY_Qnil as VALUE;
@@ -249,7 +252,7 @@ const NIL: VALUE = ruby_special_consts::RUBY_Qnil as VALUE;
 /// argument on its stack) and which nothing can change or move (a
 /// compaction) while no Ruby code runs.
 pub unsafe fn read<'a>(hash: VALUE, out: &mut Chunk<'a>, seen: &mut Seen) -> bool {
-    let keys = keys();
+    let Some(keys) = keys() else { return false };
     let mut cx = Cx { keys, content: None, contents: 0, allocated: false };
     let ok = unsafe { chunk(&mut cx, hash, out) };
     seen.content = if cx.contents == 1 { cx.content } else { None };
@@ -335,37 +338,59 @@ impl Cx {
     }
 }
 
-/// The values of the keys a struct reads, collected from a Hash in one
-/// iteration and read afterwards: the iteration callback stays a leaf that
-/// costs a table probe per pair, and the keys no struct reads (most of
-/// them) cost nothing more. A Hash holds each Symbol once, so a key is
-/// found at most once.
+/// The values of the known keys of a Hash, collected in one iteration and
+/// read afterwards by the function of its struct: noting a pair costs a
+/// table probe, and the keys no struct reads (most of them) cost nothing
+/// more. A Hash holds each Symbol once, so a key is found at most once.
 struct Found {
     present: u32,
     values: [VALUE; CODES],
 }
 
 impl Found {
+    fn new() -> Found {
+        Found { present: 0, values: [0; CODES] }
+    }
+
     fn get(&self, k: K) -> Option<VALUE> {
         (self.present & bit(k) != 0).then(|| self.values[k as usize])
     }
+
+    /// Notes one pair; false when the serde path must read the Hash (see
+    /// [`unread_symbol`]).
+    #[inline(always)]
+    unsafe fn note(&mut self, keys: &Keys, key: VALUE, value: VALUE, names: Names) -> bool {
+        match keys.code(key) {
+            Some(k) => {
+                self.present |= bit(k);
+                self.values[k as usize] = value;
+                true
+            }
+            None => unsafe { unread_symbol(key, names) },
+        }
+    }
 }
 
-struct Collect<'k> {
-    keys: &'k Keys,
-    level: &'static Level,
-    found: Found,
-    ok: bool,
-}
-
-/// The pairs of `hash` whose keys `level` reads; None when a key must be
-/// left to the serde path (see [`unread_symbol`]).
+/// Notes the pairs of `hash` whose keys are known in `found` (a new one);
+/// false when a key must be left to the serde path. `names`: the keys of the struct the Hash is read into.
 ///
 /// # Safety
 ///
 /// `hash` is a Hash that no Ruby code changes while this runs.
-unsafe fn collect(keys: &Keys, hash: VALUE, level: &'static Level) -> Option<Found> {
-    let mut c = Collect { keys, level, found: Found { present: 0, values: [0; CODES] }, ok: true };
+#[inline(always)]
+unsafe fn collect(keys: &Keys, hash: VALUE, names: Names, found: &mut Found) -> bool {
+    if keys.direct {
+        // SAFETY: a Hash, unchanged meanwhile (above).
+        if let Some(pairs) = unsafe { ar_table::pairs(hash) } {
+            for &[key, value] in pairs {
+                if key != ar_table::DELETED && !unsafe { found.note(keys, key, value, names) } {
+                    return false;
+                }
+            }
+            return true;
+        }
+    }
+    let mut c = Collect { keys, names, found, ok: true };
     let arg = &mut c as *mut Collect as VALUE;
     // SAFETY: the callback only reads the pairs (no Ruby call, no
     // allocation, no exception, no panic), and `c` outlives the call.
@@ -377,29 +402,28 @@ unsafe fn collect(keys: &Keys, hash: VALUE, level: &'static Level) -> Option<Fou
             None => rb_sys::rb_hash_foreach(hash, Some(collect_pair), arg),
         }
     }
-    c.ok.then_some(c.found)
+    c.ok
 }
 
-/// Hash iteration callback: notes the pair in the `Collect` in `arg` when
-/// its key is one the level reads.
+/// The state of an iteration by Ruby.
+struct Collect<'k, 'f> {
+    keys: &'k Keys,
+    names: Names,
+    found: &'f mut Found,
+    ok: bool,
+}
+
+/// Hash iteration callback: notes the pair in the `Collect` in `arg`.
 unsafe extern "C" fn collect_pair(key: VALUE, value: VALUE, arg: VALUE) -> c_int {
     // SAFETY: `arg` is the `&mut Collect` given to the iteration, alive and
     // not otherwise borrowed while it runs.
     let c = unsafe { &mut *(arg as *mut Collect) };
-    match c.keys.code(key) {
-        Some(k) => {
-            if c.level.reads & bit(k) != 0 {
-                c.found.present |= bit(k);
-                c.found.values[k as usize] = value;
-            }
-        }
-        None if unsafe { unread_symbol(key, c.level.names) } => {}
-        None => {
-            c.ok = false;
-            return rb_sys::st_retval::ST_STOP as c_int;
-        }
+    if unsafe { c.found.note(c.keys, key, value, c.names) } {
+        rb_sys::st_retval::ST_CONTINUE as c_int
+    } else {
+        c.ok = false;
+        rb_sys::st_retval::ST_STOP as c_int
     }
-    rb_sys::st_retval::ST_CONTINUE as c_int
 }
 
 /// True for a key the walker did not intern that is a Symbol no struct of
@@ -465,11 +489,18 @@ unsafe fn text<'a>(v: VALUE) -> Option<Field<Text<'a>>> {
 fn set<T>(field: &mut Field<T>, value: Option<Field<T>>) -> bool {
     match value {
         Some(value) => {
-            *field = value;
+            put(field, value);
             true
         }
         None => false,
     }
+}
+
+/// Puts `value` in a field of a new struct. The field held its default,
+/// absent (each key is read once), which owns nothing: it is forgotten
+/// rather than dropped, which saves a call of the drop glue per field.
+fn put<T>(field: &mut T, value: T) {
+    std::mem::forget(std::mem::replace(field, value));
 }
 
 /// A field read from a text, `wrap`ped: a UTF-8 String or nil. What reads
@@ -495,7 +526,7 @@ unsafe fn list<T: Default>(
     mut fill: impl FnMut(VALUE, &mut T) -> bool,
 ) -> bool {
     if v == NIL {
-        *field = Field::Null;
+        put(field, Field::Null);
         return true;
     }
     if unsafe { ty(v) } != ruby_value_type::RUBY_T_ARRAY {
@@ -504,7 +535,7 @@ unsafe fn list<T: Default>(
     let Ok(len) = usize::try_from(unsafe { rb_sys::RARRAY_LEN(v) }) else { return false };
     // Built in place: a list of one keeps its element inline, and moving it
     // would copy a few hundred bytes.
-    *field = Field::Value(List::new());
+    put(field, Field::Value(List::new()));
     let Field::Value(items) = field else { return false };
     for i in 0..len {
         // SAFETY: `i` is below the length; nothing changes the Array.
@@ -529,13 +560,13 @@ unsafe fn object<T: Default>(
     fill: impl FnOnce(VALUE, &mut T) -> bool,
 ) -> bool {
     if v == NIL {
-        *field = Field::Null;
+        put(field, Field::Null);
         return true;
     }
     if unsafe { ty(v) } != ruby_value_type::RUBY_T_HASH {
         return false;
     }
-    *field = Field::Value(T::default());
+    put(field, Field::Value(T::default()));
     match field {
         Field::Value(value) => fill(v, value),
         _ => false,
@@ -552,7 +583,10 @@ unsafe fn symbol_name<'s>(sym: VALUE) -> Option<&'s str> {
 
 /// A chunk (the top-level Hash).
 unsafe fn chunk<'a>(cx: &mut Cx, hash: VALUE, out: &mut Chunk<'a>) -> bool {
-    let Some(f) = (unsafe { collect(cx.keys, hash, &CHUNK) }) else { return false };
+    let mut f = Found::new();
+    if !unsafe { collect(cx.keys, hash, CHUNK, &mut f) } {
+        return false;
+    }
     unsafe {
         each(f.get(K::Choices), |v| {
             let ok = list(v, &mut out.choices, |h, c| choice(cx, h, c));
@@ -568,7 +602,10 @@ unsafe fn chunk<'a>(cx: &mut Cx, hash: VALUE, out: &mut Chunk<'a>) -> bool {
 
 /// A choice (a Hash in `choices`).
 unsafe fn choice<'a>(cx: &mut Cx, hash: VALUE, out: &mut Choice<'a>) -> bool {
-    let Some(f) = (unsafe { collect(cx.keys, hash, &CHOICE) }) else { return false };
+    let mut f = Found::new();
+    if !unsafe { collect(cx.keys, hash, CHOICE, &mut f) } {
+        return false;
+    }
     unsafe {
         each(f.get(K::Delta), |v| object(v, &mut out.delta, |h, d| delta(cx, h, d)))
             && each(f.get(K::FinishReason), |v| set(&mut out.finish_reason, text(v)))
@@ -579,7 +616,10 @@ unsafe fn choice<'a>(cx: &mut Cx, hash: VALUE, out: &mut Choice<'a>) -> bool {
 
 /// A delta or a message.
 unsafe fn delta<'a>(cx: &mut Cx, hash: VALUE, out: &mut Delta<'a>) -> bool {
-    let Some(f) = (unsafe { collect(cx.keys, hash, &DELTA) }) else { return false };
+    let mut f = Found::new();
+    if !unsafe { collect(cx.keys, hash, DELTA, &mut f) } {
+        return false;
+    }
     unsafe {
         each(f.get(K::Content), |v| {
             let content = text_as(v, Content::Text);
@@ -598,7 +638,10 @@ unsafe fn delta<'a>(cx: &mut Cx, hash: VALUE, out: &mut Delta<'a>) -> bool {
 
 /// A tool call delta (a Hash in `tool_calls`).
 unsafe fn tool_call<'a>(cx: &mut Cx, hash: VALUE, out: &mut ToolCallDelta<'a>) -> bool {
-    let Some(f) = (unsafe { collect(cx.keys, hash, &TOOL_CALL) }) else { return false };
+    let mut f = Found::new();
+    if !unsafe { collect(cx.keys, hash, TOOL_CALL, &mut f) } {
+        return false;
+    }
     unsafe {
         each(f.get(K::Function), |v| object(v, &mut out.function, |h, d| function(cx, h, d)))
             && each(f.get(K::Index), |v| {
@@ -617,7 +660,10 @@ unsafe fn tool_call<'a>(cx: &mut Cx, hash: VALUE, out: &mut ToolCallDelta<'a>) -
 
 /// A tool call's `function`.
 unsafe fn function<'a>(cx: &mut Cx, hash: VALUE, out: &mut Function<'a>) -> bool {
-    let Some(f) = (unsafe { collect(cx.keys, hash, &FUNCTION) }) else { return false };
+    let mut f = Found::new();
+    if !unsafe { collect(cx.keys, hash, FUNCTION, &mut f) } {
+        return false;
+    }
     unsafe {
         each(f.get(K::Arguments), |v| set(&mut out.arguments, text_as(v, Arguments::Text)))
             && each(f.get(K::Name), |v| set(&mut out.name, text(v)))
