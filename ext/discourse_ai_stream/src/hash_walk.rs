@@ -29,6 +29,7 @@
 //! can run while it reads, and no Ruby exception can unwind through it.
 
 use std::borrow::Cow;
+use std::mem::MaybeUninit;
 use std::os::raw::c_int;
 use std::sync::OnceLock;
 
@@ -344,16 +345,19 @@ impl Cx {
 /// more. A Hash holds each Symbol once, so a key is found at most once.
 struct Found {
     present: u32,
-    values: [VALUE; CODES],
+    /// `values[k]` is written before `present` gets `k`'s bit, and read only
+    /// with it: the array is not cleared for each Hash.
+    values: [MaybeUninit<VALUE>; CODES],
 }
 
 impl Found {
     fn new() -> Found {
-        Found { present: 0, values: [0; CODES] }
+        Found { present: 0, values: [MaybeUninit::uninit(); CODES] }
     }
 
     fn get(&self, k: K) -> Option<VALUE> {
-        (self.present & bit(k) != 0).then(|| self.values[k as usize])
+        // SAFETY: the bit is set only once the value is written (`note`).
+        (self.present & bit(k) != 0).then(|| unsafe { self.values[k as usize].assume_init() })
     }
 
     /// Notes one pair; false when the serde path must read the Hash (see
@@ -362,8 +366,8 @@ impl Found {
     unsafe fn note(&mut self, keys: &Keys, key: VALUE, value: VALUE, names: Names) -> bool {
         match keys.code(key) {
             Some(k) => {
+                self.values[k as usize] = MaybeUninit::new(value);
                 self.present |= bit(k);
-                self.values[k as usize] = value;
                 true
             }
             None => unsafe { unread_symbol(key, names) },
@@ -372,7 +376,8 @@ impl Found {
 }
 
 /// Notes the pairs of `hash` whose keys are known in `found` (a new one);
-/// false when a key must be left to the serde path. `names`: the keys of the struct the Hash is read into.
+/// false when a key must be left to the serde path. `names`: the keys of
+/// the struct the Hash is read into.
 ///
 /// # Safety
 ///
