@@ -4,9 +4,15 @@ require "benchmark/ips"
 
 module Bench
   # Time and allocations of one path on one workload.
-  Result = Struct.new(:seconds, :allocations, keyword_init: true) do
+  # `share`: seconds per stream beyond the floor (see Measure#shares), for
+  # the paths measured against it.
+  Result = Struct.new(:seconds, :allocations, :share, keyword_init: true) do
     def us_per_event(workload)
       seconds * 1e6 / workload.events
+    end
+
+    def share_us_per_event(workload)
+      share && (share * 1e6 / workload.events)
     end
 
     def mb_per_s(workload)
@@ -28,18 +34,61 @@ module Bench
       @warmup = warmup
     end
 
-    # { path => Result } for `paths` (Symbols of Bench::Paths).
-    def run(workload, paths)
+    # Streams each pair of a path and the floor runs at least, for its share.
+    MIN_TURNS = 7
+
+    # { path => Result } for `paths` (Symbols of Bench::Paths); `shared`:
+    # the paths whose share beyond the floor is measured.
+    def run(workload, paths, shared: [])
       workload.reads
       times = paths.to_h { |path| [path, []] }
       @rounds.times do
         report = ips(workload, paths)
         paths.each { |path| times[path] << (1.0 / report.fetch(path.to_s).ips) }
       end
-      paths.to_h { |path| [path, Result.new(seconds: median(times[path]), allocations: allocations(workload, path))] }
+      shares = shares(workload, shared)
+      paths.to_h do |path|
+        [path, Result.new(seconds: median(times[path]), allocations: allocations(workload, path), share: shares[path])]
+      end
     end
 
     private
+
+    # { path => seconds per stream beyond the floor }. The floor and the
+    # paths run one whole stream each, in turn (the order rotating), for
+    # as long as the ips rounds took; a path's share is the median of its
+    # differences to the floor's stream run next to it. A difference of two
+    # medians taken seconds apart, as the ips times are, moved the Hash
+    # path's share by a third from run to run on this shared machine: the
+    # share is a few percent of the stream's time, smaller than the drift.
+    def shares(workload, paths)
+      return {} if paths.empty?
+
+      times = in_turn(workload, [:floor] + paths)
+      paths.to_h { |path| [path, median(times[path].zip(times[:floor]).map { |t, floor| t - floor })] }
+    end
+
+    # { path => [seconds of each stream] }, the paths taking turns.
+    def in_turn(workload, order)
+      times = order.to_h { |path| [path, []] }
+      deadline = now + (@time * @rounds)
+      turn = 0
+      while turn < MIN_TURNS || now < deadline
+        order.rotate(turn % order.size).each { |path| times[path] << timed { Paths.public_send(path, workload) } }
+        turn += 1
+      end
+      times
+    end
+
+    def timed
+      start = now
+      yield
+      now - start
+    end
+
+    def now
+      Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    end
 
     def ips(workload, paths)
       report = Benchmark.ips(quiet: true) do |x|

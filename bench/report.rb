@@ -61,9 +61,11 @@ module Bench
       paths.fetch(:floor).seconds / paths.fetch(path).seconds
     end
 
-    # What a path costs beyond the floor, in µs per event.
+    # What a path costs beyond the floor, in µs per event (measured against
+    # the floor's neighbouring streams; see Measure#shares).
     def share(workload, paths, path)
-      paths.fetch(path).us_per_event(workload) - paths.fetch(:floor).us_per_event(workload)
+      paths.fetch(path).share_us_per_event(workload) ||
+        (paths.fetch(path).us_per_event(workload) - paths.fetch(:floor).us_per_event(workload))
     end
 
     def scaling

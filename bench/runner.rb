@@ -32,7 +32,7 @@ module Bench
 
       preamble(workloads)
       measure = Measure.new(**@options.slice(:rounds, :time, :warmup))
-      results = workloads.to_h { |w| [w, measure.run(w, paths(w))] }
+      results = workloads.to_h { |w| [w, measure.run(w, paths(w), shared: paths(w) & %i[hash stock])] }
       Report.new(results).print
     end
 
@@ -80,6 +80,8 @@ module Bench
            "floor = Ruby line splitter + JSON.parse"
       puts "  #{@stock ? "stock = the stock Ruby processor on the hash path" : "stock not measured"}; " \
            "al/ev = Ruby objects allocated per event; raw x / hash x = throughput over the floor's"
+      puts "  share / stk-sh = time per event beyond the floor: median difference of streams run in turn " \
+           "with the floor's, for as long as the rounds took"
       workloads.each { |w| puts format("  %-18s %s", w.name, w.description) }
       puts
     end
