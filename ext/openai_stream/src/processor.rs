@@ -127,6 +127,20 @@ impl Processor {
         Ok(&self.state.out)
     }
 
+    /// A streamed chunk that is nothing but a text delta,
+    /// `{"choices":[{"delta":{"content": text}}]}` (plus keys no struct
+    /// reads): does exactly what [`Processor::process_chunk`] does with it,
+    /// without building it. The binding reads the Hash path's commonest
+    /// event this way.
+    pub fn process_text(&mut self, text: &str) -> Result<&Output, Error> {
+        self.state.begin();
+        // Of that chunk, apply_chunk reads only the content: no envelope,
+        // error, usage or tool calls, one choice, no finish_reason (so the
+        // legacy simulator, which follows tool calls, has nothing to see).
+        self.state.apply_text(text);
+        Ok(&self.state.out)
+    }
+
     /// A value that is not a chunk object was given where a chunk was expected.
     pub fn process_non_object(&mut self, kind: Kind) -> Result<&Output, Error> {
         self.state.begin();
@@ -672,9 +686,16 @@ impl State {
     }
 
     #[inline(always)]
+    fn apply_text(&mut self, text: &str) {
+        if !text.is_empty() {
+            self.out.push_text(text);
+        }
+    }
+
+    #[inline(always)]
     fn apply_content(&mut self, content: &Field<Content>) {
         match content {
-            Field::Value(Content::Text(t)) if !t.is_empty() => self.out.push_text(t),
+            Field::Value(Content::Text(t)) => self.apply_text(t),
             Field::Value(Content::Parts(parts)) => {
                 let mut texts: Vec<&str> = Vec::new();
                 for part in parts {

@@ -158,3 +158,72 @@ fn object_and_message_of_the_wrong_type_are_reported() {
     let fields: Vec<_> = p.anomalies().all().iter().map(|a| a.field).collect();
     assert_eq!(fields, [Some("object"), Some("message"), Some("choices[0].message")]);
 }
+
+/// What a processor holds after a step, as text to compare.
+fn snapshot(p: &Processor) -> String {
+    // Each call (the tables of Calls are HashMaps, whose order varies).
+    let calls: Vec<_> =
+        (0..p.calls().len()).map(|i| format!("{:?}", p.calls().get(CallId(i as u32)))).collect();
+    format!(
+        "{:?}\n{calls:?}\n{:?}\n{:?}\n{:?}",
+        p.output(),
+        p.anomalies().all(),
+        p.usage(),
+        p.legacy_outcome()
+    )
+}
+
+#[test]
+fn process_text_does_what_process_chunk_does_with_a_text_chunk() {
+    // Text around calls, between argument fragments, empty, after a
+    // finish_reason and after the end of a stream, with usage after it.
+    let call = |i: u32, id: &str, args: &str| {
+        format!(
+            r#"{{"choices":[{{"delta":{{"tool_calls":[{{"index":{i},"id":"{id}","function":{{"name":"f","arguments":"{args}"}}}}]}}}}]}}"#
+        )
+    };
+    let fragment = |i: u32, args: &str| {
+        format!(
+            r#"{{"choices":[{{"delta":{{"tool_calls":[{{"index":{i},"function":{{"arguments":"{args}"}}}}]}}}}]}}"#
+        )
+    };
+    let steps: Vec<Result<String, &str>> = vec![
+        Err("Hel"),
+        Err(""),
+        Err("lo \u{e9}"),
+        Ok(call(0, "a", "{\\\"q\\\":")),
+        Err("between"),
+        Ok(fragment(0, "\\\"x\\\"}")),
+        Ok(call(1, "b", "{}")),
+        Err("after calls"),
+        Ok(r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#.to_owned()),
+        Err("after finish"),
+        Ok(r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4}}"#.to_owned()),
+        Err("late"),
+    ];
+    for partial_tool_calls in [false, true] {
+        for simulate_legacy in [false, true] {
+            let options = Options { partial_tool_calls, simulate_legacy, ..Options::default() };
+            let (mut chunks, mut texts) = (Processor::new(options), Processor::new(options));
+            for round in 0..2 {
+                for step in &steps {
+                    let (a, b) = match step {
+                        Ok(json) => {
+                            let c = Chunk::from_json(json).expect("test JSON");
+                            (chunks.process_chunk(&c).map(|_| ()), texts.process_chunk(&c).map(|_| ()))
+                        }
+                        Err(text) => (
+                            chunks.process_chunk(&Chunk::text(text)).map(|_| ()),
+                            texts.process_text(text).map(|_| ()),
+                        ),
+                    };
+                    assert_eq!(format!("{a:?}"), format!("{b:?}"), "{step:?}");
+                    assert_eq!(snapshot(&chunks), snapshot(&texts), "{step:?} (round {round}, {options:?})");
+                }
+                let (a, b) = (chunks.finish().map(|_| ()), texts.finish().map(|_| ()));
+                assert_eq!(format!("{a:?}"), format!("{b:?}"));
+                assert_eq!(snapshot(&chunks), snapshot(&texts));
+            }
+        }
+    }
+}

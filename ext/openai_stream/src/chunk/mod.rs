@@ -198,6 +198,14 @@ impl<'a> Chunk<'a> {
         Ok(Chunk::from_field(field))
     }
 
+    /// `{"choices":[{"delta":{"content": text}}]}`: a chunk that is
+    /// nothing but a text delta.
+    pub fn text(text: &'a str) -> Chunk<'a> {
+        let delta = Delta { content: Field::Value(Content::Text(Cow::Borrowed(text))), ..Delta::default() };
+        let choice = Choice { delta: Field::Value(delta), ..Choice::default() };
+        Chunk { choices: Field::Value(List::one(Field::Value(choice))), ..Chunk::default() }
+    }
+
     /// A chunk from a lenient top-level field: anything that is not an
     /// object is an empty chunk (the caller reports it).
     pub fn from_field(field: Field<Chunk<'a>>) -> Chunk<'a> {
@@ -230,6 +238,12 @@ mod tests {
         assert_eq!(f.arguments, Field::Value(Arguments::Text("".into())));
         assert_eq!(choices[0].get().unwrap().finish_reason, Field::Null);
         assert_eq!(c.usage, Field::Null);
+    }
+
+    #[test]
+    fn a_text_chunk_is_the_json_one() {
+        let json = r#"{"choices":[{"delta":{"content":"hi"}}]}"#;
+        assert_eq!(Chunk::text("hi"), Chunk::from_json(json).unwrap());
     }
 
     #[test]
