@@ -174,6 +174,53 @@ RSpec.describe "Hash path: the fast chunk walker" do
     end
   end
 
+  it "reads bare text deltas without building a chunk, and nothing else" do
+    envelope = { id: "c1", object: "chat.completion.chunk", created: 1, model: "m", system_fingerprint: "fp" }
+    first = { choices: [{ index: 0, delta: { role: "assistant", content: "" }, logprobs: nil, finish_reason: nil }] }
+    { text_chunk("hi") => "hi", envelope.merge(text_chunk("caf\u00e9")) => "caf\u00e9", envelope.merge(first) => "",
+      text_chunk("x").merge(object: nil) => "x" }.each do |chunk, text|
+      expect(readers(chunk)[4]).to eq(text), chunk.inspect
+    end
+    # Each of these needs more than the content: the whole chunk is read.
+    others = [
+      text_chunk("x").merge(usage: nil), text_chunk("x").merge(error: nil), text_chunk("x").merge(x_groq: nil),
+      text_chunk("x").merge(message: "m"), text_chunk("x").merge(object: "error"), text_chunk("x").merge(object: 5),
+      text_chunk("x", finish: "stop"), text_chunk("x", finish: ""),
+      { choices: [text_chunk("a")[:choices][0], text_chunk("b")[:choices][0]] }, { choices: [] }, { choices: [nil] },
+      { choices: [{ delta: { content: "x", tool_calls: nil } }] }, { choices: [{ delta: { content: nil } }] },
+      { choices: [{ delta: { content: [{ type: "text", text: "x" }] } }] }, { choices: [{ delta: {} }] },
+      { choices: [{ delta: { content: "x" }, error: nil }] }, { choices: [{ message: { content: "x" } }] },
+      { choices: [{ delta: { content: "\xFF".b } }] }, { "choices" => [{ delta: { content: "x" } }] },
+      text_chunk("x").merge(object: "\xFF".b)
+    ]
+    others.each { |chunk| expect(readers(chunk)[4]).to be_nil, chunk.inspect }
+  end
+
+  it "gives the processor the same results on bare text deltas as on the whole chunk" do
+    # `usage: nil` changes nothing for the processor but makes the text
+    # reader stand aside, so `whole` reads every event as a chunk.
+    mixed = [text_chunk("a"), tool_chunk([call("c1", "f", '{"q":', index: 0)]), text_chunk("between"),
+             tool_chunk([fragment(0, '"x"}')]), text_chunk(""), finish_chunk, text_chunk("after"),
+             usage_chunk(prompt: 3, completion: 4), text_chunk("late")]
+    streams = fixture_names.to_h { |name| [name, sse_events(fixture_bytes(name))] }.merge("mixed" => mixed)
+    streams.each do |name, events|
+      fast = DiscourseAiStream::OpenAiMessageProcessor.new(partial_tool_calls: true)
+      whole = DiscourseAiStream::OpenAiMessageProcessor.new(partial_tool_calls: true)
+      results = [fast, whole].map do |processor|
+        stream = processor.equal?(fast) ? events : events.map { |event| event.merge(usage: event.fetch(:usage, nil)) }
+        items = begin
+          summarize(hash_path_items(processor, stream))
+        rescue DiscourseAiStream::Error => e
+          e.class
+        end
+        [items, processor.anomalies, usage_of(processor)]
+      end
+      expect(results[0]).to eq(results[1]), name
+    end
+    texts = streams.values.flatten.count { |event| readers(event)[4] }
+    expect(texts).to be >= 15
+  end
+
   it "gives the processor the same items either way" do
     processor = DiscourseAiStream::OpenAiMessageProcessor.new
     expect(processor.process_streamed_message(text_chunk("a"))).to eq("a")

@@ -586,6 +586,95 @@ unsafe fn symbol_name<'s>(sym: VALUE) -> Option<&'s str> {
     unsafe { str_of(name) }
 }
 
+/// The content of a chunk that is nothing but a text delta, read without
+/// building a chunk: `{choices: [{delta: {content: "..."}}]}`, with any
+/// keys no struct reads, an `object` that is a UTF-8 String other than
+/// `"error"` (or nil), and a `finish_reason` that is nil. The core's
+/// [`openai_stream::processor::Processor::process_text`] does with it
+/// exactly what it does with that chunk. None for anything else, which
+/// [`read`] (or serde) reads as usual: a key of another field (`usage`,
+/// `error`, `tool_calls`, ... even when nil), another type, a list of
+/// other than one choice, content that is not a UTF-8 String.
+///
+/// This is the commonest event of a stream, and building and applying the
+/// whole chunk was most of what the Hash path cost on it.
+///
+/// # Safety
+///
+/// As [`read`]: `hash` is a Hash, and the text must not be used once Ruby
+/// code has run.
+pub unsafe fn read_text<'a>(hash: VALUE) -> Option<(&'a str, Option<ContentString>)> {
+    const OTHER_CHUNK_FIELDS: u32 = bit(K::Usage) | bit(K::XGroq) | bit(K::Error) | bit(K::Message);
+    const OTHER_CHOICE_FIELDS: u32 = bit(K::Message) | bit(K::Error);
+    let keys = keys()?;
+    let mut top = Found::new();
+    if !unsafe { collect(keys, hash, CHUNK, &mut top) } || top.present & OTHER_CHUNK_FIELDS != 0 {
+        return None;
+    }
+    if let Some(object) = top.get(K::Object) {
+        if object != NIL && !matches!(unsafe { string_text(object) }, Some(o) if o != "error") {
+            return None;
+        }
+    }
+    let choices = top.get(K::Choices)?;
+    if !unsafe { is_array_of_one_hash(choices) } {
+        return None;
+    }
+    // SAFETY: an Array of one element (above).
+    let choice = unsafe { rb_sys::RARRAY_AREF(choices, 0) };
+    let mut c = Found::new();
+    if !unsafe { collect(keys, choice, CHOICE, &mut c) } || c.present & OTHER_CHOICE_FIELDS != 0 {
+        return None;
+    }
+    if c.get(K::FinishReason).is_some_and(|r| r != NIL) {
+        return None;
+    }
+    let delta = c.get(K::Delta)?;
+    if !unsafe { is(delta, ruby_value_type::RUBY_T_HASH) } {
+        return None;
+    }
+    let mut d = Found::new();
+    if !unsafe { collect(keys, delta, DELTA, &mut d) } || d.present & bit(K::ToolCalls) != 0 {
+        return None;
+    }
+    let content = d.get(K::Content)?;
+    let text = unsafe { string_text(content) }?;
+    Some((text, unsafe { content_string(content, text) }))
+}
+
+/// True when `v` is a heap object of the Ruby type `t` (nil, false and
+/// immediates are not).
+///
+/// # Safety
+///
+/// `v` is a live Ruby value.
+#[inline(always)]
+unsafe fn is(v: VALUE, t: ruby_value_type) -> bool {
+    // Not an immediate, nil or false: an object, whose header has its type.
+    let object = v & ruby_special_consts::RUBY_IMMEDIATE_MASK as VALUE == 0 && v & !NIL != 0;
+    // SAFETY: an object starts with its RBasic.
+    object
+        && unsafe { (*(v as *const rb_sys::RBasic)).flags } & ruby_value_type::RUBY_T_MASK as VALUE
+            == t as VALUE
+}
+
+/// An Array holding exactly one Hash.
+unsafe fn is_array_of_one_hash(v: VALUE) -> bool {
+    unsafe {
+        is(v, ruby_value_type::RUBY_T_ARRAY)
+            && rb_sys::RARRAY_LEN(v) == 1
+            && is(rb_sys::RARRAY_AREF(v, 0), ruby_value_type::RUBY_T_HASH)
+    }
+}
+
+/// The text of a String that is UTF-8 (see [`str_of`]).
+unsafe fn string_text<'a>(v: VALUE) -> Option<&'a str> {
+    if !unsafe { is(v, ruby_value_type::RUBY_T_STRING) } {
+        return None;
+    }
+    unsafe { str_of(v) }
+}
+
 /// A chunk (the top-level Hash).
 unsafe fn chunk<'a>(cx: &mut Cx, hash: VALUE, out: &mut Chunk<'a>) -> bool {
     let mut f = Found::new();

@@ -24,7 +24,7 @@ use openai_stream::usage::UsageMode;
 use crate::convert::{anomaly_to_ruby, object_to_hash};
 use crate::errors;
 use crate::guard::guard;
-use crate::hash_walk::{ContentString, Seen};
+use crate::hash_walk::{self, ContentString, Seen};
 use crate::ruby_de::{read_chunk, Unsupported};
 use crate::view;
 
@@ -158,6 +158,16 @@ impl RbProcessor {
     }
 
     pub fn process_streamed_message(ruby: &Ruby, rb_self: Me, chunk: Value) -> Result<Value, Error> {
+        if RHash::from_value(chunk).is_some() {
+            // SAFETY: a Hash, alive on the caller's stack; the text is only
+            // read by the core, before any Ruby code runs.
+            if let Some((text, reuse)) = guard(ruby, || Ok(unsafe { hash_walk::read_text(chunk.as_raw()) }))?
+            {
+                return Self::run(ruby, rb_self, Shape::Streamed, Some(chunk), reuse, |core| {
+                    core.process_text(text).map(|_| ())
+                });
+            }
+        }
         Self::with_chunk(ruby, rb_self, chunk, Shape::Streamed, |core, c| core.process_chunk(c).map(|_| ()))
     }
 

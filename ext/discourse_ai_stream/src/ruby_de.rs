@@ -91,9 +91,10 @@ pub fn serde_chunk(ruby: &Ruby, value: Value, unsupported: &Unsupported) -> Resu
 /// `DiscourseAiStream::Native.hash_readers_for_tests(value)`: the chunk the
 /// fast walker reads (nil when it leaves the value to serde) and what serde
 /// reads (the chunk, or its error), both as debug text, the messages of
-/// the anomalies serde found, and whether the walker's chunk may be
-/// forgotten instead of dropped (`Seen::borrowed_only`); the specs compare
-/// them.
+/// the anomalies serde found, whether the walker's chunk may be
+/// forgotten instead of dropped (`Seen::borrowed_only`), and the text the
+/// text-delta reader took from it (nil when it is not a bare text delta);
+/// the specs compare them.
 pub fn hash_readers_for_tests(ruby: &Ruby, value: Value) -> Result<RArray, magnus::Error> {
     crate::guard::guard(ruby, || {
         let mut seen = hash_walk::Seen::default();
@@ -111,6 +112,11 @@ pub fn hash_readers_for_tests(ruby: &Ruby, value: Value) -> Result<RArray, magnu
             Ok(c) => format!("{c:?}"),
             Err(e) => format!("error: {e}"),
         };
+        // SAFETY: a Hash; the text is copied before Ruby code runs.
+        let text = match RHash::from_value(value) {
+            Some(_) => unsafe { hash_walk::read_text(value.as_raw()) }.map(|(text, _)| text.to_owned()),
+            None => None,
+        };
         let classes = ruby.ary_new();
         for anomaly in unsupported.into_inner() {
             classes.push(anomaly.message)?;
@@ -120,6 +126,7 @@ pub fn hash_readers_for_tests(ruby: &Ruby, value: Value) -> Result<RArray, magnu
             serde.into_value_with(ruby),
             classes.as_value(),
             seen.borrowed_only.into_value_with(ruby),
+            text.into_value_with(ruby),
         ]))
     })
 }
