@@ -52,6 +52,12 @@ pub struct RbProcessor {
     objects: Cell<Option<Opaque<RArray>>>,
     /// A panic happened inside: the state cannot be trusted any more.
     poisoned: Cell<bool>,
+    /// The last chunk given to `process_streamed_message` was not a bare
+    /// text delta: the next one goes straight to the chunk reader. Streams
+    /// come in runs (text deltas, then tool call fragments), and a run of
+    /// fragments would otherwise pay for a text reader that gives up at
+    /// each one's `tool_calls`.
+    past_text: Cell<bool>,
 }
 
 impl DataTypeFunctions for RbProcessor {
@@ -158,7 +164,8 @@ impl RbProcessor {
     }
 
     pub fn process_streamed_message(ruby: &Ruby, rb_self: Me, chunk: Value) -> Result<Value, Error> {
-        if RHash::from_value(chunk).is_some() {
+        let this = rb_self.get();
+        if !this.past_text.get() && RHash::from_value(chunk).is_some() {
             // SAFETY: a Hash, alive on the caller's stack; the text is only
             // read by the core, before any Ruby code runs.
             if let Some((text, reuse)) = guard(ruby, || Ok(unsafe { hash_walk::read_text(chunk.as_raw()) }))?
@@ -168,7 +175,10 @@ impl RbProcessor {
                 });
             }
         }
-        Self::with_chunk(ruby, rb_self, chunk, Shape::Streamed, |core, c| core.process_chunk(c).map(|_| ()))
+        Self::with_chunk(ruby, rb_self, chunk, Shape::Streamed, |core, c| {
+            this.past_text.set(!c.is_bare_text());
+            core.process_chunk(c).map(|_| ())
+        })
     }
 
     pub fn process_message(ruby: &Ruby, rb_self: Me, message: Value) -> Result<Value, Error> {

@@ -206,6 +206,37 @@ impl<'a> Chunk<'a> {
         Chunk { choices: Field::Value(List::one(Field::Value(choice))), ..Chunk::default() }
     }
 
+    /// True when the processor does with this chunk exactly what it does
+    /// with [`Chunk::text`] of its content: one choice whose delta has text
+    /// content and no tool calls, no finish_reason, and no other field read
+    /// (an `object` other than `"error"` aside).
+    pub fn is_bare_text(&self) -> bool {
+        let envelope = matches!(self.usage, Field::Missing)
+            && matches!(self.x_groq, Field::Missing)
+            && matches!(self.error, Field::Missing)
+            && matches!(self.message, Field::Missing)
+            && match &self.object {
+                Field::Missing | Field::Null => true,
+                Field::Value(Text(o)) => o != "error",
+                _ => false,
+            };
+        let choice = match &self.choices {
+            Field::Value(list) if list.len() == 1 => list.first().and_then(|c| match c {
+                Field::Value(c) => Some(c),
+                _ => None,
+            }),
+            _ => None,
+        };
+        envelope
+            && choice.is_some_and(|c| {
+                matches!(c.message, Field::Missing)
+                    && matches!(c.error, Field::Missing)
+                    && matches!(c.finish_reason, Field::Missing | Field::Null)
+                    && matches!(&c.delta, Field::Value(d)
+                        if matches!(d.tool_calls, Field::Missing) && matches!(d.content, Field::Value(Content::Text(_))))
+            })
+    }
+
     /// A chunk from a lenient top-level field: anything that is not an
     /// object is an empty chunk (the caller reports it).
     pub fn from_field(field: Field<Chunk<'a>>) -> Chunk<'a> {
@@ -244,6 +275,40 @@ mod tests {
     fn a_text_chunk_is_the_json_one() {
         let json = r#"{"choices":[{"delta":{"content":"hi"}}]}"#;
         assert_eq!(Chunk::text("hi"), Chunk::from_json(json).unwrap());
+        assert!(Chunk::text("hi").is_bare_text());
+    }
+
+    #[test]
+    fn a_bare_text_chunk_has_nothing_but_its_content() {
+        let bare = [
+            r#"{"id":"x","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}"#,
+            r#"{"object":null,"choices":[{"delta":{"content":"x"}}]}"#,
+        ];
+        for json in bare {
+            assert!(Chunk::from_json(json).unwrap().is_bare_text(), "{json}");
+        }
+        let not_bare = [
+            r#"{"usage":null,"choices":[{"delta":{"content":"x"}}]}"#,
+            r#"{"error":null,"choices":[{"delta":{"content":"x"}}]}"#,
+            r#"{"x_groq":null,"choices":[{"delta":{"content":"x"}}]}"#,
+            r#"{"message":"m","choices":[{"delta":{"content":"x"}}]}"#,
+            r#"{"object":"error","choices":[{"delta":{"content":"x"}}]}"#,
+            r#"{"object":5,"choices":[{"delta":{"content":"x"}}]}"#,
+            r#"{"choices":[{"delta":{"content":"x"},"finish_reason":"stop"}]}"#,
+            r#"{"choices":[{"delta":{"content":"x"},"error":null}]}"#,
+            r#"{"choices":[{"delta":{"content":"x"},"message":{}}]}"#,
+            r#"{"choices":[{"delta":{"content":"x","tool_calls":null}}]}"#,
+            r#"{"choices":[{"delta":{"content":null}}]}"#,
+            r#"{"choices":[{"delta":{"content":[{"type":"text","text":"x"}]}}]}"#,
+            r#"{"choices":[{"delta":{}}]}"#,
+            r#"{"choices":[{"delta":{"content":"a"}},{"delta":{"content":"b"}}]}"#,
+            r#"{"choices":[null]}"#,
+            r#"{"choices":[]}"#,
+            r#"{}"#,
+        ];
+        for json in not_bare {
+            assert!(!Chunk::from_json(json).unwrap().is_bare_text(), "{json}");
+        }
     }
 
     #[test]
