@@ -472,11 +472,7 @@ unsafe fn str_of<'a>(v: VALUE) -> Option<&'a str> {
     }
     // SAFETY: a String's pointer is valid for its length.
     let bytes: &'a [u8] = unsafe { std::slice::from_raw_parts(rb_sys::RSTRING_PTR(v).cast(), len) };
-    if bytes.is_ascii() {
-        // SAFETY: bytes below 0x80 are ASCII, which is UTF-8.
-        return Some(unsafe { std::str::from_utf8_unchecked(bytes) });
-    }
-    std::str::from_utf8(bytes).ok()
+    openai_stream::utf8::text(bytes)
 }
 
 /// A text field: a UTF-8 String or nil.

@@ -18,4 +18,5 @@ pub mod output;
 pub mod processor;
 pub mod sse;
 pub mod usage;
+pub mod utf8;
 mod work;
