@@ -450,15 +450,6 @@ fn each(value: Option<VALUE>, read: impl FnOnce(VALUE) -> bool) -> bool {
     value.is_none_or(read)
 }
 
-/// The Ruby type of a value (immediates included).
-///
-/// # Safety
-///
-/// `v` is a live Ruby value.
-unsafe fn ty(v: VALUE) -> ruby_value_type {
-    unsafe { rb_sys::RB_TYPE(v) }
-}
-
 /// The text of a String when it is UTF-8 (whatever its encoding says, as the
 /// serde path reads it), borrowed.
 ///
@@ -480,10 +471,7 @@ unsafe fn text<'a>(v: VALUE) -> Option<Field<Text<'a>>> {
     if v == NIL {
         return Some(Field::Null);
     }
-    if unsafe { ty(v) } != ruby_value_type::RUBY_T_STRING {
-        return None;
-    }
-    Some(Field::Value(Text(Cow::Borrowed(unsafe { str_of(v) }?))))
+    Some(Field::Value(Text(Cow::Borrowed(unsafe { string_text(v) }?))))
 }
 
 /// Sets a field from `value` read by `read` (None: the serde path decides).
@@ -530,7 +518,7 @@ unsafe fn list<T: Default>(
         put(field, Field::Null);
         return true;
     }
-    if unsafe { ty(v) } != ruby_value_type::RUBY_T_ARRAY {
+    if !unsafe { is(v, ruby_value_type::RUBY_T_ARRAY) } {
         return false;
     }
     let Ok(len) = usize::try_from(unsafe { rb_sys::RARRAY_LEN(v) }) else { return false };
@@ -543,7 +531,7 @@ unsafe fn list<T: Default>(
         let e = unsafe { rb_sys::RARRAY_AREF(v, i as isize) };
         if e == NIL {
             items.push(Field::Null);
-        } else if unsafe { ty(e) } == ruby_value_type::RUBY_T_HASH {
+        } else if unsafe { is(e, ruby_value_type::RUBY_T_HASH) } {
             if !fill(e, items.push_default()) {
                 return false;
             }
@@ -564,7 +552,7 @@ unsafe fn object<T: Default>(
         put(field, Field::Null);
         return true;
     }
-    if unsafe { ty(v) } != ruby_value_type::RUBY_T_HASH {
+    if !unsafe { is(v, ruby_value_type::RUBY_T_HASH) } {
         return false;
     }
     put(field, Field::Value(T::default()));
