@@ -18,7 +18,7 @@ require "paths"
 
 name, streams, path = ARGV
 abort "PATH is raw, floor, hash or stock" unless %w[raw floor hash stock].include?(path)
-workload = Bench::Workloads.all(ROOT, scale: false).find { |w| w.name == name } or abort("no workload #{name}")
+workload = Bench::Workloads.named(ROOT, name) or abort("no workload #{name}")
 require File.expand_path(ENV.fetch("DISCOURSE_STOCK_PROCESSOR")) if path == "stock"
 events = workload.reads.sum do |reads|
   count = 0

@@ -52,7 +52,52 @@ module Bench
       end
     end
 
+    # { path => cost of one `large` stream over one `small` one } for
+    # `paths`: 10.0 is linear when `large` is 10 times `small`.
+    #
+    # Per path, one `large` stream and as many `small` streams as make the
+    # same number of events run in turn (the order swapping each turn), for
+    # as long as one workload's rounds take and at least MIN_TURNS turns;
+    # the ratio is the median of the turns' ratios. Taken instead as the
+    # ratio of two ips medians a minute apart, text_20k over text_2k on the
+    # raw path came out 11.13x, 10.28x, 10.64x and 11.08x in four runs of
+    # one build, as a major GC or a burst of load fell on one or the other.
+    #
+    # The `small` streams read copies of it in memory of their own (see
+    # Workload#spread), as many bytes as the `large` one reads. The same
+    # 0.5 MB read ten times stays in this machine's 2 MB of L2 cache per
+    # core while 5 MB cannot, and that alone put the raw path's text ratio
+    # at 10.8x to 11.0x instead of 9.8x to 9.9x: perf put the difference on
+    # the line reader's first pass over the input. A decoder fed by a
+    # socket gets freshly copied bytes whatever the stream's length.
+    def scaling(large, small, paths)
+      repeat = [large.events.fdiv(small.events).round, 1].max
+      copies = small.spread(repeat)
+      copies.reads
+      paths.to_h do |path|
+        pairs = in_turn_pairs(-> { Paths.public_send(path, large) }, -> { Paths.public_send(path, copies) })
+        [path, median(pairs.map { |big, smalls| big / (smalls / repeat) })]
+      end
+    end
+
     private
+
+    # [[seconds of `first`, seconds of `second`], ...], the two run one after
+    # the other, the order swapping each turn.
+    def in_turn_pairs(first, second)
+      pairs = []
+      deadline = now + (@time * @rounds)
+      while pairs.size < MIN_TURNS || now < deadline
+        if pairs.size.even?
+          a = timed(&first)
+          pairs << [a, timed(&second)]
+        else
+          b = timed(&second)
+          pairs << [timed(&first), b]
+        end
+      end
+      pairs
+    end
 
     # { path => seconds per stream beyond the floor }. The floor and the
     # paths run one whole stream each, in turn (the order rotating), for

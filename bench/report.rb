@@ -4,10 +4,14 @@ module Bench
   # The table of one run, the scaling pairs and the targets of issue 8.
   class Report
     PATHS = %i[raw hash floor].freeze
+    # The scaling pairs of issue 8: [large, small].
+    PAIRS = Workloads::LARGE.map { |small, large| [large, small] }.freeze
 
-    # `results`: { workload => { path => Result } }.
-    def initialize(results, out: $stdout)
+    # `results`: { workload => { path => Result } }; `scalings`:
+    # { [large, small] => { path => ratio } } (Measure#scaling).
+    def initialize(results, scalings = {}, out: $stdout)
       @results = results
+      @scalings = scalings
       @out = out
       @stock = results.values.any? { |r| r.key?(:stock) }
     end
@@ -69,8 +73,8 @@ module Bench
     end
 
     def scaling
-      @out.puts "Scaling (time of the whole stream, large / small; 10.0 is linear):"
-      [%w[args_400k_partial args_40k_partial], %w[text_20k text_2k]].each do |large, small|
+      @out.puts "Scaling (cost of one large stream / one small one, streams run in turn; 10.0 is linear):"
+      PAIRS.each do |large, small|
         ratios = pair_ratios(large, small)
         next @out.puts("  #{large} / #{small}: not run") unless ratios
 
@@ -80,12 +84,12 @@ module Bench
       @out.puts
     end
 
+    # [bytes ratio, raw, hash, floor], or nil when the pair was not run.
     def pair_ratios(large, small)
-      big = by_name(large)
-      little = by_name(small)
-      return nil unless big && little
+      ratios = @scalings[[large, small]]
+      return nil unless ratios
 
-      [big[0].bytes.fdiv(little[0].bytes)] + PATHS.map { |p| big[1][p].seconds / little[1][p].seconds }
+      [by_name(large)[0].bytes.fdiv(by_name(small)[0].bytes)] + PATHS.map { |p| ratios.fetch(p) }
     end
 
     def targets
@@ -154,7 +158,7 @@ module Bench
     end
 
     def scalings
-      [%w[args_400k_partial args_40k_partial], %w[text_20k text_2k]].map do |large, small|
+      Report::PAIRS.map do |large, small|
         ratios = @report.pair_ratios(large, small)
         next mark(nil, "scaling #{large} / #{small}: not run") unless ratios
 

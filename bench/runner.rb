@@ -33,7 +33,7 @@ module Bench
       preamble(workloads)
       measure = Measure.new(**@options.slice(:rounds, :time, :warmup))
       results = workloads.to_h { |w| [w, measure.run(w, paths(w), shared: paths(w) & %i[hash stock])] }
-      Report.new(results).print
+      Report.new(results, scalings(measure, workloads)).print
     end
 
     private
@@ -64,6 +64,14 @@ module Bench
       list = %i[raw hash floor]
       list << :stock if @stock && workload.name != "recorded"
       list
+    end
+
+    # { [large, small] => { path => ratio } } for the scaling pairs of this run.
+    def scalings(measure, workloads)
+      Report::PAIRS.filter_map do |names|
+        large, small = names.map { |name| workloads.find { |w| w.name == name } }
+        [names, measure.scaling(large, small, Report::PATHS)] if large && small
+      end.to_h
     end
 
     def dump(workloads)

@@ -18,6 +18,20 @@ module Bench
       @sse ||= streams.join.b.freeze
     end
 
+    # This workload's streams `times` over, each copy in its own memory,
+    # laid out one after the other as a single larger workload's are: so
+    # running it reads as many distinct bytes as a workload `times` the
+    # size (see Measure#scaling).
+    def spread(times)
+      whole = (sse * times).freeze
+      copies = (0...times).flat_map do |copy|
+        at = copy * sse.bytesize
+        streams.map { |stream| whole.byteslice(at, stream.bytesize).tap { at += stream.bytesize }.freeze }
+      end
+      Workload.new(name: "#{name} x#{times}", description: "#{description}, #{times} copies",
+                   streams: copies, partial: partial)
+    end
+
     def bytes
       sse.bytesize
     end
@@ -158,9 +172,26 @@ module Bench
       ].compact
       return list unless scale
 
-      list.insert(1, text(20_000))
-      list.insert(list.index { |w| w.name == "args_40k_partial" } + 1,
-                  tools("args_400k_partial", "1 call, 400 KB args, partial", calls: 1, size: 409_600, partial: true))
+      list.flat_map { |w| [w, large(w.name)].compact }
+    end
+
+    # One workload by name, building only that one (bench/count).
+    def named(root, name)
+      small = LARGE.key(name)
+      return large(small) if small
+
+      all(root, scale: false).find { |w| w.name == name }
+    end
+
+    # The scaling pairs: small => large (the large one follows it in the table).
+    LARGE = { "text_2k" => "text_20k", "args_40k_partial" => "args_400k_partial" }.freeze
+
+    def large(small)
+      case small
+      when "text_2k" then text(20_000)
+      when "args_40k_partial"
+        tools("args_400k_partial", "1 call, 400 KB args, partial", calls: 1, size: 409_600, partial: true)
+      end
     end
   end
 end
