@@ -175,7 +175,8 @@ module Bench
       list.flat_map { |w| [w, large(w.name)].compact }
     end
 
-    # One workload by name, building only that one (bench/count).
+    # One workload by name (bench/count). A large one is built alone,
+    # without the rest of the suite.
     def named(root, name)
       small = LARGE.key(name)
       return large(small) if small
