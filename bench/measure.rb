@@ -75,29 +75,12 @@ module Bench
       copies = small.spread(repeat)
       copies.reads
       paths.to_h do |path|
-        pairs = in_turn_pairs(-> { Paths.public_send(path, large) }, -> { Paths.public_send(path, copies) })
-        [path, median(pairs.map { |big, smalls| big / (smalls / repeat) })]
+        times = in_turn(large: -> { Paths.public_send(path, large) }, small: -> { Paths.public_send(path, copies) })
+        [path, median(times[:large].zip(times[:small]).map { |big, smalls| big / (smalls / repeat) })]
       end
     end
 
     private
-
-    # [[seconds of `first`, seconds of `second`], ...], the two run one after
-    # the other, the order swapping each turn.
-    def in_turn_pairs(first, second)
-      pairs = []
-      deadline = now + (@time * @rounds)
-      while pairs.size < MIN_TURNS || now < deadline
-        if pairs.size.even?
-          a = timed(&first)
-          pairs << [a, timed(&second)]
-        else
-          b = timed(&second)
-          pairs << [timed(&first), b]
-        end
-      end
-      pairs
-    end
 
     # { path => seconds per stream beyond the floor }. The floor and the
     # paths run one whole stream each, in turn (the order rotating), for
@@ -109,17 +92,20 @@ module Bench
     def shares(workload, paths)
       return {} if paths.empty?
 
-      times = in_turn(workload, [:floor] + paths)
+      times = in_turn(([:floor] + paths).to_h { |path| [path, -> { Paths.public_send(path, workload) }] })
       paths.to_h { |path| [path, median(times[path].zip(times[:floor]).map { |t, floor| t - floor })] }
     end
 
-    # { path => [seconds of each stream] }, the paths taking turns.
-    def in_turn(workload, order)
-      times = order.to_h { |path| [path, []] }
+    # { name => [seconds of each run] } of `runs` ({ name => callable }),
+    # taking turns (the order rotating each turn) for as long as the ips
+    # rounds of a workload take, and at least MIN_TURNS turns.
+    def in_turn(runs)
+      times = runs.transform_values { [] }
+      order = runs.keys
       deadline = now + (@time * @rounds)
       turn = 0
       while turn < MIN_TURNS || now < deadline
-        order.rotate(turn % order.size).each { |path| times[path] << timed { Paths.public_send(path, workload) } }
+        order.rotate(turn % order.size).each { |name| times[name] << timed(&runs[name]) }
         turn += 1
       end
       times
