@@ -11,6 +11,8 @@ require "tmpdir"
 RSpec.describe "loading the native extension" do
   let(:lib) { File.expand_path("../lib", __dir__) }
   let(:minor) { RUBY_VERSION[/\A\d+\.\d+/] }
+  # The extension this process loaded: what each stand-in below loads in the end.
+  let(:native) { $LOADED_FEATURES.grep(%r{/discourse_ai_stream\.#{RbConfig::CONFIG["DLEXT"]}\z}).first }
   let(:probe) do
     'require "discourse_ai_stream"; ' \
       'puts [$versioned_build_loaded.inspect, defined?(DiscourseAiStream::Native).inspect].join(" ")'
@@ -31,13 +33,27 @@ RSpec.describe "loading the native extension" do
       FileUtils.mkdir_p(File.join(dir, "discourse_ai_stream", minor))
       File.write(File.join(dir, "discourse_ai_stream", minor, "discourse_ai_stream.rb"), <<~RUBY)
         $versioned_build_loaded = true
-        require "discourse_ai_stream/discourse_ai_stream"
+        require #{native.inspect}
       RUBY
       expect(run_ruby(dir, lib, probe)).to eq('true "constant"')
     end
   end
 
-  it "falls back to lib/discourse_ai_stream/discourse_ai_stream when there is no versioned build" do
-    expect(run_ruby(lib, probe)).to eq('nil "constant"')
+  it "falls back to discourse_ai_stream/discourse_ai_stream when there is no versioned build" do
+    # A copy of lib/ without any versioned build (as a source install has it):
+    # the single build is a stand-in that marks it was loaded, then loads the
+    # real extension this process runs.
+    Dir.mktmpdir("single-") do |dir|
+      Dir.chdir(lib) { Dir.glob("**/*.rb") }.each do |path|
+        FileUtils.mkdir_p(File.join(dir, File.dirname(path)))
+        FileUtils.cp(File.join(lib, path), File.join(dir, path))
+      end
+      File.write(File.join(dir, "discourse_ai_stream", "discourse_ai_stream.rb"), <<~RUBY)
+        $single_build_loaded = true
+        require #{native.inspect}
+      RUBY
+      single_probe = probe.sub("$versioned_build_loaded", "$single_build_loaded")
+      expect(run_ruby(dir, single_probe)).to eq('true "constant"')
+    end
   end
 end

@@ -21,7 +21,10 @@ module PackagingBuild
       version: DiscourseAiStream::VERSION,
       native: defined?(DiscourseAiStream::Native),
       extensions: $LOADED_FEATURES.grep(%r{/discourse_ai_stream\\.\#{dlext}\\z}),
-      gem_files: $LOADED_FEATURES.grep(%r{/discourse_ai_stream[/.]}),
+      # Files of the Ruby installation itself are not the gem's, even where
+      # its path says discourse_ai_stream (bin/rubies' cache).
+      gem_files: $LOADED_FEATURES.grep(%r{/discourse_ai_stream[/.]})
+                                 .reject { |path| path.start_with?("\#{RbConfig::CONFIG["prefix"]}/") },
       load_path: $LOAD_PATH
     )
   RUBY
@@ -129,6 +132,7 @@ RSpec.describe "the source gem", :packaging do
     install_dir = PackagingBuild.install_dir
     expect(probe).to include("version" => DiscourseAiStream::VERSION, "native" => "constant")
     expect(probe["extensions"]).to contain_exactly(start_with("#{install_dir}/"))
+    expect(probe["gem_files"]).to include(end_with("/lib/discourse_ai_stream.rb"))
     expect(probe["gem_files"]).to all(start_with("#{install_dir}/"))
     expect(probe["load_path"]).not_to include(start_with(PackagingBuild::ROOT))
   end
