@@ -1,0 +1,85 @@
+# frozen_string_literal: true
+
+require_relative "../rakelib/platform_gem"
+
+# The precompiled gem's specification (rakelib/platform_gem.rb). That it
+# installs and runs with no compiler in reach is checked by
+# bin/check-platform-gem, the `gems` step of bin/test.
+RSpec.describe PlatformGem do
+  let(:source) { Gem::Specification.load(File.expand_path("../discourse_ai_stream.gemspec", __dir__)) }
+
+  # Every Ruby version a host may have: 3.0.0 to 3.6.MAX_PATCH (Ruby's patch
+  # numbers have stayed below 10).
+  def rubies
+    (0..6).flat_map { |minor| (0..described_class::MAX_PATCH).map { |patch| Gem::Version.new("3.#{minor}.#{patch}") } }
+  end
+
+  def accepted_minors(requirement)
+    requirement = Gem::Requirement.new(requirement)
+    rubies.select { |ruby| requirement.satisfied_by?(ruby) }.map { |ruby| ruby.segments.first(2).join(".") }.uniq
+  end
+
+  describe ".ruby_requirement" do
+    it "accepts exactly the minors it has builds for, leaving out a minor in between" do
+      expect(accepted_minors(described_class.ruby_requirement(%w[3.1 3.3 3.4]))).to eq(%w[3.1 3.3 3.4])
+    end
+
+    it "is a plain range when the minors are contiguous" do
+      expect(described_class.ruby_requirement(%w[3.3 3.4])).to eq([">= 3.3", "< 3.5.dev"])
+      expect(accepted_minors(described_class.ruby_requirement(%w[3.3 3.4]))).to eq(%w[3.3 3.4])
+    end
+
+    it "accepts release candidates of the next minor not at all, and of the highest one" do
+      requirement = Gem::Requirement.new(described_class.ruby_requirement(%w[3.3 3.4]))
+      expect(requirement.satisfied_by?(Gem::Version.new("3.5.0.preview1"))).to be(false)
+      expect(requirement.satisfied_by?(Gem::Version.new("3.4.0.rc1"))).to be(true)
+    end
+  end
+
+  describe ".spec" do
+    subject(:spec) { described_class.spec(source, %w[3.1 3.3 3.4]) }
+
+    it "is for x86_64-linux and compiles nothing when installed" do
+      expect(spec.platform.to_s).to eq("x86_64-linux")
+      expect(spec.extensions).to be_empty
+    end
+
+    it "carries one build per Ruby and no Rust sources" do
+      expect(spec.files).to include("lib/discourse_ai_stream/3.1/discourse_ai_stream.so",
+                                    "lib/discourse_ai_stream/3.3/discourse_ai_stream.so",
+                                    "lib/discourse_ai_stream/3.4/discourse_ai_stream.so",
+                                    "lib/discourse_ai_stream.rb", "exe/discourse-ai-stream")
+      expect(spec.files.grep(%r{\Aext/|\ACargo\.})).to be_empty
+    end
+
+    it "leaves the source gem's specification as it was" do
+      spec
+      expect(source.platform).to eq(Gem::Platform::RUBY)
+      expect(source.extensions).to eq(["ext/discourse_ai_stream/extconf.rb"])
+      expect(source.files).to include("Cargo.lock")
+    end
+  end
+
+  describe ".check_library" do
+    it "passes a build of this machine and says what it needs" do
+      build = $LOADED_FEATURES.grep(%r{/discourse_ai_stream\.#{RbConfig::CONFIG["DLEXT"]}\z}).first
+      info = described_class.check_library(build)
+      expect(info[:needed]).to include("libc.so.6")
+      expect(info[:needed].grep(/libruby/)).to be_empty
+      expect(Gem::Version.new(info[:glibc])).to be <= described_class::MAX_GLIBC
+    end
+
+    it "refuses a library that links libruby" do
+      # The ruby executable of a Ruby built with --enable-shared (all of the matrix) links it.
+      ruby = File.realpath(RbConfig.ruby)
+      expect(described_class.run("readelf", "-d", ruby)).to match(/NEEDED.*libruby/)
+      expect { described_class.check_library(ruby) }.to raise_error(/links libruby/)
+    end
+
+    it "refuses a library that needs a glibc newer than the limit" do
+      stub_const("PlatformGem::MAX_GLIBC", Gem::Version.new("2.2.5"))
+      build = $LOADED_FEATURES.grep(%r{/discourse_ai_stream\.#{RbConfig::CONFIG["DLEXT"]}\z}).first
+      expect { described_class.check_library(build) }.to raise_error(/needs GLIBC_[\d.]+, newer than 2\.2\.5/)
+    end
+  end
+end
