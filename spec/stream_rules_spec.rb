@@ -107,11 +107,13 @@ RSpec.describe "stream-shapes.md rules" do
        ChunkHelpers.finish_chunk],
       [["late", "f", {}], ["early", "g", {}]]
     ],
-    "14: one call announced at several indexes with the same id" => [
+    "14: headers at two indexes that share an id are two calls" => [
       [ChunkHelpers.tool_chunk([ChunkHelpers.call("same", "f", '{"a":', index: 0)]),
-       ChunkHelpers.tool_chunk([ChunkHelpers.call("same", "f", "1}", index: 1)]),
+       ChunkHelpers.tool_chunk([ChunkHelpers.call("same", "g", '{"b":', index: 1)]),
+       ChunkHelpers.tool_chunk([ChunkHelpers.fragment(0, "1}")]),
+       ChunkHelpers.tool_chunk([{ index: 0, id: "same", function: { arguments: "2}" } }]),
        ChunkHelpers.finish_chunk],
-      [["same", "f", { a: 1 }]]
+      [["same", "f", { a: 1 }], ["same", "g", { b: 2 }]]
     ],
     "completion: only a non-empty finish_reason ends the turn, \"stop\" too" => [
       [ChunkHelpers.tool_chunk([ChunkHelpers.call("a", "f", '{"a":', index: 0)], finish: ""),
