@@ -107,11 +107,13 @@ RSpec.describe "stream-shapes.md rules" do
        ChunkHelpers.finish_chunk],
       [["late", "f", {}], ["early", "g", {}]]
     ],
-    "14: one call announced at several indexes with the same id" => [
+    "14: headers at two indexes that share an id are two calls" => [
       [ChunkHelpers.tool_chunk([ChunkHelpers.call("same", "f", '{"a":', index: 0)]),
-       ChunkHelpers.tool_chunk([ChunkHelpers.call("same", "f", "1}", index: 1)]),
+       ChunkHelpers.tool_chunk([ChunkHelpers.call("same", "g", '{"b":', index: 1)]),
+       ChunkHelpers.tool_chunk([ChunkHelpers.fragment(0, "1}")]),
+       ChunkHelpers.tool_chunk([{ index: 0, id: "same", function: { arguments: "2}" } }]),
        ChunkHelpers.finish_chunk],
-      [["same", "f", { a: 1 }]]
+      [["same", "f", { a: 1 }], ["same", "g", { b: 2 }]]
     ],
     "completion: only a non-empty finish_reason ends the turn, \"stop\" too" => [
       [ChunkHelpers.tool_chunk([ChunkHelpers.call("a", "f", '{"a":', index: 0)], finish: ""),
@@ -230,6 +232,128 @@ RSpec.describe "stream-shapes.md rules" do
       items = [*processor.process_streamed_message(parsed(finish_chunk))]
       expect(final_calls(items).map { |c| [c.id, c.parameters] }).to eq([["p", { n: 12, s: "x" }]])
       expect(processor.anomalies).to eq([])
+    end
+  end
+
+  # Slotting items of issues 17 and 21 (rules 6, 8 and 14 as revised on
+  # 2026-12-04): each stream through the Hash path and through decode_chunk
+  # whole, a byte at a time and in random reads, with and without partial
+  # tool calls; each gives the same calls and the same anomaly kinds.
+  describe "slotting (rules 6, 8, 14 revised)" do
+    def outcomes(chunks, partial)
+      hashed = DiscourseAiStream::OpenAiMessageProcessor.new(partial_tool_calls: partial)
+      results = [["Hash path", hashed, stream_items(hashed, chunks.map { |c| parsed(c) })]]
+      bytes = sse(chunks)
+      random = Random.new(17)
+      splits = { "whole" => [bytes], "1-byte reads" => bytes.chars,
+                 **(1..3).to_h { |n| ["random reads #{n}", random_reads(bytes, random)] } }
+      splits.each do |how, reads|
+        processor = DiscourseAiStream::OpenAiMessageProcessor.new(partial_tool_calls: partial)
+        results << ["raw path, #{how}", processor, decoded_items(processor, reads)]
+      end
+      results
+    end
+
+    def expect_slotting(chunks, calls:, anomalies: [])
+      [false, true].each do |partial|
+        outcomes(chunks, partial).each do |how, processor, items|
+          got = final_calls(items).map { |c| [c.id, c.name, c.parameters] }
+          # A read's items hold each call once, where it first appeared in
+          # that read: with partial calls, completion order depends on the
+          # reads (as in Discourse's decode_chunk).
+          ordered = partial && how != "Hash path" ? match_array(calls) : eq(calls)
+          expect(got).to ordered, "#{how}, partial_tool_calls: #{partial}"
+          expect_anomalies(processor, anomalies, "#{how}, partial_tool_calls: #{partial}")
+        end
+      end
+    end
+
+    def expect_anomalies(processor, expected, how)
+      expect(processor.anomalies.map { |a| a[:kind] }).to eq(expected.map { |a| a[:kind] }), how
+      expect(processor.anomalies).to match(expected.map { |a| include(a) }), how
+    end
+
+    it "6: a header with an id and no index, then nameless fragments with an index and no id, are one call" do
+      expect_slotting(
+        [tool_chunk([{ id: "call_sam", type: "function", function: { name: "search", arguments: '{"query":"' } }]),
+         tool_chunk([fragment(0, 'sam"}')]),
+         finish_chunk],
+        calls: [["call_sam", "search", { query: "sam" }]]
+      )
+    end
+
+    it "6: an indexed header, then fragments with the id and no index, are one call" do
+      expect_slotting(
+        [tool_chunk([call("call_sam", "search", '{"query":"', index: 0)]),
+         tool_chunk([{ id: "call_sam", function: { arguments: 'sam"}' } }]),
+         finish_chunk],
+        calls: [["call_sam", "search", { query: "sam" }]]
+      )
+    end
+
+    it "6: fragments with no id and no name at an index no call has continue the latest call (Nebius, Cerebras)" do
+      expect_slotting(
+        [tool_chunk([call("n1", "f", "", index: 0)]),
+         tool_chunk([fragment(1, '{"a":')]), tool_chunk([fragment(1, "1}")]),
+         tool_chunk([call("n2", "g", "", index: 1)]),
+         tool_chunk([fragment(2, '{"b":')]), tool_chunk([fragment(2, "2}")]),
+         finish_chunk],
+        calls: [["n1", "f", { a: 1 }], ["n2", "g", { b: 2 }]]
+      )
+    end
+
+    it "6: fragments with an id go to that call whatever their index (Vertex Gemini crosses them)" do
+      expect_slotting(
+        [tool_chunk([call("A", "f", "", index: 1)]),
+         tool_chunk([call("B", "g", "", index: 0)]),
+         tool_chunk([{ index: 0, id: "A", function: { arguments: '{"a":' } }]),
+         tool_chunk([{ index: 1, id: "B", function: { arguments: '{"b":' } }]),
+         tool_chunk([{ index: 0, id: "A", function: { arguments: "1}" } }]),
+         tool_chunk([{ index: 1, id: "B", function: { arguments: "2}" } }]),
+         finish_chunk],
+        calls: [["A", "f", { a: 1 }], ["B", "g", { b: 2 }]]
+      )
+    end
+
+    it "8: a nameless fragment with an unknown id after complete arguments is dropped and reported" do
+      expect_slotting(
+        [tool_chunk([call("call_sam", "search", '{"query":"sam"}', index: 0)]),
+         tool_chunk([{ index: 0, id: "call_dan", function: { arguments: '{"query":"dan"}' } }]),
+         finish_chunk],
+        calls: [["call_sam", "search", { query: "sam" }]],
+        anomalies: [{ kind: :orphan_fragment, id: "call_dan", index: 0, excerpt: '{"query":"dan"}' }]
+      )
+    end
+
+    it "8: while the arguments are incomplete, an unknown id on a nameless fragment is a continuation" do
+      expect_slotting(
+        [tool_chunk([call("call_sam", "search", '{"query":"', index: 0)]),
+         tool_chunk([{ index: 0, id: "call_dan", function: { arguments: 'sam"}' } }]),
+         finish_chunk],
+        calls: [["call_sam", "search", { query: "sam" }]],
+        anomalies: [{ kind: :id_changed, id: "call_sam" }]
+      )
+    end
+
+    it "14: headers with names at index 0 and 1 sharing one id are two calls, the id reported" do
+      expect_slotting(
+        [tool_chunk([call("call_x", "search", '{"query":"a"}', index: 0)]),
+         tool_chunk([call("call_x", "lookup", '{"term":"b"}', index: 1)]),
+         finish_chunk],
+        calls: [["call_x", "search", { query: "a" }], ["call_x", "lookup", { term: "b" }]],
+        anomalies: [{ kind: :duplicate_id, id: "call_x", name: "lookup", index: 1 }]
+      )
+    end
+
+    it "14: nameless fragments with the shared id go to the most recent call with it" do
+      expect_slotting(
+        [tool_chunk([call("call_x", "search", "", index: 0), call("call_x", "lookup", "", index: 1)]),
+         tool_chunk([fragment(0, '{"query":"a"}')]),
+         tool_chunk([{ id: "call_x", function: { arguments: '{"term":"b"}' } }]),
+         finish_chunk],
+        calls: [["call_x", "search", { query: "a" }], ["call_x", "lookup", { term: "b" }]],
+        anomalies: [{ kind: :duplicate_id, id: "call_x", name: "lookup", index: 1 }]
+      )
     end
   end
 

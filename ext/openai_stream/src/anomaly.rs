@@ -29,6 +29,9 @@ pub enum AnomalyKind {
     IdChanged,
     /// A call's name changed on a continuation; the first name is kept.
     NameChanged,
+    /// A header at another index reused the id of an earlier call: a
+    /// separate call with the same id.
+    DuplicateId,
     /// The call got arguments both as an object and as text, or twice as
     /// different objects; the first is kept.
     MixedArguments,
@@ -79,6 +82,7 @@ impl AnomalyKind {
             AnomalyKind::IgnoredField => "ignored_field",
             AnomalyKind::IdChanged => "id_changed",
             AnomalyKind::NameChanged => "name_changed",
+            AnomalyKind::DuplicateId => "duplicate_id",
             AnomalyKind::MixedArguments => "mixed_arguments",
             AnomalyKind::FragmentAfterCompletion => "fragment_after_completion",
             AnomalyKind::Truncated => "truncated",

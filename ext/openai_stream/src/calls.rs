@@ -38,6 +38,10 @@ pub struct Call {
     completed: bool,
     /// The `tool_calls` list (see [`Calls::begin_list`]) the call started in.
     list: u64,
+    /// How deep `raw` nests, as far as it was scanned (rule 8).
+    nesting: Nesting,
+    /// A later call has the same id (rule 14): fragments with the id go there.
+    id_reused: bool,
 }
 
 impl Call {
@@ -73,6 +77,48 @@ struct PartialState {
     events: ViewEvents,
     /// Open containers, the root object included.
     depth: u32,
+}
+
+/// Bracket nesting of a call's arguments text, scanned on demand from where
+/// the last scan stopped, so asking whether the text is a whole value never
+/// re-reads it.
+#[derive(Debug, Default)]
+struct Nesting {
+    scanned: usize,
+    depth: u64,
+    opened: bool,
+    in_string: bool,
+    escaped: bool,
+}
+
+impl Nesting {
+    fn feed(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            if self.in_string {
+                match b {
+                    _ if self.escaped => self.escaped = false,
+                    b'\\' => self.escaped = true,
+                    b'"' => self.in_string = false,
+                    _ => {}
+                }
+                continue;
+            }
+            match b {
+                b'"' => self.in_string = true,
+                b'{' | b'[' => {
+                    self.depth = self.depth.saturating_add(1);
+                    self.opened = true;
+                }
+                b'}' | b']' => self.depth = self.depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+    }
+
+    /// True when a container opened and every container closed since.
+    fn balanced(&self) -> bool {
+        self.opened && self.depth == 0 && !self.in_string
+    }
 }
 
 /// What applying one delta did.
@@ -257,7 +303,7 @@ impl Calls {
             let c = self.calls.get(cur as usize)?;
             if h.index.is_some()
                 && h.index == c.index
-                && h.id.is_none_or(|id| id == c.id)
+                && h.id.is_none_or(|id| id == c.id && !c.id_reused)
                 && h.name.is_none_or(|n| n == c.name)
                 && !self.starts_anew(cur, h)
             {
@@ -267,20 +313,7 @@ impl Calls {
         // Rules 8, 9, 14: an explicit id that matches a call wins.
         if let Some(id) = h.id {
             if let Some(&known) = self.by_id.get(id) {
-                if let Some(ix) = h.index {
-                    self.by_index.entry(ix).or_insert(known);
-                }
-                let c = &self.calls[known as usize];
-                if let Some(name) = h.name {
-                    if name != c.name {
-                        let msg = format!(
-                            "call {:?} renamed to {name:?} on a later delta; kept {:?}",
-                            c.id, c.name
-                        );
-                        anomalies.push(c.anomaly(AnomalyKind::NameChanged, msg));
-                    }
-                }
-                return Some(known);
+                return Some(self.slot_known_id(known, id, h, applied, anomalies));
             }
         }
         let at_index = h.index.and_then(|ix| self.by_index.get(&ix).copied());
@@ -306,11 +339,8 @@ impl Calls {
                 Some(self.start_generated(name, h.index, anomalies))
             }
             // Rules 5, 8: the call at this index (a changed id on an
-            // arguments-only delta is a continuation).
-            (id, _, Some(occ)) => {
-                self.note_id_change(occ, id, anomalies);
-                Some(occ)
-            }
+            // arguments-only delta is a continuation while it can be one).
+            (_, _, Some(occ)) => self.continue_call(occ, h, anomalies),
             // Rules 6, 10: no index and no id continues the most recent call,
             // also when the name is repeated in full.
             (None, name, None)
@@ -320,35 +350,136 @@ impl Calls {
             {
                 self.current
             }
-            // Rule 8 without an index: an unknown id on an arguments-only
-            // delta continues the most recent call.
-            (Some(id), None, None) if h.index.is_none() && self.current.is_some() => {
-                let cur = self.current?;
-                self.note_id_change(cur, Some(id), anomalies);
-                Some(cur)
-            }
+            // Rules 6, 8: an arguments-only delta with no index, or an index
+            // no call has (Nebius, Cerebras: the header's index + 1), and no
+            // id that names a call continues the most recent call while it
+            // is open; that index now names it.
+            (_, None, None) => match self.current.filter(|&cur| !self.calls[cur as usize].completed) {
+                Some(cur) => self.continue_call(cur, h, anomalies),
+                None => {
+                    self.orphan(
+                        h,
+                        "a tool call fragment matched no call and carried no name to start one".into(),
+                        anomalies,
+                    );
+                    None
+                }
+            },
             // Rule 11: a name and no id anywhere.
             (None, Some(name), None) => Some(self.start_generated(name, h.index, anomalies)),
-            // Nothing to attach to.
-            _ => {
-                let text = match h.arguments {
-                    Some(Arguments::Text(t)) => t.to_string(),
-                    Some(Arguments::Object(v)) => v.to_json(),
-                    None => String::new(),
-                };
-                if !text.is_empty() || h.id.is_some() {
-                    let mut a = Anomaly::new(
-                        AnomalyKind::OrphanFragment,
-                        "a tool call fragment matched no call and carried no name to start one".to_owned(),
-                    )
-                    .excerpt(&text);
-                    a.call_id = h.id.map(str::to_owned);
-                    a.index = h.index;
-                    anomalies.push(a);
+        }
+    }
+
+    /// The call a delta goes to when its id names `known` (the most recent
+    /// call with that id).
+    fn slot_known_id(
+        &mut self,
+        known: u32,
+        id: &str,
+        h: &Header,
+        applied: &mut Applied,
+        anomalies: &mut Anomalies,
+    ) -> u32 {
+        if let (Some(name), Some(ix)) = (h.name, h.index) {
+            let occupied = self.by_index.get(&ix).copied();
+            // A header repeated at an index the call with this id has.
+            if let Some(occ) = occupied.filter(|&o| self.calls[o as usize].id == id) {
+                return self.check_name(occ, name, anomalies);
+            }
+            // Rule 14: a header at another index than the indexed call with
+            // this id is a distinct call that shares the id.
+            if let Some(first_index) = self.calls[known as usize].index {
+                if let Some(prev) = occupied {
+                    if !self.calls[prev as usize].completed {
+                        applied.replaced = Some(CallId(prev));
+                    }
                 }
-                None
+                let n = self.start(id.to_owned(), false, name, Some(ix));
+                let (first, c) = (&self.calls[known as usize], &self.calls[n as usize]);
+                let msg = format!(
+                    "tool call {name:?} at index {ix} has the id {id:?} of call {:?} at index {first_index}; \
+                     kept as a separate call",
+                    first.name
+                );
+                anomalies.push(c.anomaly(AnomalyKind::DuplicateId, msg));
+                return n;
             }
         }
+        // The call's id wins over the delta's index (rule 8), which now
+        // names the call too if no other call has it (rule 6).
+        if let Some(ix) = h.index {
+            self.by_index.entry(ix).or_insert(known);
+            self.calls[known as usize].index.get_or_insert(ix);
+        }
+        match h.name {
+            Some(name) => self.check_name(known, name, anomalies),
+            None => known,
+        }
+    }
+
+    /// Reports a name that differs from the call's (the first is kept).
+    fn check_name(&self, call: u32, name: &str, anomalies: &mut Anomalies) -> u32 {
+        let c = &self.calls[call as usize];
+        if name != c.name {
+            let msg = format!("call {:?} renamed to {name:?} on a later delta; kept {:?}", c.id, c.name);
+            anomalies.push(c.anomaly(AnomalyKind::NameChanged, msg));
+        }
+        call
+    }
+
+    /// A delta that continues `call` (found by index or as the most recent
+    /// call) and whose id, if any, names no call. Rule 8: that id is a
+    /// changed id only while the call's arguments are incomplete; once they
+    /// are a complete JSON value the delta belongs to no call and is
+    /// dropped, reported, so that it cannot corrupt the finished call.
+    fn continue_call(&mut self, call: u32, h: &Header, anomalies: &mut Anomalies) -> Option<u32> {
+        if h.id.is_some() && h.name.is_none() && self.arguments_complete(call) {
+            let c = &self.calls[call as usize];
+            let message = format!(
+                "a tool call fragment with an id no call has came after call {:?} ({}) had complete arguments; \
+                 dropped, not appended",
+                c.id, c.name
+            );
+            self.orphan(h, message, anomalies);
+            return None;
+        }
+        self.note_id_change(call, h.id, anomalies);
+        if let Some(ix) = h.index {
+            self.by_index.entry(ix).or_insert(call);
+            self.calls[call as usize].index.get_or_insert(ix);
+        }
+        Some(call)
+    }
+
+    /// True when the call's arguments are a complete JSON value: an object
+    /// received as such, a completed call, or text that is a whole object.
+    /// The text is scanned once, as far as it has grown since the last ask.
+    fn arguments_complete(&mut self, call: u32) -> bool {
+        let Some(c) = self.calls.get_mut(call as usize) else {
+            return false;
+        };
+        if c.completed || c.object.is_some() {
+            return true;
+        }
+        let Some(new) = c.raw.get(c.nesting.scanned..) else {
+            return false;
+        };
+        c.nesting.feed(new.as_bytes());
+        c.nesting.scanned = c.raw.len();
+        c.nesting.balanced() && closed_object(&c.raw)
+    }
+
+    /// Reports a fragment that goes to no call (`message` says why); its id
+    /// and index are the fragment's, the excerpt its arguments.
+    fn orphan(&self, h: &Header, message: String, anomalies: &mut Anomalies) {
+        let text = h.arguments.map(arguments_text).unwrap_or_default();
+        if text.is_empty() && h.id.is_none() {
+            return;
+        }
+        let mut a = Anomaly::new(AnomalyKind::OrphanFragment, message).excerpt(&text);
+        a.call_id = h.id.map(str::to_owned);
+        a.index = h.index;
+        anomalies.push(a);
     }
 
     /// A header with a name and no id that matches `call` by index or as the
@@ -426,7 +557,9 @@ impl Calls {
 
     fn start(&mut self, id: String, id_generated: bool, name: &str, index: Option<i64>) -> u32 {
         let n = self.calls.len() as u32;
-        self.by_id.insert(id.clone(), n);
+        if let Some(earlier) = self.by_id.insert(id.clone(), n).and_then(|e| self.calls.get_mut(e as usize)) {
+            earlier.id_reused = true;
+        }
         if let Some(ix) = index {
             self.by_index.insert(ix, n);
         }
@@ -445,6 +578,8 @@ impl Calls {
             partial,
             completed: false,
             list: self.list,
+            nesting: Nesting::default(),
+            id_reused: false,
         });
         n
     }
@@ -922,7 +1057,8 @@ mod tests {
                 r#"[{"index":0,"function":{"arguments":"{\"x\":1}"}}]"#,
                 // Rule 8: an explicit id wins over a conflicting index.
                 r#"[{"index":0,"id":"b","function":{"arguments":"2}"}}]"#,
-                // Rule 14: the same id at another index is the same call.
+                // Rules 8, 14: a nameless fragment with a known id at
+                // another index goes to the call with that id.
                 r#"[{"index":5,"id":"a","function":{"arguments":" "}}]"#,
                 // Rule 7: a new id and name at an occupied index.
                 r#"[{"index":0,"id":"c","function":{"name":"h","arguments":"{}"}}]"#,

@@ -190,6 +190,88 @@ fn rule_6_index_missing_matches_by_id_or_continues_the_latest() {
 }
 
 #[test]
+fn rule_6_an_id_only_header_and_index_only_fragments_are_one_call() {
+    for partial in [false, true] {
+        // Header with an id and no index, fragment with an index and no id.
+        let mut h = Harness::new(partial);
+        let items = h.stream(&[
+            &tool_chunk(r#"[{"id":"call_sam","type":"function","function":{"name":"search","arguments":"{\"query\":\""}}]"#, None),
+            &tool_chunk(r#"[{"index":0,"function":{"arguments":"sam\"}"}}]"#, None),
+            &tool_chunk(r#"[{"index":0,"function":{"arguments":" "}}]"#, None),
+            &finish_chunk("tool_calls"),
+        ]);
+        let calls = final_calls(&items);
+        assert_eq!(calls.len(), 1);
+        assert_eq!((calls[0].id.as_str(), &calls[0].params), ("call_sam", &json!({"query": "sam"})));
+        assert!(h.anomaly_kinds().is_empty(), "{:?}", h.anomaly_kinds());
+        // The roles swapped: an indexed header, id-only fragments.
+        let mut h = Harness::new(partial);
+        let items = h.stream(&[
+            &tool_chunk(r#"[{"index":0,"id":"call_sam","type":"function","function":{"name":"search","arguments":"{\"query\":\""}}]"#, None),
+            &tool_chunk(r#"[{"id":"call_sam","function":{"arguments":"sam\"}"}}]"#, None),
+            &finish_chunk("tool_calls"),
+        ]);
+        let calls = final_calls(&items);
+        assert_eq!(calls.len(), 1);
+        assert_eq!((calls[0].id.as_str(), &calls[0].params), ("call_sam", &json!({"query": "sam"})));
+        assert!(h.anomaly_kinds().is_empty(), "{:?}", h.anomaly_kinds());
+    }
+}
+
+#[test]
+fn rule_6_nameless_fragments_at_a_shifted_index_continue_the_latest_call() {
+    // Nebius, Cerebras: each call's fragments at its header's index + 1.
+    for partial in [false, true] {
+        let mut h = Harness::new(partial);
+        let items = h.stream(&[
+            &tool_chunk(
+                r#"[{"index":0,"id":"n1","type":"function","function":{"name":"f","arguments":""}}]"#,
+                None,
+            ),
+            &tool_chunk(r#"[{"index":1,"function":{"arguments":"{\"a\":"}}]"#, None),
+            &tool_chunk(r#"[{"index":1,"function":{"arguments":"1}"}}]"#, None),
+            &tool_chunk(
+                r#"[{"index":1,"id":"n2","type":"function","function":{"name":"g","arguments":""}}]"#,
+                None,
+            ),
+            &tool_chunk(r#"[{"index":2,"function":{"arguments":"{\"b\":"}}]"#, None),
+            &tool_chunk(r#"[{"index":2,"function":{"arguments":"2}"}}]"#, None),
+            &finish_chunk("tool_calls"),
+        ]);
+        let calls = final_calls(&items);
+        let got: Vec<_> = calls.iter().map(|c| (c.id.as_str(), c.params.clone())).collect();
+        assert_eq!(got, [("n1", json!({"a": 1})), ("n2", json!({"b": 2}))], "partial={partial}");
+        assert!(h.anomaly_kinds().is_empty(), "{:?}", h.anomaly_kinds());
+    }
+    // Once the latest call is complete there is nothing to continue.
+    let mut h = Harness::new(false);
+    h.stream(&[
+        &tool_chunk(r#"[{"index":0,"id":"n1","function":{"name":"f","arguments":"{}"}}]"#, None),
+        &finish_chunk("tool_calls"),
+        &tool_chunk(r#"[{"index":1,"function":{"arguments":"{\"late\":1}"}}]"#, None),
+    ]);
+    assert_eq!(h.anomaly_kinds(), [AnomalyKind::OrphanFragment]);
+    // Vertex Gemini: fragments carrying an id go to that call, whatever
+    // their index, also when the indexes cross.
+    for partial in [false, true] {
+        let mut h = Harness::new(partial);
+        let items = h.stream(&[
+            &tool_chunk(r#"[{"index":1,"id":"A","function":{"name":"f","arguments":""}}]"#, None),
+            &tool_chunk(r#"[{"index":0,"id":"B","function":{"name":"g","arguments":""}}]"#, None),
+            &tool_chunk(r#"[{"index":0,"id":"A","function":{"arguments":"{\"a\":"}}]"#, None),
+            &tool_chunk(r#"[{"index":1,"id":"B","function":{"arguments":"{\"b\":"}}]"#, None),
+            &tool_chunk(r#"[{"index":0,"id":"A","function":{"arguments":"1}"}}]"#, None),
+            &tool_chunk(r#"[{"index":1,"id":"B","function":{"arguments":"2}"}}]"#, None),
+            &finish_chunk("tool_calls"),
+        ]);
+        let calls = final_calls(&items);
+        let got: Vec<_> = calls.iter().map(|c| (c.id.as_str(), c.params.clone())).collect();
+        assert_eq!(got, [("A", json!({"a": 1})), ("B", json!({"b": 2}))], "partial={partial}");
+        assert!(h.anomaly_kinds().is_empty(), "{:?}", h.anomaly_kinds());
+    }
+}
+
+#[test]
 fn rule_7_a_reused_index_with_a_new_id_and_name_starts_a_new_call() {
     let mut h = Harness::new(false);
     let first = h
@@ -224,6 +306,55 @@ fn rule_8_a_changed_id_on_an_arguments_only_delta_is_a_continuation() {
     assert_eq!(calls.len(), 1);
     assert_eq!((calls[0].id.as_str(), &calls[0].params), ("first", &json!({"a": 1})));
     assert!(h.anomaly_kinds().contains(&AnomalyKind::IdChanged));
+}
+
+#[test]
+fn rule_8_an_unknown_id_after_complete_arguments_belongs_to_no_call() {
+    for partial in [false, true] {
+        let mut h = Harness::new(partial);
+        let items = h.stream(&[
+            &tool_chunk(r#"[{"index":0,"id":"call_sam","type":"function","function":{"name":"search","arguments":"{\"query\":\"sam\"}"}}]"#, None),
+            &tool_chunk(r#"[{"index":0,"id":"call_dan","function":{"arguments":"{\"query\":\"dan\"}"}}]"#, None),
+            &finish_chunk("tool_calls"),
+        ]);
+        let calls = final_calls(&items);
+        assert_eq!(calls.len(), 1);
+        assert_eq!((calls[0].id.as_str(), &calls[0].params), ("call_sam", &json!({"query": "sam"})));
+        let all = h.processor.anomalies().all();
+        assert_eq!(all.len(), 1, "{all:?}");
+        let a = &all[0];
+        assert_eq!(a.kind, AnomalyKind::OrphanFragment);
+        assert_eq!((a.call_id.as_deref(), a.index), (Some("call_dan"), Some(0)));
+        assert_eq!(a.excerpt.as_deref(), Some(r#"{"query":"dan"}"#));
+        assert!(a.message.contains("call_sam"), "{}", a.message);
+    }
+    // The same without an index: the most recent call is not continued either.
+    let mut h = Harness::new(false);
+    let items = h.stream(&[
+        &tool_chunk(
+            r#"[{"id":"call_sam","function":{"name":"search","arguments":"{\"query\":\"sam\"}"}}]"#,
+            None,
+        ),
+        &tool_chunk(r#"[{"id":"call_dan","function":{"arguments":"{\"query\":\"dan\"}"}}]"#, None),
+        &finish_chunk("tool_calls"),
+    ]);
+    assert_eq!(final_calls(&items)[0].params, json!({"query": "sam"}));
+    assert_eq!(h.anomaly_kinds(), [AnomalyKind::OrphanFragment]);
+    // While the arguments are incomplete (a closed inner object or a brace
+    // inside a string is not the end), an unknown id is a continuation.
+    let mut h = Harness::new(false);
+    let items = h.stream(&[
+        &tool_chunk(
+            r#"[{"index":0,"id":"k1","function":{"name":"f","arguments":"{\"o\":{\"s\":\"}\"}"}}]"#,
+            None,
+        ),
+        &tool_chunk(r#"[{"index":0,"id":"k2","function":{"arguments":",\"n\":1"}}]"#, None),
+        &tool_chunk(r#"[{"index":0,"id":"k3","function":{"arguments":"}"}}]"#, None),
+        &finish_chunk("tool_calls"),
+    ]);
+    let calls = final_calls(&items);
+    assert_eq!((calls[0].id.as_str(), &calls[0].params), ("k1", &json!({"o": {"s": "}"}, "n": 1})));
+    assert_eq!(h.anomaly_kinds(), [AnomalyKind::IdChanged]);
 }
 
 #[test]
@@ -327,15 +458,44 @@ fn rule_13_sparse_indexes_come_out_in_order_of_first_appearance() {
 }
 
 #[test]
-fn rule_14_the_same_call_at_several_indexes_is_one_call() {
-    let items = Harness::new(false).stream(&[
-        &tool_chunk(r#"[{"index":0,"id":"same","function":{"name":"f","arguments":"{\"a\":"}}]"#, None),
-        &tool_chunk(r#"[{"index":1,"id":"same","function":{"name":"f","arguments":"1}"}}]"#, None),
+fn rule_14_headers_at_two_indexes_sharing_an_id_are_two_calls() {
+    for partial in [false, true] {
+        let mut h = Harness::new(partial);
+        let items = h.stream(&[
+            &tool_chunk(r#"[{"index":0,"id":"same","function":{"name":"f","arguments":"{\"a\":"}}]"#, None),
+            &tool_chunk(r#"[{"index":1,"id":"same","function":{"name":"g","arguments":"{\"b\":"}}]"#, None),
+            // By index: each call its own fragments.
+            &tool_chunk(r#"[{"index":0,"function":{"arguments":"1}"}}]"#, None),
+            // By id: the most recent call with that id.
+            &tool_chunk(r#"[{"index":0,"id":"same","function":{"arguments":"2}"}}]"#, None),
+            &finish_chunk("tool_calls"),
+        ]);
+        let calls = final_calls(&items);
+        let got: Vec<_> = calls.iter().map(|c| (c.id.as_str(), c.name.as_str(), c.params.clone())).collect();
+        assert_eq!(
+            got,
+            [("same", "f", json!({"a": 1})), ("same", "g", json!({"b": 2}))],
+            "partial={partial}"
+        );
+        let dup: Vec<_> =
+            h.processor.anomalies().all().iter().filter(|a| a.kind == AnomalyKind::DuplicateId).collect();
+        assert_eq!(dup.len(), 1, "{:?}", h.processor.anomalies().all());
+        assert_eq!(
+            (dup[0].call_id.as_deref(), dup[0].call_name.as_deref(), dup[0].index),
+            (Some("same"), Some("g"), Some(1))
+        );
+    }
+    // A header repeated at its own index, and an id-carrying fragment at
+    // another index, still continue the call.
+    let mut h = Harness::new(false);
+    let items = h.stream(&[
+        &tool_chunk(r#"[{"index":0,"id":"one","function":{"name":"f","arguments":"{\"a\":"}}]"#, None),
+        &tool_chunk(r#"[{"index":0,"id":"one","function":{"name":"f","arguments":"1"}}]"#, None),
+        &tool_chunk(r#"[{"index":3,"id":"one","function":{"arguments":"}"}}]"#, None),
         &finish_chunk("tool_calls"),
     ]);
-    let calls = final_calls(&items);
-    assert_eq!(calls.len(), 1);
-    assert_eq!(calls[0].params, json!({"a": 1}));
+    assert_eq!(final_calls(&items).iter().map(|c| c.params.clone()).collect::<Vec<_>>(), [json!({"a": 1})]);
+    assert!(h.anomaly_kinds().is_empty(), "{:?}", h.anomaly_kinds());
 }
 
 #[test]

@@ -236,16 +236,10 @@ pub fn ids(items: &[Out]) -> Vec<String> {
     items.iter().filter_map(Out::call).map(|c| c.id.clone()).collect()
 }
 
-/// The final (non-partial) calls, in order, deduplicated by id keeping the last state.
+/// The final (non-partial) calls, in order: each call completes once (two
+/// calls may share an id, rule 14).
 pub fn final_calls(items: &[Out]) -> Vec<Call> {
-    let mut calls: Vec<Call> = Vec::new();
-    for c in items.iter().filter_map(Out::call).filter(|c| !c.partial) {
-        match calls.iter_mut().find(|x| x.id == c.id) {
-            Some(existing) => *existing = c.clone(),
-            None => calls.push(c.clone()),
-        }
-    }
-    calls
+    items.iter().filter_map(Out::call).filter(|c| !c.partial).cloned().collect()
 }
 
 pub fn texts(items: &[Out]) -> Vec<String> {
