@@ -78,7 +78,9 @@ RSpec.describe "Hash path: the fast chunk walker" do
       { choices: nil }, { choices: [nil, { delta: nil, message: nil, error: nil }] }, {},
       message([call("c1", "f", '{"a":1}')], content: "text"),
       { extra: { nested: [1, 2.5, true, false, nil, "s", :sym, { deeper: [] }] }, choices: [] },
-      { café: 1, choices: [] }, { extra: { 1.5 => 2 } }, parsed(envelope.merge(text_chunk("caf\u00e9 \u{1F389}")))
+      { café: 1, choices: [] }, { extra: { 1.5 => 2 } }, parsed(envelope.merge(text_chunk("caf\u00e9 \u{1F389}"))),
+      { choices: [{ delta: {}, finish_reason: "error", native_finish_reason: "MALFORMED_FUNCTION_CALL" }] },
+      { choices: [{ delta: { content: "x" }, usage: nil, native_finish_reason: nil }] }
     ]
     shapes.each { |shape| expect(checked(shape)).not_to be_nil, "declined #{shape.inspect}" }
   end
@@ -93,7 +95,8 @@ RSpec.describe "Hash path: the fast chunk walker" do
       tool_chunk([{ function: { arguments: { q: "x" } } }]), tool_chunk([{ function: "f" }]), tool_chunk(["c"]),
       { choices: [], usage: { prompt_tokens: 1, completion_tokens: 2 } }, { x_groq: { usage: nil } },
       { error: { message: "no" } }, { choices: [{ error: { message: "no" } }] }, { object: 5 }, { message: [] },
-      { choices: [{ delta: { tool_calls: {} } }] }
+      { choices: [{ delta: { tool_calls: {} } }] }, { choices: [{ delta: {}, usage: { prompt_tokens: 1 } }] },
+      { choices: [{ finish_reason: "error", native_finish_reason: 5 }] }, { choices: [{ native_finish_reason: :STOP }] }
     ]
     shapes.each { |shape| expect(checked(shape)).to be_nil, "read #{shape.inspect}" }
   end
@@ -177,8 +180,9 @@ RSpec.describe "Hash path: the fast chunk walker" do
   it "reads bare text deltas without building a chunk, and nothing else" do
     envelope = { id: "c1", object: "chat.completion.chunk", created: 1, model: "m", system_fingerprint: "fp" }
     first = { choices: [{ index: 0, delta: { role: "assistant", content: "" }, logprobs: nil, finish_reason: nil }] }
+    native = { choices: [{ delta: { content: "n" }, native_finish_reason: "STOP" }] }
     { text_chunk("hi") => "hi", envelope.merge(text_chunk("caf\u00e9")) => "caf\u00e9", envelope.merge(first) => "",
-      text_chunk("x").merge(object: nil) => "x" }.each do |chunk, text|
+      text_chunk("x").merge(object: nil) => "x", native => "n" }.each do |chunk, text|
       expect(readers(chunk)[4]).to eq(text), chunk.inspect
     end
     # Each of these needs more than the content: the whole chunk is read.
@@ -191,7 +195,7 @@ RSpec.describe "Hash path: the fast chunk walker" do
       { choices: [{ delta: { content: [{ type: "text", text: "x" }] } }] }, { choices: [{ delta: {} }] },
       { choices: [{ delta: { content: "x" }, error: nil }] }, { choices: [{ message: { content: "x" } }] },
       { choices: [{ delta: { content: "\xFF".b } }] }, { "choices" => [{ delta: { content: "x" } }] },
-      text_chunk("x").merge(object: "\xFF".b)
+      text_chunk("x").merge(object: "\xFF".b), { choices: [{ delta: { content: "x" }, usage: nil }] }
     ]
     others.each { |chunk| expect(readers(chunk)[4]).to be_nil, chunk.inspect }
   end

@@ -387,4 +387,177 @@ RSpec.describe "stream-shapes.md rules" do
       expect { processor.process_streamed_message(chunk) }.to raise_error(DiscourseAiStream::ProviderError, text)
     end
   end
+
+  # Raw reads of these chunks' SSE bytes: whole, one byte at a time, and at
+  # random places.
+  def splittings(chunks)
+    bytes = sse(chunks)
+    random = Random.new(21)
+    [[bytes], bytes.each_char.to_a, *Array.new(4) { random_reads(bytes, random) }]
+  end
+
+  # The items of one stream through process_streamed_message (one entry per
+  # chunk, then finish), and through decode_chunk at each splitting (what
+  # came before finish, and finish).
+  def per_chunk_items(chunks, partial: false)
+    processor = DiscourseAiStream::OpenAiMessageProcessor.new(partial_tool_calls: partial)
+    [*chunks.map { |c| Array(processor.process_streamed_message(parsed(c))) }, Array(processor.finish)]
+  end
+
+  # Raw reads of `chunks` at each splitting (with no [DONE]): their items,
+  # and then those of the rest of the stream and finish.
+  def raw_runs_then(chunks, rest, partial: false)
+    bytes = sse(chunks, done: false)
+    random = Random.new(17)
+    [[bytes], bytes.each_char.to_a, *Array.new(4) { random_reads(bytes, random) }].map do |reads|
+      processor = DiscourseAiStream::OpenAiMessageProcessor.new(partial_tool_calls: partial)
+      [reads.flat_map { |r| Array(processor.decode_chunk(r)) },
+       [*Array(processor.decode_chunk(sse(rest))), *processor.finish]]
+    end
+  end
+
+  describe "completion: tool_calls: [] completes the calls whose arguments are whole, right then" do
+    header = ChunkHelpers.tool_chunk([ChunkHelpers.call("a", "f", '{"n":1}', index: 0),
+                                      ChunkHelpers.call("b", "g", '{"m":', index: 1)])
+    header[:choices][0][:delta][:content] = "\n"
+    noise = { choices: [{ index: 0, delta: { content: "x", tool_calls: [] } }] }
+    rest = [ChunkHelpers.tool_chunk([ChunkHelpers.fragment(1, "2}")]), ChunkHelpers.finish_chunk]
+
+    [false, true].each do |partial|
+      it "returns them from process_streamed_message, text first (partial_tool_calls: #{partial})" do
+        steps = per_chunk_items([header, noise, *rest], partial: partial)
+        expect(steps[0].grep(String)).to eq(["\n"])
+        expect(steps[1].first).to eq("x")
+        done = steps[1].drop(1)
+        expect(done.map { |c| [c.id, c.parameters, c.partial?] }).to eq([["a", { n: 1 }, false]])
+        # The call whose arguments are not whole yet stays open: vLLM's noise.
+        expect(final_calls(steps[2..].flatten).map { |c| [c.id, c.parameters] }).to eq([["b", { m: 2 }]])
+      end
+
+      it "returns them from decode_chunk before finish at every splitting (partial_tool_calls: #{partial})" do
+        raw_runs_then([header, noise], rest, partial: partial).each do |before, after|
+          expect(before.grep(String)).to eq(%W[\n x])
+          expect(final_calls(before).map { |c| [c.id, c.parameters] }).to eq([["a", { n: 1 }]])
+          expect(final_calls(after).map { |c| [c.id, c.parameters] }).to eq([["b", { m: 2 }]])
+        end
+      end
+    end
+
+    # Discourse's endpoint spec "properly handles spaces in tools payload and
+    # partial tool calls" (open_ai_spec.rb): its stream, read in its own
+    # pieces, each read's items deduplicated by identity and copied as the
+    # endpoint does.
+    it "leaves no identical partial update before the complete call in Discourse's spaces stream" do
+      # The stream's events with "|" where the spec splits its body.
+      event = lambda do |arguments, key: "arguments", choices: "choices"|
+        %(data: {"#{choices}": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": ) +
+          %({"#{key}": #{arguments}}}]}}]}\n\n)
+      end
+      opening = '{"choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,' \
+                '"id":"func_id","type":"function","function":{"name":"go|ogle","arg|uments":""}}]}}]}'
+      body = +"data: #{opening}\n\n"
+      body << event.call(JSON.generate('{"')) << event.call(JSON.generate("query"), choices: "ch|oices")
+      body << event.call(JSON.generate('":"')) << event.call(JSON.generate("Ad")) << event.call('"a|b"')
+      body << event.call(JSON.generate("as")) << event.call('|"| "') << event.call(JSON.generate("9"))
+      body << event.call(JSON.generate(".")) << event.call(JSON.generate("1"), key: "argume|nts")
+      body << event.call(JSON.generate('"}'))
+      body << %(data: {"choices": [{"index": 0, "delta": {"tool_calls": []}}]}\n\ndata: [D|ONE])
+      processor = DiscourseAiStream::OpenAiMessageProcessor.new(partial_tool_calls: true)
+      partials = body.split("|").flat_map do |piece|
+        Array(processor.decode_chunk(piece.b)).compact.uniq(&:object_id).map(&:dup)
+      end
+      partials.concat(Array(processor.finish).map(&:dup))
+      expect(partials.map { |p| p.parameters[:query] }).to eq(["Ad", "Adabas", "Adabas 9.", "Adabas 9.1"])
+      expect([partials.last.id, partials.last.name, partials.last.partial?]).to eq(["func_id", "google", false])
+    end
+  end
+
+  describe "content: a whole message echoed after the stream" do
+    echo = { id: "x", object: "chat.completion",
+             choices: [{ index: 0, finish_reason: "tool_calls",
+                         message: { role: "assistant", content: "Checking.",
+                                    tool_calls: [ChunkHelpers.call("a", "f", '{"n":1}')] } }],
+             usage: { prompt_tokens: 30, completion_tokens: 12 } }
+    stream = [ChunkHelpers.text_chunk("Checking."),
+              ChunkHelpers.tool_chunk([ChunkHelpers.call("a", "f", '{"n":1}', index: 0)]),
+              ChunkHelpers.finish_chunk, echo, { choices: [] }]
+
+    [false, true].each do |partial|
+      it "emits nothing twice, takes its usage and reports it (partial_tool_calls: #{partial})" do
+        hashed = DiscourseAiStream::OpenAiMessageProcessor.new(partial_tool_calls: partial)
+        runs = [[stream_items(hashed, stream.map { |c| parsed(c) }), hashed]]
+        splittings(stream).each do |reads|
+          processor = DiscourseAiStream::OpenAiMessageProcessor.new(partial_tool_calls: partial)
+          runs << [decoded_items(processor, reads), processor]
+        end
+        runs.each do |items, processor|
+          expect(items.grep(String)).to eq(["Checking."])
+          expect(final_calls(items).map { |c| [c.id, c.parameters] }).to eq([["a", { n: 1 }]])
+          expect([processor.prompt_tokens, processor.completion_tokens]).to eq([30, 12])
+          expect(processor.anomalies.map { |a| a[:kind] }).to eq([:echoed_message])
+        end
+      end
+    end
+
+    it "reads a message in a streamed choice when nothing was streamed yet" do
+      whole = { object: "chat.completion",
+                choices: [{ index: 0, message: { content: "Whole" }, finish_reason: "stop" }] }
+      processor = DiscourseAiStream::OpenAiMessageProcessor.new
+      expect(stream_items(processor, [parsed(whole)])).to eq(["Whole"])
+      splittings([whole]).each do |reads|
+        expect(decoded_items(DiscourseAiStream::OpenAiMessageProcessor.new, reads)).to eq(["Whole"])
+      end
+      expect(processor.anomalies.map { |a| a[:kind] }).not_to include(:echoed_message)
+    end
+  end
+
+  describe "usage: inside the choice, DashScope's cache writes, running totals" do
+    {
+      "Moonshot Kimi: inside the finish chunk's choice only" => [
+        [ChunkHelpers.text_chunk("a"),
+         { choices: [{ index: 0, delta: {}, finish_reason: "stop",
+                       usage: { prompt_tokens: 12, completion_tokens: 5, total_tokens: 17 } }] }],
+        [12, 5, 0, 0]
+      ],
+      "DashScope: prompt_tokens_details.cache_creation_input_tokens are cache writes" => [
+        [ChunkHelpers.text_chunk("a"), ChunkHelpers.finish_chunk("stop"),
+         ChunkHelpers.usage_chunk(prompt: 100, completion: 3,
+                                  prompt_tokens_details: { cached_tokens: 20, cache_creation_input_tokens: 30 })],
+        [50, 3, 20, 30]
+      ],
+      "vLLM continuous_usage_stats: a running total on every chunk, the last wins" => [
+        [*[1, 2, 3].map do |n|
+           ChunkHelpers.text_chunk("t#{n}").merge(usage: { prompt_tokens: 9, completion_tokens: n })
+         end,
+         ChunkHelpers.finish_chunk("stop").merge(usage: { prompt_tokens: 9, completion_tokens: 4 })],
+        [9, 4, 0, 0]
+      ]
+    }.each do |name, (chunks, expected)|
+      it "#{name}, on the Hash path and the raw path" do
+        hashed = DiscourseAiStream::OpenAiMessageProcessor.new
+        stream_items(hashed, chunks.map { |c| parsed(c) })
+        processors = [hashed] + splittings(chunks).map do |reads|
+          DiscourseAiStream::OpenAiMessageProcessor.new.tap { |p| decoded_items(p, reads) }
+        end
+        processors.each do |p|
+          expect([p.prompt_tokens, p.completion_tokens, p.cache_read_tokens, p.cache_write_tokens]).to eq(expected)
+          expect(p.anomalies).to eq([])
+        end
+      end
+    end
+  end
+
+  it "in-band errors: finish_reason \"error\" with only a native_finish_reason names it" do
+    error = { choices: [{ index: 0, delta: {}, finish_reason: "error",
+                          native_finish_reason: "MALFORMED_FUNCTION_CALL" }] }
+    processor = DiscourseAiStream::OpenAiMessageProcessor.new
+    expect(processor.process_streamed_message(parsed(text_chunk("a")))).to eq("a")
+    expect { processor.process_streamed_message(parsed(error)) }
+      .to raise_error(DiscourseAiStream::ProviderError, /finish_reason "error".*MALFORMED_FUNCTION_CALL/)
+    splittings([text_chunk("a"), error]).each do |reads|
+      processor = DiscourseAiStream::OpenAiMessageProcessor.new
+      expect { reads.each { |r| processor.decode_chunk(r) } }
+        .to raise_error(DiscourseAiStream::ProviderError, /MALFORMED_FUNCTION_CALL/)
+    end
+  end
 end

@@ -59,6 +59,7 @@ enum K {
     Function,
     Name,
     Arguments,
+    NativeFinishReason,
     /// A key servers send that no struct reads.
     Skipped,
 }
@@ -79,6 +80,7 @@ const KNOWN: &[(&str, K)] = &[
     ("function", K::Function),
     ("name", K::Name),
     ("arguments", K::Arguments),
+    ("native_finish_reason", K::NativeFinishReason),
 ];
 
 /// Slots of the Symbol table (a power of two, well above the keys in it).
@@ -188,7 +190,7 @@ const fn bit(k: K) -> u32 {
 type Names = &'static [&'static str];
 
 const CHUNK: Names = &["choices", "usage", "x_groq", "error", "object", "message"];
-const CHOICE: Names = &["delta", "message", "finish_reason", "error"];
+const CHOICE: Names = &["delta", "message", "finish_reason", "error", "usage", "native_finish_reason"];
 const DELTA: Names = &["content", "tool_calls"];
 const TOOL_CALL: Names = &["index", "id", "function"];
 const FUNCTION: Names = &["name", "arguments", "id"];
@@ -206,7 +208,6 @@ const SKIPPED_NAMES: &[&str] = &[
     "service_tier",
     "obfuscation",
     "reasoning_content",
-    "native_finish_reason",
     "provider",
 ];
 
@@ -589,7 +590,7 @@ unsafe fn symbol_name<'s>(sym: VALUE) -> Option<&'s str> {
 /// code has run.
 pub unsafe fn read_text<'a>(hash: VALUE) -> Option<(&'a str, Option<ContentString>)> {
     const OTHER_CHUNK_FIELDS: u32 = bit(K::Usage) | bit(K::XGroq) | bit(K::Error) | bit(K::Message);
-    const OTHER_CHOICE_FIELDS: u32 = bit(K::Message) | bit(K::Error);
+    const OTHER_CHOICE_FIELDS: u32 = bit(K::Message) | bit(K::Error) | bit(K::Usage);
     let keys = keys()?;
     let mut top = Found::new();
     if !unsafe { collect(keys, hash, CHUNK, &mut top) } || top.present & OTHER_CHUNK_FIELDS != 0 {
@@ -689,6 +690,8 @@ unsafe fn choice<'a>(cx: &mut Cx, hash: VALUE, out: &mut Choice<'a>) -> bool {
             && each(f.get(K::FinishReason), |v| set(&mut out.finish_reason, text(v)))
             && each(f.get(K::Message), |v| object(v, &mut out.message, |h, d| delta(cx, h, d)))
             && each(f.get(K::Error), |v| set(&mut out.error, null(v)))
+            && each(f.get(K::Usage), |v| set(&mut out.usage, null(v)))
+            && each(f.get(K::NativeFinishReason), |v| set(&mut out.native_finish_reason, text(v)))
     }
 }
 

@@ -67,6 +67,9 @@ pub enum AnomalyKind {
     /// The tool call class raised building a completed call, and an error
     /// of the stream was raised in place of the `ToolCallError`.
     ToolCallFailed,
+    /// A streamed event repeated the whole message after its deltas
+    /// (`object: "chat.completion"` with `message`); nothing emitted twice.
+    EchoedMessage,
 }
 
 impl AnomalyKind {
@@ -99,6 +102,7 @@ impl AnomalyKind {
             AnomalyKind::NegativePromptTokens => "negative_prompt_tokens",
             AnomalyKind::AnomalyLimit => "anomaly_limit",
             AnomalyKind::ToolCallFailed => "tool_call_failed",
+            AnomalyKind::EchoedMessage => "echoed_message",
         }
     }
 }

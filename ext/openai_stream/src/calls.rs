@@ -55,6 +55,16 @@ impl Call {
         &self.raw
     }
 
+    /// True when the arguments received so far are one complete JSON value
+    /// (an object given as such, or text that parses whole): nothing more
+    /// can be appended to them without making them invalid.
+    pub fn has_whole_arguments(&self) -> bool {
+        self.object.is_some() || {
+            let t = self.raw.trim();
+            !t.is_empty() && serde_json::from_str::<crate::chunk::lenient::Skip>(t).is_ok()
+        }
+    }
+
     /// View events not yet consumed (partial mode).
     pub fn view(&self) -> Option<&ViewEvents> {
         self.partial.as_ref().map(|p| &p.events)

@@ -28,7 +28,8 @@ pub(crate) fn provider_error_of(chunk: &Chunk) -> Option<Error> {
 }
 
 /// OpenRouter: a choice that ended in an error (`error` next to
-/// `finish_reason: "error"`, or either alone).
+/// `finish_reason: "error"`, or either alone). With no error object, the
+/// message names the `native_finish_reason` when there is one.
 #[inline(always)]
 pub(crate) fn choice_error(choice: &Choice) -> Option<Error> {
     let error = match &choice.error {
@@ -39,9 +40,15 @@ pub(crate) fn choice_error(choice: &Choice) -> Option<Error> {
     if !finished_in_error && error.is_none() {
         return None;
     }
-    let message = error
-        .map(error_message)
-        .unwrap_or_else(|| "the provider ended the response with finish_reason \"error\"".to_owned());
+    let message = error.map(error_message).unwrap_or_else(|| match &choice.native_finish_reason {
+        // OpenRouter relays the upstream's own reason (Gemini's
+        // MALFORMED_FUNCTION_CALL): the only diagnosis there is.
+        Field::Value(Text(native)) if finished_in_error && !native.is_empty() => format!(
+            "the provider ended the response with finish_reason \"error\" (native finish reason: {})",
+            excerpt(native)
+        ),
+        _ => "the provider ended the response with finish_reason \"error\"".to_owned(),
+    });
     Some(Error::Provider { message, payload: error.cloned() })
 }
 

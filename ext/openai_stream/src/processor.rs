@@ -67,6 +67,8 @@ struct State {
     error_event: bool,
     saw_finish_reason: bool,
     saw_done: bool,
+    /// Text came out in this stream (so a whole `message` echoes it).
+    streamed_text: bool,
     /// `finish` ran: the next call starts a new stream. (The calls stay
     /// until then, so the caller can read `finish`'s output.)
     ended: bool,
@@ -104,6 +106,7 @@ impl Processor {
                 error_event: false,
                 saw_finish_reason: false,
                 saw_done: false,
+                streamed_text: false,
                 ended: false,
                 shown_views: Vec::new(),
                 legacy: options.simulate_legacy.then(LegacySimulator::default),
@@ -327,6 +330,7 @@ impl State {
         self.error_event = false;
         self.saw_finish_reason = false;
         self.saw_done = false;
+        self.streamed_text = false;
         self.reported_unprefixed = false;
         self.reported_fields.clear();
         self.reported_choices = false;
@@ -580,10 +584,11 @@ impl State {
             return Err(e);
         }
         let mut result = Ok(());
-        if let Some(choice) = self.first_choice(&chunk.choices) {
-            result = self.apply_choice(choice);
+        let choice = self.first_choice(&chunk.choices);
+        if let Some(choice) = choice {
+            result = self.apply_choice(choice, is_whole_response(chunk));
         }
-        self.apply_usage(chunk);
+        self.apply_usage(chunk, choice);
         result
     }
 
@@ -630,7 +635,9 @@ impl State {
         }
     }
 
-    fn apply_choice(&mut self, choice: &Choice) -> Result<(), Error> {
+    /// `whole`: the chunk says it is a whole response (`object:
+    /// "chat.completion"`).
+    fn apply_choice(&mut self, choice: &Choice, whole: bool) -> Result<(), Error> {
         let finish_reason = match &choice.finish_reason {
             Field::Value(Text(r)) => Some(&**r).filter(|r| !r.is_empty()),
             Field::Wrong(kind) => {
@@ -641,6 +648,15 @@ impl State {
         };
         let finishing = finish_reason.is_some();
         let delta = match (&choice.delta, &choice.message) {
+            // A whole response after its own stream (MiniMax sends one
+            // after the last delta): what it holds was streamed already.
+            // Only its usage (read by the caller) and finish_reason count.
+            (Field::Missing | Field::Null, Field::Value(m) | Field::Converted(m, _))
+                if whole && (self.streamed_text || !self.calls.is_empty()) =>
+            {
+                self.report_echo(m);
+                &Field::Missing
+            }
             // A streamed chunk with the non-streamed `message` instead of a
             // `delta` (some proxies): read it as the delta, and say so.
             (Field::Missing | Field::Null, Field::Value(_) | Field::Converted(..)) => {
@@ -663,6 +679,11 @@ impl State {
             self.apply_content(&delta.content);
             self.apply_tool_calls(delta, finishing)?;
         }
+        if finish_reason == Some("error") {
+            if let Field::Wrong(kind) = choice.native_finish_reason {
+                self.ignored("choices[0].native_finish_reason", kind);
+            }
+        }
         if let Some(e) = choice_error(choice) {
             return Err(e);
         }
@@ -671,6 +692,30 @@ impl State {
             self.complete_open()?;
         }
         Ok(())
+    }
+
+    /// Reports a whole `message` that repeats what the stream delivered.
+    #[cold]
+    fn report_echo(&mut self, message: &Delta) {
+        let calls = match &message.tool_calls {
+            Field::Value(list) | Field::Converted(list, _) => list.len(),
+            _ => 0,
+        };
+        let text = match &message.content {
+            Field::Value(Content::Text(t)) => excerpt(t),
+            _ => String::new(),
+        };
+        self.anomalies.push(
+            Anomaly::new(
+                AnomalyKind::EchoedMessage,
+                format!(
+                    "a streamed event with object \"chat.completion\" repeated the whole message \
+                     ({calls} tool call(s)) after its deltas; nothing of it was emitted again"
+                ),
+            )
+            .field("choices[0].message")
+            .excerpt(&text),
+        );
     }
 
     #[inline(always)]
@@ -689,6 +734,7 @@ impl State {
     fn apply_text(&mut self, text: &str) {
         if !text.is_empty() {
             self.out.push_text(text);
+            self.streamed_text = true;
         }
     }
 
@@ -726,6 +772,9 @@ impl State {
                         _ => {}
                     }
                 }
+                if texts.iter().any(|t| !t.is_empty()) {
+                    self.streamed_text = true;
+                }
                 self.out.push_text_parts(texts.into_iter());
             }
             Field::Wrong(kind) => self.ignored("choices[0].delta.content", *kind),
@@ -742,6 +791,9 @@ impl State {
             }
             _ => return Ok(()),
         };
+        if list.is_empty() && !finishing {
+            return self.complete_whole_calls();
+        }
         let mut first_error = Ok(());
         self.calls.begin_list();
         for item in list {
@@ -775,8 +827,30 @@ impl State {
         first_error
     }
 
+    /// `tool_calls: []`: every open call whose arguments are already a
+    /// complete JSON value is complete now (as in Discourse). The others
+    /// stay open: vLLM, Groq gateways and relays send `[]` on text deltas
+    /// between the fragments of a call.
+    #[cold]
+    fn complete_whole_calls(&mut self) -> Result<(), Error> {
+        let whole: Vec<CallId> = self
+            .calls
+            .open()
+            .filter(|&c| self.calls.get(c).is_some_and(|c| c.has_whole_arguments()))
+            .collect();
+        let mut first_error = Ok(());
+        for call in whole {
+            if let Err(e) = self.complete(call) {
+                if first_error.is_ok() {
+                    first_error = Err(e);
+                }
+            }
+        }
+        first_error
+    }
+
     #[inline(always)]
-    fn apply_usage(&mut self, chunk: &Chunk) {
+    fn apply_usage(&mut self, chunk: &Chunk, choice: Option<&Choice>) {
         let groq = match &chunk.x_groq {
             Field::Value(x) | Field::Converted(x, _) => match &x.usage {
                 Field::Value(u) | Field::Converted(u, _) => Some(u),
@@ -792,14 +866,19 @@ impl State {
             }
             Field::Missing | Field::Null => None,
         };
-        let own = self.usage_of(&chunk.usage);
-        if groq.is_none() && own.is_none() {
+        let own = self.usage_of(&chunk.usage, "usage");
+        // Moonshot Kimi puts it inside the finish chunk's choice.
+        let inner = match choice {
+            Some(c) => self.usage_of(&c.usage, "choices[0].usage"),
+            None => None,
+        };
+        if groq.is_none() && own.is_none() && inner.is_none() {
             // Nothing merged (most chunks): the totals, and so the clamp
             // check below, are what they were after the last merge.
             return;
         }
         let mut bad = Vec::new();
-        for (usage, source) in [(groq, "x_groq."), (own, "")] {
+        for (usage, source) in [(groq, "x_groq."), (inner, "choices[0]."), (own, "")] {
             let Some(usage) = usage else { continue };
             self.usage.merge(usage, &mut |b| bad.push((source, b)));
         }
@@ -828,11 +907,15 @@ impl State {
     }
 
     #[inline]
-    fn usage_of<'c>(&mut self, field: &'c Field<crate::chunk::Usage>) -> Option<&'c crate::chunk::Usage> {
+    fn usage_of<'c>(
+        &mut self,
+        field: &'c Field<crate::chunk::Usage>,
+        name: &'static str,
+    ) -> Option<&'c crate::chunk::Usage> {
         match field {
             Field::Value(u) | Field::Converted(u, _) => Some(u),
             Field::Wrong(kind) => {
-                self.ignored("usage", *kind);
+                self.ignored(name, *kind);
                 None
             }
             _ => None,
@@ -847,7 +930,8 @@ impl State {
             return Err(e);
         }
         let mut result = Ok(());
-        if let Some(choice) = self.first_choice(&chunk.choices) {
+        let choice = self.first_choice(&chunk.choices);
+        if let Some(choice) = choice {
             if let Some(message) = self.delta_of(&choice.message, "choices[0].message") {
                 self.apply_content(&message.content);
                 result = self.apply_whole_calls(message);
@@ -858,7 +942,7 @@ impl State {
                 result = Err(e);
             }
         }
-        self.apply_usage(chunk);
+        self.apply_usage(chunk, choice);
         result
     }
 
@@ -931,6 +1015,11 @@ impl State {
                 .field(field),
         );
     }
+}
+
+/// The chunk calls itself a whole response (`object: "chat.completion"`).
+fn is_whole_response(chunk: &Chunk) -> bool {
+    matches!(&chunk.object, Field::Value(Text(o)) if o == "chat.completion")
 }
 
 #[cfg(test)]

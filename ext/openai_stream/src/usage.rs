@@ -1,8 +1,10 @@
 //! Token usage, merged from every chunk that carries it.
 //!
 //! Usage may come on a `choices: []` chunk, on the finish chunk, on the last
-//! content chunk, or in Groq's `x_groq.usage`. Each field takes the latest
-//! value seen; a later `null` or absent field never erases one.
+//! content chunk, inside the finish chunk's choice (Moonshot Kimi), on every
+//! chunk as a running total (vLLM's `continuous_usage_stats`), or in Groq's
+//! `x_groq.usage`. Each field takes the latest value seen; a later `null` or
+//! absent field never erases one.
 
 use crate::chunk::{Field, Kind, Tokens, Usage};
 
@@ -89,8 +91,16 @@ impl UsageTotals {
         let creation = details.and_then(|d| {
             count(&d.cache_creation_tokens, "usage.prompt_tokens_details.cache_creation_tokens", bad)
         });
+        // DashScope (Qwen) names its cache writes after Anthropic's.
+        let input_creation = details.and_then(|d| {
+            count(
+                &d.cache_creation_input_tokens,
+                "usage.prompt_tokens_details.cache_creation_input_tokens",
+                bad,
+            )
+        });
         let top_creation = count(&usage.cache_creation_tokens, "usage.cache_creation_tokens", bad);
-        if let Some(n) = write.or(creation).or(top_creation) {
+        if let Some(n) = write.or(creation).or(input_creation).or(top_creation) {
             self.cache_write = Some(n);
         }
     }
@@ -233,6 +243,19 @@ mod tests {
     fn cache_writes_fall_back_to_cache_creation_tokens() {
         let (t, _) = merged(&[r#"{"usage":{"prompt_tokens":100,"cache_creation_tokens":5}}"#]);
         assert_eq!(t.report(UsageMode::Current).cache_write_tokens, Some(5));
+    }
+
+    #[test]
+    fn dashscope_cache_creation_input_tokens_are_cache_writes() {
+        let (t, bad) = merged(&[r#"{"usage":{"prompt_tokens":100,"completion_tokens":3,
+            "prompt_tokens_details":{"cached_tokens":10,"cache_creation_input_tokens":25}}}"#]);
+        assert!(bad.is_empty());
+        let r = t.report(UsageMode::Current);
+        assert_eq!((r.cache_write_tokens, r.prompt_tokens), (Some(25), Some(65)));
+        // The OpenRouter field, when both are sent, is the one read.
+        let (t, _) = merged(&[r#"{"usage":{"prompt_tokens":100,
+            "prompt_tokens_details":{"cache_write_tokens":7,"cache_creation_input_tokens":25}}}"#]);
+        assert_eq!(t.report(UsageMode::Current).cache_write_tokens, Some(7));
     }
 
     #[test]

@@ -748,3 +748,131 @@ fn partial_progress_only_when_the_visible_parameters_change() {
         ]
     );
 }
+
+#[test]
+fn an_empty_tool_calls_list_completes_the_calls_whose_arguments_are_whole() {
+    let header = tool_chunk(
+        r#"[{"index":0,"id":"a","function":{"name":"f","arguments":"{\"n\":1}"}},
+            {"index":1,"id":"b","function":{"name":"g","arguments":{"o":true}}},
+            {"index":2,"id":"c","function":{"name":"h","arguments":"{\"m\":"}},
+            {"index":3,"id":"d","function":{"name":"k","arguments":""}}]"#,
+        None,
+    );
+    let noise = r#"{"choices":[{"index":0,"delta":{"content":"\n","tool_calls":[]}}]}"#;
+    for partial in [false, true] {
+        // The Hash path: the calls come out of the chunk itself, text first.
+        let mut h = Harness::new(partial);
+        h.chunk(&header).unwrap();
+        let out = h.chunk(noise).unwrap();
+        assert_eq!(out[0], Out::Text("\n".into()), "partial={partial}");
+        let done = final_calls(&out);
+        assert_eq!(ids(&out), ["a", "b"], "partial={partial}");
+        assert_eq!((done[0].params.clone(), done[1].params.clone()), (json!({"n": 1}), json!({"o": true})));
+        assert!(done.iter().all(|c| !c.partial));
+        // Incomplete arguments (and none yet) stay open: vLLM's noise.
+        let rest = h.stream(&[
+            &tool_chunk(r#"[{"index":2,"function":{"arguments":"2}"}}]"#, None),
+            &tool_chunk(r#"[{"index":3,"function":{"arguments":"{}"}}]"#, None),
+            &finish_chunk("tool_calls"),
+        ]);
+        let rest_ids: Vec<String> = final_calls(&rest).into_iter().map(|c| c.id).collect();
+        assert_eq!(rest_ids, ["c", "d"], "partial={partial}");
+        assert_eq!(final_calls(&rest)[0].params, json!({"m": 2}));
+        assert!(h.anomaly_kinds().is_empty(), "{:?}", h.anomaly_kinds());
+        // The raw path: the read that holds the `[]` event returns them.
+        let bytes = format!("data: {noise}\n\n");
+        for cut in [1, bytes.len() / 2, bytes.len() - 2, bytes.len() - 1] {
+            let mut h = Harness::new(partial);
+            h.raw(format!("data: {}\n\n", header.replace('\n', "")).as_bytes()).unwrap();
+            let (first, second) = bytes.as_bytes().split_at(cut);
+            let mut out = h.raw(first).unwrap();
+            out.extend(h.raw(second).unwrap());
+            assert_eq!(out[0], Out::Text("\n".into()), "cut={cut}");
+            assert_eq!(ids(&out), ["a", "b"], "cut={cut}");
+        }
+    }
+}
+
+#[test]
+fn a_whole_message_after_the_stream_is_an_echo_whose_usage_counts() {
+    let echo = r#"{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant",
+        "content":"Checking.","tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{\"n\":1}"}}]},
+        "finish_reason":"tool_calls"}],"usage":{"prompt_tokens":30,"completion_tokens":12}}"#;
+    for partial in [false, true] {
+        let mut h = Harness::new(partial);
+        let items = h.stream(&[
+            &text_chunk("Checking."),
+            &tool_chunk(r#"[{"index":0,"id":"a","function":{"name":"f","arguments":"{\"n\":1}"}}]"#, None),
+            &finish_chunk("tool_calls"),
+            echo,
+            "{\"choices\":[]}",
+        ]);
+        assert_eq!(texts(&items), ["Checking."], "partial={partial}");
+        let done = final_calls(&items);
+        assert_eq!((done.len(), done[0].id.as_str()), (1, "a"));
+        assert_eq!((h.usage().prompt_tokens, h.usage().completion_tokens), (Some(30), Some(12)));
+        let echoes =
+            h.processor.anomalies().all().iter().filter(|a| a.kind == AnomalyKind::EchoedMessage).count();
+        assert_eq!(echoes, 1);
+    }
+    // Text alone streamed, the echo before any finish_reason: its
+    // finish_reason still ends the turn.
+    let mut h = Harness::new(false);
+    let text_echo = r#"{"object":"chat.completion","choices":[{"index":0,"message":{"content":"Hi"},"finish_reason":"stop"}]}"#;
+    assert_eq!(texts(&h.stream(&[&text_chunk("Hi"), text_echo])), ["Hi"]);
+    assert!(h.anomaly_kinds().contains(&AnomalyKind::EchoedMessage));
+    // Nothing streamed yet: the message is read.
+    let mut h = Harness::new(false);
+    let first = r#"{"object":"chat.completion","choices":[{"index":0,"message":{"content":"Whole"},"finish_reason":"stop"}]}"#;
+    assert_eq!(texts(&h.stream(&[first])), ["Whole"]);
+    assert!(!h.anomaly_kinds().contains(&AnomalyKind::EchoedMessage));
+}
+
+#[test]
+fn usage_inside_the_choice_cache_creation_input_tokens_and_running_totals() {
+    // Moonshot Kimi: only inside the finish chunk's choice.
+    let mut h = Harness::new(false);
+    h.stream(&[
+        &text_chunk("a"),
+        r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop","usage":{"prompt_tokens":12,"completion_tokens":5,"total_tokens":17}}]}"#,
+    ]);
+    assert_eq!((h.usage().prompt_tokens, h.usage().completion_tokens), (Some(12), Some(5)));
+    // DashScope: cache writes as cache_creation_input_tokens.
+    let mut h = Harness::new(false);
+    h.stream(&[
+        &text_chunk("a"),
+        r#"{"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":20,"cache_creation_input_tokens":30}}}"#,
+    ]);
+    let u = h.usage();
+    assert_eq!((u.prompt_tokens, u.cache_read_tokens, u.cache_write_tokens), (Some(50), Some(20), Some(30)));
+    // vLLM continuous_usage_stats: a running total on every chunk.
+    let mut h = Harness::new(false);
+    h.stream(&[
+        r#"{"choices":[{"index":0,"delta":{"content":"a"}}],"usage":{"prompt_tokens":9,"total_tokens":10,"completion_tokens":1}}"#,
+        r#"{"choices":[{"index":0,"delta":{"content":"b"}}],"usage":{"prompt_tokens":9,"total_tokens":11,"completion_tokens":2}}"#,
+        r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"total_tokens":12,"completion_tokens":3}}"#,
+    ]);
+    assert_eq!((h.usage().prompt_tokens, h.usage().completion_tokens), (Some(9), Some(3)));
+    assert!(h.anomaly_kinds().is_empty(), "{:?}", h.anomaly_kinds());
+}
+
+#[test]
+fn finish_reason_error_names_the_native_reason() {
+    let mut h = Harness::new(false);
+    h.chunk(&text_chunk("before")).unwrap();
+    let chunk = r#"{"choices":[{"index":0,"delta":{},"finish_reason":"error","native_finish_reason":"MALFORMED_FUNCTION_CALL"}]}"#;
+    match h.chunk(chunk).unwrap_err() {
+        Error::Provider { message, .. } => {
+            assert!(message.contains("MALFORMED_FUNCTION_CALL"), "{message}");
+            assert!(message.contains("finish_reason \"error\""), "{message}");
+        }
+        other => panic!("expected a provider error, got {other:?}"),
+    }
+    // An error object still gives its own message.
+    let mut h = Harness::new(false);
+    let with_error = r#"{"choices":[{"index":0,"delta":{},"finish_reason":"error","native_finish_reason":"STOP","error":{"message":"upstream died"}}]}"#;
+    match h.chunk(with_error).unwrap_err() {
+        Error::Provider { message, .. } => assert_eq!(message, "upstream died"),
+        other => panic!("expected a provider error, got {other:?}"),
+    }
+}

@@ -37,6 +37,11 @@ lenient_struct! {
         "finish_reason" => finish_reason: Field<Text<'a>>,
         /// OpenRouter's error object next to `finish_reason: "error"`.
         "error" => error: Field<Any>,
+        /// Usage inside the choice (Moonshot Kimi, on the finish chunk).
+        "usage" => usage: Field<Usage>,
+        /// OpenRouter: the upstream's own reason (Gemini's
+        /// `MALFORMED_FUNCTION_CALL`); read when `finish_reason` is `"error"`.
+        "native_finish_reason" => native_finish_reason: Field<Text<'a>>,
     }
 }
 
@@ -80,6 +85,8 @@ lenient_struct! {
         "cached_tokens" => cached_tokens: Field<Tokens>,
         "cache_write_tokens" => cache_write_tokens: Field<Tokens>,
         "cache_creation_tokens" => cache_creation_tokens: Field<Tokens>,
+        /// Alibaba DashScope (Qwen): cache writes.
+        "cache_creation_input_tokens" => cache_creation_input_tokens: Field<Tokens>,
     }
 }
 
@@ -209,7 +216,8 @@ impl<'a> Chunk<'a> {
     /// True when the processor does with this chunk exactly what it does
     /// with [`Chunk::text`] of its content: one choice whose delta has text
     /// content and no tool calls, no finish_reason, and no other field read
-    /// (an `object` other than `"error"` aside).
+    /// (an `object` other than `"error"` aside; `native_finish_reason` is
+    /// read only next to a finish_reason).
     pub fn is_bare_text(&self) -> bool {
         let envelope = matches!(self.usage, Field::Missing)
             && matches!(self.x_groq, Field::Missing)
@@ -231,6 +239,7 @@ impl<'a> Chunk<'a> {
             && choice.is_some_and(|c| {
                 matches!(c.message, Field::Missing)
                     && matches!(c.error, Field::Missing)
+                    && matches!(c.usage, Field::Missing)
                     && matches!(c.finish_reason, Field::Missing | Field::Null)
                     && matches!(&c.delta, Field::Value(d)
                         if matches!(d.tool_calls, Field::Missing) && matches!(d.content, Field::Value(Content::Text(_))))
@@ -283,6 +292,7 @@ mod tests {
         let bare = [
             r#"{"id":"x","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}"#,
             r#"{"object":null,"choices":[{"delta":{"content":"x"}}]}"#,
+            r#"{"choices":[{"delta":{"content":"x"},"native_finish_reason":"STOP"}]}"#,
         ];
         for json in bare {
             assert!(Chunk::from_json(json).unwrap().is_bare_text(), "{json}");
@@ -297,6 +307,7 @@ mod tests {
             r#"{"choices":[{"delta":{"content":"x"},"finish_reason":"stop"}]}"#,
             r#"{"choices":[{"delta":{"content":"x"},"error":null}]}"#,
             r#"{"choices":[{"delta":{"content":"x"},"message":{}}]}"#,
+            r#"{"choices":[{"delta":{"content":"x"},"usage":null}]}"#,
             r#"{"choices":[{"delta":{"content":"x","tool_calls":null}}]}"#,
             r#"{"choices":[{"delta":{"content":null}}]}"#,
             r#"{"choices":[{"delta":{"content":[{"type":"text","text":"x"}]}}]}"#,

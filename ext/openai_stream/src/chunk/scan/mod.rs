@@ -668,6 +668,8 @@ impl<'a> Scanner<'a> {
             "message" => s.object_field(&mut c.message, Self::delta),
             "finish_reason" => set(&mut c.finish_reason, s.text()),
             "error" => set(&mut c.error, s.no_error()),
+            "usage" => s.object_field(&mut c.usage, Self::usage),
+            "native_finish_reason" => set(&mut c.native_finish_reason, s.text()),
             _ => s.skip(0),
         })
     }
@@ -716,6 +718,7 @@ impl<'a> Scanner<'a> {
             "cached_tokens" => set(&mut d.cached_tokens, s.tokens()),
             "cache_write_tokens" => set(&mut d.cache_write_tokens, s.tokens()),
             "cache_creation_tokens" => set(&mut d.cache_creation_tokens, s.tokens()),
+            "cache_creation_input_tokens" => set(&mut d.cache_creation_input_tokens, s.tokens()),
             _ => s.skip(0),
         })
     }

@@ -41,6 +41,8 @@ pub(super) struct Template {
     x_groq: Absent,
     finish_reason: Absent,
     choice_error: Absent,
+    choice_usage: Absent,
+    native_finish_reason: Absent,
     slot: Slot,
 }
 
@@ -106,6 +108,8 @@ impl Template {
             x_groq: Absent::of(&c.x_groq)?,
             finish_reason: Absent::of(&choice.finish_reason)?,
             choice_error: Absent::of(&choice.error)?,
+            choice_usage: Absent::of(&choice.usage)?,
+            native_finish_reason: Absent::of(&choice.native_finish_reason)?,
             slot,
         })
     }
@@ -158,6 +162,8 @@ impl Template {
             message: Field::Missing,
             finish_reason: self.finish_reason.get(),
             error: self.choice_error.get(),
+            usage: self.choice_usage.get(),
+            native_finish_reason: self.native_finish_reason.get(),
         };
         out.choices = Field::Value(List::one(Field::Value(choice)));
         out.usage = self.usage.get();
