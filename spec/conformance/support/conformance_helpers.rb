@@ -56,10 +56,44 @@ module ConformanceHelpers
   # The ways a body is split into reads: whole, one byte at a time, and the
   # upstream spec's own pieces when it splits the body itself.
   def splittings(body, pieces: nil)
+    reads_by_way(body, pieces: pieces).transform_keys { |way| WAYS.fetch(way) }
+  end
+
+  WAYS = { whole: "the whole body in one read", bytes: "one byte per read",
+           pieces: "the upstream spec's own pieces" }.freeze
+
+  def reads_by_way(body, pieces: nil)
     body = body.b
-    ways = { "the whole body in one read" => [body], "one byte per read" => body.bytes.map { |byte| byte.chr.b } }
-    ways["the upstream spec's own pieces"] = pieces.map(&:b) if pieces
+    ways = { whole: [body], bytes: body.bytes.map { |byte| byte.chr.b } }
+    ways[:pieces] = pieces.map(&:b) if pieces
     ways
+  end
+
+  # Splits a body after each marker in turn (each searched from the end of
+  # the previous piece): the reads of an upstream spec that splits its body
+  # at chosen places.
+  def cut_after(body, markers)
+    pieces = []
+    rest = body
+    markers.each do |marker|
+      at = rest.index(marker) or raise ArgumentError, "no #{marker.inspect} left in the body"
+      pieces << rest[0, at + marker.size]
+      rest = rest[(at + marker.size)..]
+    end
+    pieces << rest
+  end
+
+  # Arbitrary pieces of a text, of 1 to 6 characters, cut the same way each run.
+  def fragments_of(text, sizes: [2, 5, 1, 6, 3, 4])
+    pieces = []
+    offset = 0
+    sizes.cycle do |size|
+      break if offset >= text.size
+
+      pieces << text[offset, size]
+      offset += size
+    end
+    pieces
   end
 
   # The body Discourse's mocks build: every event as `data: JSON` and a
