@@ -3,6 +3,7 @@
 require_relative "../spec_helper"
 require_relative "support/conformance_helpers"
 require_relative "support/stream_cases"
+require_relative "support/upstream_bodies"
 
 # Conformance with the shared endpoint checks of discourse/discourse
 # plugins/discourse-ai/spec/lib/completions/endpoints/endpoint_compliance.rb,
@@ -15,54 +16,29 @@ require_relative "support/stream_cases"
 # joined by a blank line and `data: [DONE]` is glued onto the last event's
 # line, with no line break in between; the body arrives one character per
 # read.
+# The examples are declared by StreamCases#stream and #response.
+# rubocop:disable RSpec/EmptyExampleGroup
 RSpec.describe "Discourse's endpoint compliance streams", :conformance do
   extend StreamCases
 
-  def self.mock_event(delta, serial, finish: nil)
-    JSON.generate({ id: format("chatcmpl-%032x", serial), object: "chat.completion.chunk", created: 1_700_000_000,
-                    model: "mock-model", choices: [{ delta: delta }], finish_reason: finish, index: 0 })
-  end
-
-  # Events with the last one marked "stop_sequence", as the mocks build them.
-  def self.mock_events(deltas)
-    deltas.each_with_index.map do |delta, serial|
-      mock_event(delta, serial, finish: serial == deltas.size - 1 ? "stop_sequence" : nil)
-    end
-  end
-
-  def self.glued_body(payloads)
-    "#{payloads.map { |payload| "data: #{payload}" }.join("\n\n")}data: [DONE]"
-  end
-
-  WORDS = ["Mount", "ain", " ", "Tree ", "Frog"].freeze
-  TOOL_DELTAS = [
-    { id: "tool_0", function: {} },
-    { id: "tool_0", function: { name: "get_weather", arguments: "" } },
-    { id: "tool_0", function: { arguments: "" } },
-    { id: "tool_0", function: { arguments: "{" } },
-    { id: "tool_0", function: { arguments: ' "location": "Sydney"' } },
-    { id: "tool_0", function: { arguments: ' ,"unit": "c" }' } }
-  ].freeze
-  SYDNEY = ["tool_0", "get_weather", { location: "Sydney", unit: "c" }].freeze
-
   # upstream: endpoint_compliance.rb streaming_mode_simple_prompt (open_ai_spec.rb
   # and vllm_spec.rb "completes a trivial prompt and logs the response", streaming)
-  text_events = mock_events(WORDS.map { |word| { content: word } })
-  stream "five text deltas, [DONE] glued onto the last", payloads: text_events, body: glued_body(text_events),
+  stream "five text deltas, [DONE] glued onto the last", **UpstreamBodies.compliance_text,
                                                           awaiting: { whole: "17.6", bytes: "17.6" } do |steps, _, _|
     # The caller cancels once it holds two words: the first four pieces.
-    expect(text_pieces(steps)).to eq(WORDS)
+    expect(text_pieces(steps)).to eq(UpstreamBodies::COMPLIANCE_WORDS)
     expect(text_pieces(steps).first(4).join).to eq("Mountain Tree ")
     expect(call_updates(steps)).to eq([])
   end
 
   # upstream: endpoint_compliance.rb streaming_mode_tools (open_ai_spec.rb "returns a
   # function invocation" and vllm_spec.rb "returns a function invoncation", streaming)
-  tool_events = mock_events(TOOL_DELTAS.map { |delta| { tool_calls: [delta] } })
+  tool_events = UpstreamBodies.compliance_tool[:payloads]
   stream "a call by id only (no index), its last fragment on the line with [DONE]",
-         payloads: tool_events, body: glued_body(tool_events), awaiting: { whole: "17.6", bytes: "17.6" } do |steps, _, _|
+         **UpstreamBodies.compliance_tool, awaiting: { whole: "17.6", bytes: "17.6" } do |steps, _, _|
     # The caller gets exactly the one completed call, nothing else.
-    expect(items_of(steps)).to eq([{ id: SYDNEY[0], name: SYDNEY[1], parameters: SYDNEY[2], partial: false }])
+    id, name, parameters = UpstreamBodies::SYDNEY
+    expect(items_of(steps)).to eq([{ id: id, name: name, parameters: parameters, partial: false }])
   end
 
   describe "the last event lost on the [DONE] line while the call is open", awaiting: "17.6" do
@@ -93,9 +69,10 @@ RSpec.describe "Discourse's endpoint compliance streams", :conformance do
       response "#{mock}, text", mock_response({ content: "1. Serenity\\n2. Laughter\\n3. Adventure" }, usage),
                items: ["1. Serenity\\n2. Laughter\\n3. Adventure"], usage: { prompt: prompt, completion: completion }
       response "#{mock}, a call without type or index",
-               mock_response({ tool_calls: [{ id: "tool_0", function: { name: "get_weather", arguments: arguments } }] },
-                             usage),
-               items: [SYDNEY]
+               mock_response({ tool_calls: [{ id: "tool_0",
+                                              function: { name: "get_weather", arguments: arguments } }] }, usage),
+               items: [UpstreamBodies::SYDNEY]
     end
   end
 end
+# rubocop:enable RSpec/EmptyExampleGroup

@@ -7,6 +7,7 @@ require_relative "conformance_helpers"
 # fix can carry `awaiting: "17.N"` alone (`awaiting:` maps :hash, :whole,
 # :bytes, :pieces to the item). The block holds the expectations; it runs in
 # the example with `steps`, `processor` and `way` (:hash, :whole, ...).
+# rubocop:disable RSpec/NoExpectationExample -- the expectations are in the block
 module StreamCases
   def stream(title, payloads:, body: nil, pieces: nil, partial: false, awaiting: {}, &check)
     wire = body || ConformanceHelpers.sse_body(payloads)
@@ -46,3 +47,4 @@ module StreamCases
 
   include ConformanceHelpers
 end
+# rubocop:enable RSpec/NoExpectationExample
