@@ -30,6 +30,13 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor, :conformance do
     streamed({ tool_calls: calls }, finish: finish)
   end
 
+  # What process_streamed_message returns for each chunk, as it returns it
+  # (nil, one item or an Array), for the upstream checks of return shapes.
+  def direct_results(partial: false)
+    processor = described_class.new(partial_tool_calls: partial)
+    chunks.map { |chunk| processor.process_streamed_message(chunk) }
+  end
+
   def hash_path(partial: false)
     hash_steps(described_class.new(partial_tool_calls: partial), chunks.map { |chunk| JSON.generate(chunk) })
   end
@@ -148,7 +155,7 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor, :conformance do
     let(:expected_calls) { [["call_sam", "search", { query: "sam" }]] }
 
     it "is one call" do
-      expect(completed_calls(hash_path)).to eq(expected_calls)
+      expect(completed_calls([hash_path.last])).to eq(expected_calls)
     end
 
     it_behaves_like "the same stream on the raw path"
@@ -159,7 +166,7 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor, :conformance do
     let(:expected_calls) { [["call_sam", "search", { query: "sam" }]] }
 
     it "is one call (rule 6)" do
-      expect(completed_calls(hash_path)).to eq(expected_calls)
+      expect(completed_calls([hash_path.last])).to eq(expected_calls)
     end
 
     it_behaves_like "the same stream on the raw path"
@@ -191,7 +198,7 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor, :conformance do
     let(:expected_calls) { [["call_sam", "search", { query: "sam" }]] }
 
     it "is one call" do
-      expect(completed_calls(hash_path)).to eq(expected_calls)
+      expect(completed_calls([hash_path.last])).to eq(expected_calls)
     end
 
     it_behaves_like "the same stream on the raw path"
@@ -224,7 +231,7 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor, :conformance do
     let(:expected_calls) { [["call_search", "search", { query: "sam" }], ["call_search", "search", { query: "dan" }]] }
 
     it "are two calls, in order (rule 14)" do
-      expect(completed_calls(hash_path)).to eq(expected_calls)
+      expect(completed_calls([hash_path.last])).to eq(expected_calls)
     end
 
     it_behaves_like "the same stream on the raw path"
@@ -255,7 +262,7 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor, :conformance do
     let(:expected_calls) { [["call_sam", "search", { query: "sam" }]] }
 
     it "continues the most recent call" do
-      expect(completed_calls(hash_path)).to eq(expected_calls)
+      expect(completed_calls([hash_path.last])).to eq(expected_calls)
     end
 
     it_behaves_like "the same stream on the raw path"
@@ -271,6 +278,10 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor, :conformance do
     end
     let(:expected_calls) { [["call_sam", "search", { query: "sam" }], ["call_dan", "search", { query: "dan" }]] }
     let(:expected_text) { "\n" }
+
+    it "returns the text at once, as a bare String" do
+      expect(direct_results.first).to eq("\n")
+    end
 
     it "returns the text at once and both calls from the empty delta; finish has nothing left", awaiting: "17.4" do
       steps = hash_path
@@ -336,6 +347,11 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor, :conformance do
       expect(completed_calls([hash_path[2]])).to eq(expected_calls)
     end
 
+    it "returns the one completed call itself, not in an Array" do
+      done = direct_results.last
+      expect([done.id, done.parameters, done.partial?]).to eq(["call_group", { kind: "group", query: "friend" }, false])
+    end
+
     it_behaves_like "the same stream on the raw path"
   end
 
@@ -349,6 +365,11 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor, :conformance do
 
     it "repairs them when the finish_reason completes the call" do
       expect(completed_calls([hash_path[1]])).to eq(expected_calls)
+    end
+
+    it "returns the one completed call itself, not in an Array" do
+      done = direct_results.last
+      expect([done.id, done.parameters, done.partial?]).to eq(["call_group", { kind: "group", query: "friend" }, false])
     end
 
     it_behaves_like "the same stream on the raw path"
