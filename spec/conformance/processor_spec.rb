@@ -230,8 +230,13 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor, :conformance do
     end
     let(:expected_calls) { [["call_search", "search", { query: "sam" }], ["call_search", "search", { query: "dan" }]] }
 
-    it "are two calls, in order (rule 14)" do
-      expect(completed_calls([hash_path.last])).to eq(expected_calls)
+    it "are two calls, in order, and the duplicated id is reported (rule 14)" do
+      processor = described_class.new
+      steps = hash_steps(processor, chunks.map { |chunk| JSON.generate(chunk) })
+      expect(completed_calls([steps.last])).to eq(expected_calls)
+      # Any report naming the id, other than the end-of-stream note that lists open calls.
+      reports = processor.anomalies.reject { |anomaly| anomaly[:kind] == :truncated }
+      expect(reports.map { |anomaly| anomaly.values.join(" ") }).to include(a_string_including("call_search"))
     end
 
     it_behaves_like "the same stream on the raw path"
