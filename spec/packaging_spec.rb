@@ -115,6 +115,11 @@ RSpec.describe "the source gem", :packaging do
     expect(files).to include(*expected)
   end
 
+  it "ships README.md and LICENSE, not docs/ (its pages are read in the repository)" do
+    expect(files).to include("README.md", "LICENSE")
+    expect(files.grep(%r{\Adocs/})).to eq([])
+  end
+
   it "carries no build products" do
     expect(files.grep(%r{(\A|/)(target|tmp)/|\.(so|bundle|dylib|dll|o)\z|(\A|/)Makefile\z|mkmf\.log})).to eq([])
   end

@@ -51,7 +51,7 @@ RSpec.describe "usage in the audit log with the gem installed", gc_stress: false
     end
   end
 
-  # README: with several usage chunks the gem keeps the latest value of each
+  # docs/usage-numbers.md: with several usage chunks the gem keeps the latest value of each
   # field and never lets a null erase one; the stock processors do not.
   context "with several usage chunks in one stream" do
     def usage_chunk(usage)
