@@ -16,7 +16,7 @@ if (missing = AuditDatabase.unavailable)
   warn message
   RSpec.configure do |config|
     config.filter_run_excluding(postgres: true)
-    config.after(:suite) { warn message }
+    config.after(:suite) { warn "\n#{message}" }
   end
 end
 

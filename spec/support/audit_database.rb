@@ -58,10 +58,16 @@ module AuditDatabase
     end
   end
 
+  # What bin/db-gems could not provide for this Ruby, else how to get it.
   def load_hint
-    return "install Debian's ruby-activerecord and ruby-pg" if RUBY_VERSION.start_with?("3.1.")
+    return "install Debian's ruby-activerecord and ruby-pg (bin/setup)" if RUBY_VERSION.start_with?("3.1.")
 
-    "bin/db-gems #{RUBY_VERSION[/\A\d+\.\d+/]} provides them for this Ruby"
+    minor = RUBY_VERSION[/\A\d+\.\d+/]
+    cache = ENV.fetch("DISCOURSE_AI_STREAM_CACHE") { File.join(Dir.home, ".cache", "discourse_ai_stream") }
+    missing = File.join(cache, "gems-#{minor}", "MISSING")
+    return "bin/db-gems #{minor} says: #{File.read(missing).lines.map(&:strip).join("; ")}" if File.exist?(missing)
+
+    "run bin/db-gems #{minor}, or this through bin/with-ruby #{minor}, which runs it"
   end
 
   # Starts the cluster once per process and connects; the table is empty.
@@ -73,6 +79,10 @@ module AuditDatabase
       define_model
       server
     end
+  end
+
+  def server
+    connect
   end
 
   def model
