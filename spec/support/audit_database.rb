@@ -44,17 +44,12 @@ module AuditDatabase
   def unavailable
     return @unavailable if defined?(@unavailable)
 
-    # ActiveSupport 6.1 redefines methods, which `config.warnings` reports.
-    verbose = $VERBOSE
-    $VERBOSE = nil
-    @unavailable = begin
+    @unavailable = quietly do
       require "active_record"
       require "pg"
       nil
     rescue LoadError => e
       "#{e.message} (Ruby #{RUBY_VERSION}: #{load_hint})"
-    ensure
-      $VERBOSE = verbose
     end
   end
 
@@ -72,13 +67,23 @@ module AuditDatabase
 
   # Starts the cluster once per process and connects; the table is empty.
   def connect
-    @connect ||= begin
+    @connect ||= quietly do
       server = PostgresServer.new.start
       ActiveRecord::Base.establish_connection(server.connection_config)
       ActiveRecord::Base.connection.execute(TABLE_SQL)
       define_model
       server
     end
+  end
+
+  # ActiveSupport 6.1 redefines methods of its own as it loads, which
+  # RSpec's `config.warnings` would print.
+  def quietly
+    verbose = $VERBOSE
+    $VERBOSE = nil
+    yield
+  ensure
+    $VERBOSE = verbose
   end
 
   def server

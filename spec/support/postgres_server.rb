@@ -6,9 +6,10 @@ require "tmpdir"
 # A throwaway PostgreSQL cluster for the audit's database specs and its
 # benchmark: Debian's server binaries (postgresql-15), a data directory of
 # its own under the system's temporary directory, no TCP (a Unix socket in a
-# directory of its own), stopped and deleted by #stop, which `start` also
-# registers with at_exit. initdb refuses to run as root, so as root every
-# server command runs as the unprivileged `nobody` through runuser.
+# directory of its own), stopped and deleted by #stop, which `start`
+# registers with at_exit before anything can fail. initdb refuses to run as
+# root, so as root every server command runs as the unprivileged `nobody`
+# through runuser.
 class PostgresServer
   DEBIAN_BIN = "/usr/lib/postgresql/*/bin"
   RUN_AS = "nobody"
@@ -42,6 +43,7 @@ class PostgresServer
 
   def start
     @root = Dir.mktmpdir("discourse_ai_stream-pg-")
+    at_exit { stop }
     FileUtils.mkdir_p(socket_dir)
     FileUtils.chown_R(RUN_AS, nil, root) if Process.uid.zero?
     File.chmod(0o755, root)
@@ -49,7 +51,6 @@ class PostgresServer
         "--no-sync")
     options = ["-k", socket_dir, "-p", port.to_s, *SETTINGS.flat_map { |setting| ["-c", setting] }].join(" ")
     run("pg_ctl", "-D", data_dir, "-l", log_file, "-o", options, "-w", "-t", "60", "start")
-    at_exit { stop }
     self
   end
 
