@@ -15,6 +15,10 @@
 #   ruby bench/audit.rb                       # 20,000 then 100,000 rows
 #   ruby bench/audit.rb --rows 5000,20000     # other sizes
 #
+# On another Ruby of the matrix, with YJIT (the audits run with it too):
+#
+#   bin/with-ruby 3.3 ruby --yjit bench/audit.rb
+#
 # It reports; it never fails on a number.
 
 require "json"
@@ -209,7 +213,8 @@ module AuditBench
   end
 
   def audit(server, since, way)
-    command = [RbConfig.ruby, __FILE__, "--child", JSON.generate(server.connection_config), since, way]
+    command = [RbConfig.ruby, *("--yjit" if yjit?), __FILE__, "--child", JSON.generate(server.connection_config),
+               since, way]
     JSON.parse(IO.popen(command, &:read), symbolize_names: true)
   end
 

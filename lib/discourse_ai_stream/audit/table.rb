@@ -9,9 +9,9 @@ module DiscourseAiStream
     # and holds the whole request and response of every LLM call, so:
     #
     # - the period becomes an id range first (the smallest id created since
-    #   `since`, found through Discourse's indexes that lead with
-    #   created_at), and every batch starts at its last id: no query reads a
-    #   row before the period, however old the table;
+    #   `since`, which PostgreSQL can find through Discourse's indexes that
+    #   lead with created_at), and every batch starts at its last id: no
+    #   batch reads a row before the period, however old the table;
     # - raw_request_payload, as large as the response, is never loaded;
     # - every row of the period is returned, streamed or not: the database
     #   would have to read a payload whole to tell (a LIKE on it does), and
