@@ -216,6 +216,27 @@ RSpec.describe DiscourseAiStream::Audit, :postgres do
     end
   end
 
+  describe "the server" do
+    it "runs from a data directory and socket of its own, and is gone with them after stop" do
+      server = PostgresServer.new.start
+      pid = File.read(File.join(server.data_dir, "postmaster.pid")).lines.first.to_i
+      expect(server.root).to start_with(Dir.tmpdir)
+      expect(Dir.children(server.socket_dir)).to include(".s.PGSQL.#{server.port}")
+      expect(alive?(pid)).to be(true)
+      server.stop
+      expect(File.exist?(server.root)).to be(false)
+      expect(alive?(pid)).to be(false)
+    end
+
+    # Neither running nor a zombie its parent has yet to reap.
+    def alive?(pid)
+      state = File.read("/proc/#{pid}/stat")[/\) (\S)/, 1]
+      state != "Z"
+    rescue Errno::ENOENT
+      false
+    end
+  end
+
   describe "the rake task" do
     let(:rake) { Rake::Application.new }
 
