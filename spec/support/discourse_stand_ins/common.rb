@@ -207,6 +207,7 @@ module DiscourseAi
         @cache_read_tokens ||= cached
         @completion_tokens ||= usage[:output_tokens]
         @prompt_tokens ||= usage[:input_tokens] - cached
+        nil
       end
     end
 
