@@ -730,6 +730,15 @@ impl Calls {
         CallId(n)
     }
 
+    /// The server's id for a call, learnt late (a Responses item whose
+    /// `call_id` came only with its done item): a generated id gives way to
+    /// it; a different server id is reported and the first kept.
+    pub fn learn_id(&mut self, id: CallId, server_id: &str, anomalies: &mut Anomalies) {
+        if id.index() < self.calls.len() && !server_id.is_empty() {
+            self.note_id_change(id.0, Some(server_id), anomalies);
+        }
+    }
+
     /// Appends an arguments fragment to a known call, with the checks and
     /// the incremental parse of a chat fragment. Returns true when the
     /// visible parameters changed.

@@ -314,6 +314,15 @@ impl State {
                     }
                     return Ok(());
                 }
+                if let Some(call_id) = item.call_id() {
+                    self.calls.learn_id(call, call_id, &mut self.anomalies);
+                    if let Some(slot) = self.items.call_items.get_mut(call.index()) {
+                        slot.1.get_or_insert_with(|| call_id.to_owned());
+                        if slot.0.is_none() {
+                            slot.0 = item.id.map(str::to_owned);
+                        }
+                    }
+                }
                 if let Some(whole) = item.arguments() {
                     self.settle_arguments(call, whole);
                 }
@@ -412,7 +421,7 @@ impl State {
             Status::InProgress => Ok(()),
             Status::Completed => {
                 self.items.ending = Some((status, None));
-                Ok(())
+                self.calls_only_in_output(response)
             }
             Status::Incomplete => {
                 let reason = response
@@ -425,7 +434,7 @@ impl State {
                     format!("the response ended incomplete ({what})"),
                 ));
                 self.items.ending = Some((status, reason));
-                Ok(())
+                self.calls_only_in_output(response)
             }
             Status::Failed => {
                 self.items.ending = Some((status, None));
@@ -439,6 +448,49 @@ impl State {
                 })
             }
         }
+    }
+
+    /// The final response lists every output item. A function call in it
+    /// that the stream never announced (neither by item id nor by call id)
+    /// would be lost: it is completed from there, and reported.
+    fn calls_only_in_output(&mut self, response: Option<&JsonValue>) -> Result<(), Error> {
+        let Some(response) = response else { return Ok(()) };
+        let mut result = Ok(());
+        for (i, value) in array_at(response, "output").iter().enumerate() {
+            let item = OutputItem::read(value);
+            if item.kind != ItemKind::FunctionCall {
+                continue;
+            }
+            let known_item =
+                item.id.is_some_and(|id| self.items.entries.iter().any(|e| e.item_id.as_deref() == Some(id)));
+            let known_call = item
+                .call_id()
+                .is_some_and(|cid| self.items.call_items.iter().any(|(_, c)| c.as_deref() == Some(cid)));
+            if known_item || known_call {
+                continue;
+            }
+            let at = Place { output_index: Some(i as i64), item_id: None };
+            let call = self.open_call(&item);
+            let n = self.items.add(at, item.id, Slot::Call(call));
+            self.items.entries[n].done = true;
+            if let Some(text) = item.arguments() {
+                let _ = self.calls.append_text(call, text, &mut self.anomalies);
+            }
+            if let Some(c) = self.calls.get(call) {
+                let msg = format!(
+                    "call {:?} ({}) came only in the final response's output, never streamed; completed from there",
+                    c.id, c.name
+                );
+                let a = c.anomaly(AnomalyKind::Truncated, msg);
+                self.anomalies.push(a);
+            }
+            if let Err(e) = self.complete(call) {
+                if result.is_ok() {
+                    result = Err(e);
+                }
+            }
+        }
+        result
     }
 
     // ---- whole responses ---------------------------------------------------

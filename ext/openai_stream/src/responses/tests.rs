@@ -245,3 +245,36 @@ fn a_delta_for_no_known_item_is_an_orphan() {
     assert_eq!(error, None);
     assert_eq!(kinds(&p), [AnomalyKind::OrphanFragment]);
 }
+
+#[test]
+fn a_call_only_in_the_final_output_is_not_lost() {
+    let stream = sse(&[
+        r#"{"type":"response.completed","response":{"status":"completed","output":[{"id":"fc_z","type":"function_call","call_id":"call_z","name":"late","arguments":"{\"a\":1}"}]}}"#,
+    ]);
+    let (p, seen, error) = decode(Options::default(), &stream, 1000);
+    assert_eq!(error, None);
+    assert_eq!(seen.calls, [("call_z".into(), "late".into(), r#"{"a":1}"#.into())]);
+    assert_eq!(kinds(&p), [AnomalyKind::Truncated]);
+    // Streamed calls listed again in the final output are not repeated.
+    let stream = sse(&[
+        ADD_A,
+        r#"{"type":"response.output_item.done","output_index":0,"item":{"id":"fc_a","type":"function_call","call_id":"call_a","name":"search","arguments":"{}"}}"#,
+        r#"{"type":"response.completed","response":{"output":[{"id":"fc_a","type":"function_call","call_id":"call_a","name":"search","arguments":"{}"}]}}"#,
+    ]);
+    let (p, seen, _) = decode(Options::default(), &stream, 1000);
+    assert_eq!(seen.calls.len(), 1);
+    assert!(kinds(&p).is_empty());
+}
+
+#[test]
+fn a_call_id_that_comes_only_with_the_done_item_replaces_the_generated_one() {
+    let stream = sse(&[
+        r#"{"type":"response.output_item.added","output_index":0,"item":{"id":"fc_q","type":"function_call","name":"search"}}"#,
+        r#"{"type":"response.function_call_arguments.delta","output_index":0,"delta":"{}"}"#,
+        r#"{"type":"response.output_item.done","output_index":0,"item":{"id":"fc_q","type":"function_call","call_id":"call_q","name":"search","arguments":"{}"}}"#,
+    ]);
+    let (p, seen, _) = decode(Options::default(), &stream, 1000);
+    assert_eq!(seen.calls, [("call_q".into(), "search".into(), "{}".into())]);
+    assert_eq!(p.call_item(CallId(0)), Some((Some("fc_q"), Some("call_q"))));
+    assert_eq!(kinds(&p), [AnomalyKind::GeneratedId]);
+}
