@@ -121,6 +121,16 @@ impl State {
     /// One streamed event object.
     pub(super) fn apply_event(&mut self, value: &JsonValue) -> Result<(), Error> {
         let event = Event::read(value);
+        if let Some(delta) =
+            value.get("delta").filter(|d| !matches!(d, JsonValue::String(_) | JsonValue::Null))
+        {
+            let kind = kind_of(delta);
+            self.anomalies.push(
+                Anomaly::new(AnomalyKind::IgnoredField, format!("delta was {}; ignored", kind.described()))
+                    .field("delta")
+                    .excerpt(&delta.to_json()),
+            );
+        }
         let result = match event {
             Event::TextDelta { delta } => {
                 if !delta.is_empty() {

@@ -441,8 +441,12 @@ impl State {
         let Some(u) = items::usage_of(usage) else {
             if !matches!(usage, JsonValue::Null) {
                 self.anomalies.push(
-                    Anomaly::new(AnomalyKind::IgnoredField, format!("usage was a {}; ignored", usage.kind()))
-                        .field("response.usage"),
+                    Anomaly::new(
+                        AnomalyKind::IgnoredField,
+                        format!("usage is not an object (a JSON {}); ignored", usage.kind()),
+                    )
+                    .field("response.usage")
+                    .excerpt(&usage.to_json()),
                 );
             }
             return;
