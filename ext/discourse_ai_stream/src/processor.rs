@@ -31,7 +31,7 @@ use crate::view;
 /// The frozen empty Array every call that produced no items returns: most
 /// reads of a stream of argument fragments produce nothing, and a fresh
 /// Array for each was most of what the raw path allocated.
-static NO_ITEMS: Lazy<RArray> = Lazy::new(|ruby| {
+pub(crate) static NO_ITEMS: Lazy<RArray> = Lazy::new(|ruby| {
     let items = ruby.ary_new_capa(0);
     items.freeze();
     items

@@ -21,7 +21,9 @@ use serde::Deserialize;
 use crate::convert::anomaly_to_ruby;
 use crate::errors;
 use crate::guard::guard;
-use crate::processor::{completed, describe, detach, passes_through, progress, CallSource, FailedToolCall};
+use crate::processor::{
+    completed, describe, detach, passes_through, progress, CallSource, FailedToolCall, NO_ITEMS,
+};
 use crate::ruby_de::{RubyDe, Unsupported};
 
 /// Slots of the `objects` Array.
@@ -256,12 +258,18 @@ impl RbResponsesProcessor {
     fn build_items(&self, ruby: &Ruby, rb_self: Me, core: &ResponsesProcessor) -> Result<Built, Error> {
         let out = core.output();
         let mut built = Built {
-            items: ruby.ary_new_capa(out.len()),
+            items: ruby.get_inner(&NO_ITEMS),
             notes: Vec::new(),
             tool_call_errors: Vec::new(),
             first_exception: None,
             passthrough: None,
         };
+        // The shared frozen empty Array when nothing came out (most
+        // argument deltas), as in the chat processor.
+        if out.is_empty() && core.linked_reasonings().is_empty() {
+            return Ok(built);
+        }
+        built.items = ruby.ary_new_capa(out.len());
         let objects = ruby.get_inner(self.objects.get().ok_or_else(|| errors::internal(ruby, "no setup"))?);
         let class: Value = objects.entry(TOOL_CALL_CLASS)?;
         let calls: RArray = objects.entry(CALLS)?;
