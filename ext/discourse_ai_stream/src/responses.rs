@@ -15,7 +15,7 @@ use openai_stream::anomaly::{Anomaly, AnomalyKind};
 use openai_stream::calls::{CallId, Calls};
 use openai_stream::json::JsonValue;
 use openai_stream::output::Item;
-use openai_stream::responses::{Options, ResponsesProcessor};
+use openai_stream::responses::{DeltaEvent, Options, ResponsesProcessor};
 use serde::Deserialize;
 
 use crate::convert::anomaly_to_ruby;
@@ -107,6 +107,20 @@ impl RbResponsesProcessor {
     }
 
     pub fn process_streamed_message(ruby: &Ruby, rb_self: Me, event: Value) -> Result<Value, Error> {
+        if RHash::from_value(event).is_some() {
+            // The commonest events (text and arguments deltas) are read
+            // without building the whole value; anything else fails here
+            // and is read whole below.
+            let unsupported = Unsupported::default();
+            let delta =
+                guard(ruby, || Ok(DeltaEvent::deserialize(RubyDe::new(ruby, event, &unsupported)).ok()))?;
+            let clean = unsupported.borrow().is_empty();
+            if let (Some(delta), true) = (delta, clean) {
+                return Self::run(ruby, rb_self, Shape::Streamed, Some(event), |core| {
+                    core.process_delta(&delta).map(|_| ())
+                });
+            }
+        }
         Self::with_value(ruby, rb_self, event, Shape::Streamed, |core, v| core.process_event(v).map(|_| ()))
     }
 

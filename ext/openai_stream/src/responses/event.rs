@@ -2,6 +2,11 @@
 //! a whole response), read from its JSON value by `type`. Fields of the wrong
 //! type read as absent; the accumulator reports what that costs.
 
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
+
 use crate::json::JsonValue;
 
 /// One streamed event.
@@ -184,5 +189,89 @@ pub(crate) fn array_at<'a>(value: &'a JsonValue, key: &str) -> &'a [JsonValue] {
     match value.get(key) {
         Some(JsonValue::Array(items)) => items,
         _ => &[],
+    }
+}
+
+/// The two commonest events, `response.output_text.delta` and
+/// `response.function_call_arguments.delta`, read without building the
+/// whole value (the texts borrowed where the input allows). Deserializing
+/// fails, and the caller reads the event as a [`JsonValue`], for any other
+/// type, any field of another shape, or a `response` envelope (usage).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeltaEvent<'a> {
+    pub arguments: bool,
+    pub delta: Cow<'a, str>,
+    pub item_id: Option<Cow<'a, str>>,
+    pub output_index: Option<i64>,
+}
+
+impl DeltaEvent<'_> {
+    pub fn place(&self) -> Place<'_> {
+        Place { output_index: self.output_index, item_id: self.item_id.as_deref().filter(|s| !s.is_empty()) }
+    }
+}
+
+struct Str<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Str<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Str<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Str(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Str(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Str(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for DeltaEvent<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = DeltaEvent<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a delta event")
+            }
+            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Self::Value, M::Error> {
+                let (mut arguments, mut delta, mut item_id, mut output_index) = (None, None, None, None);
+                while let Some(Str(key)) = map.next_key::<Str>()? {
+                    match &*key {
+                        "type" => {
+                            let Str(kind) = map.next_value::<Str>()?;
+                            arguments = Some(match &*kind {
+                                "response.output_text.delta" => false,
+                                "response.function_call_arguments.delta" => true,
+                                _ => return Err(de::Error::custom("not a delta event")),
+                            });
+                        }
+                        "delta" => delta = Some(map.next_value::<Str>()?.0),
+                        "item_id" => item_id = map.next_value::<Option<Str>>()?.map(|s| s.0),
+                        "output_index" => output_index = map.next_value::<Option<i64>>()?,
+                        "response" | "item" | "error" => return Err(de::Error::custom("an envelope")),
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                match (arguments, delta) {
+                    (Some(arguments), Some(delta)) => {
+                        Ok(DeltaEvent { arguments, delta, item_id, output_index })
+                    }
+                    _ => Err(de::Error::custom("not a delta event")),
+                }
+            }
+        }
+        d.deserialize_map(V)
     }
 }

@@ -3,7 +3,7 @@
 //! either is done, and their interleaved deltas, stay apart), each reasoning
 //! item keeps its own summary.
 
-use super::event::{array_at, str_at, Event, ItemKind, OutputItem, Place, Status};
+use super::event::{array_at, str_at, DeltaEvent, Event, ItemKind, OutputItem, Place, Status};
 use super::State;
 use crate::anomaly::{excerpt, Anomaly, AnomalyKind};
 use crate::calls::CallId;
@@ -177,6 +177,16 @@ impl State {
             self.apply_usage(usage);
         }
         result
+    }
+
+    /// A text or arguments delta (the fast reading of the two commonest
+    /// events; the same as through [`State::apply_event`]).
+    pub(super) fn apply_delta(&mut self, event: &DeltaEvent) {
+        if event.arguments {
+            self.arguments_delta(event.place(), &event.delta);
+        } else if !event.delta.is_empty() {
+            self.out.push_text(&event.delta);
+        }
     }
 
     fn ignored_event(&mut self, kind: Option<&str>) {

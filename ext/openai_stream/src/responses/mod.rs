@@ -9,7 +9,7 @@
 mod event;
 mod items;
 
-pub use event::{Event, ItemKind, OutputItem, Place, Status};
+pub use event::{DeltaEvent, Event, ItemKind, OutputItem, Place, Status};
 pub use items::Reasoning;
 
 use crate::anomaly::{excerpt, excerpt_bytes, Anomalies, Anomaly, AnomalyKind};
@@ -104,6 +104,14 @@ impl ResponsesProcessor {
     pub fn process_event(&mut self, event: &JsonValue) -> Result<&Output, Error> {
         self.state.begin();
         self.state.apply_value(event, false)?;
+        Ok(&self.state.out)
+    }
+
+    /// A text or arguments delta read by [`DeltaEvent`]: does what
+    /// [`ResponsesProcessor::process_event`] does with the same event.
+    pub fn process_delta(&mut self, event: &DeltaEvent) -> Result<&Output, Error> {
+        self.state.begin();
+        self.state.apply_delta(event);
         Ok(&self.state.out)
     }
 
@@ -403,6 +411,12 @@ impl State {
                 excerpt_bytes(data),
             )
         })?;
+        if !self.error_event {
+            if let Ok(event) = serde_json::from_str::<DeltaEvent>(text) {
+                self.apply_delta(&event);
+                return Ok(());
+            }
+        }
         let value: JsonValue = serde_json::from_str(text).map_err(|e| invalid_json(&e, text))?;
         self.apply_value(&value, true)
     }

@@ -278,3 +278,57 @@ fn a_call_id_that_comes_only_with_the_done_item_replaces_the_generated_one() {
     assert_eq!(p.call_item(CallId(0)), Some((Some("fc_q"), Some("call_q"))));
     assert_eq!(kinds(&p), [AnomalyKind::GeneratedId]);
 }
+
+#[test]
+fn the_fast_reading_of_delta_events_agrees_with_the_full_one() {
+    fn fast(s: &str) -> Option<DeltaEvent<'_>> {
+        serde_json::from_str(s).ok()
+    }
+    let d = fast(r#"{"type":"response.function_call_arguments.delta","sequence_number":3,"item_id":"fc_a","output_index":0,"delta":"{\"q\\n\":","obfuscation":"x"}"#)
+        .expect("a delta event");
+    assert_eq!(
+        (d.arguments, &*d.delta, d.item_id.as_deref(), d.output_index),
+        (true, "{\"q\\n\":", Some("fc_a"), Some(0))
+    );
+    let t =
+        fast(r#"{"type":"response.output_text.delta","delta":"hi","logprobs":[]}"#).expect("a text delta");
+    assert_eq!((t.arguments, &*t.delta), (false, "hi"));
+    // Anything else is left to the full reading.
+    for other in [
+        r#"{"type":"response.output_text.delta","delta":{"a":1}}"#,
+        r#"{"type":"response.output_text.delta","delta":null}"#,
+        r#"{"type":"response.output_text.delta","output_index":"1","delta":"x"}"#,
+        r#"{"type":"response.output_text.delta","delta":"x","response":{"usage":{"output_tokens":1}}}"#,
+        r#"{"type":"response.completed","delta":"x"}"#,
+        r#"{"delta":"x"}"#,
+    ] {
+        assert_eq!(fast(other), None, "{other}");
+    }
+    // The same stream read both ways gives the same calls and anomalies.
+    let stream = [
+        ADD_A,
+        r#"{"type":"response.function_call_arguments.delta","output_index":0,"item_id":"fc_a","delta":"{\"q\":1}"}"#,
+        r#"{"type":"response.function_call_arguments.delta","output_index":7,"delta":"orphan"}"#,
+        r#"{"type":"response.output_text.delta","delta":"text"}"#,
+    ];
+    let mut full = ResponsesProcessor::default();
+    let mut quick = ResponsesProcessor::default();
+    let (mut a, mut b) = (Seen::default(), Seen::default());
+    for e in stream {
+        let v: JsonValue = serde_json::from_str(e).unwrap();
+        full.process_event(&v).unwrap();
+        collect(&full, &mut a);
+        match fast(e) {
+            Some(d) => quick.process_delta(&d).map(|_| ()).unwrap(),
+            None => quick.process_event(&v).map(|_| ()).unwrap(),
+        }
+        collect(&quick, &mut b);
+    }
+    full.finish().unwrap();
+    quick.finish().unwrap();
+    collect(&full, &mut a);
+    collect(&quick, &mut b);
+    assert_eq!(a, b);
+    assert_eq!(full.anomalies().all(), quick.anomalies().all());
+    assert_eq!(a.calls.len(), 1);
+}
