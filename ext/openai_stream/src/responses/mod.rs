@@ -340,7 +340,7 @@ impl State {
             joined.push(b'\n');
             joined.extend_from_slice(value);
             match completeness(&joined) {
-                Completeness::Complete => return self.payload(&joined),
+                Completeness::Complete => return self.payload(&joined).map(|_| ()),
                 Completeness::Incomplete
                     if !starts_event(value) || completeness(fresh) != Completeness::Complete =>
                 {
@@ -358,12 +358,14 @@ impl State {
         match fresh.first() {
             None => Ok(()),
             Some(_) if fresh == b"[DONE]" => Ok(()),
-            Some(b'{' | b'[') => match completeness(fresh) {
-                Completeness::Incomplete => {
+            // Parsed at once (no separate completeness check): JSON that
+            // ends early waits for the next data line.
+            Some(b'{' | b'[') => match self.payload(fresh)? {
+                true => Ok(()),
+                false => {
                     self.pending.extend_from_slice(fresh);
                     Ok(())
                 }
-                _ => self.payload(fresh),
             },
             Some(_) if self.error_event => {
                 let text = String::from_utf8_lossy(fresh).into_owned();
@@ -386,7 +388,7 @@ impl State {
         }
         let data = std::mem::take(&mut self.pending);
         match completeness(&data) {
-            Completeness::Complete => self.payload(&data),
+            Completeness::Complete => self.payload(&data).map(|_| ()),
             Completeness::Incomplete if at_end => {
                 self.anomalies.push(
                     Anomaly::new(
@@ -398,12 +400,13 @@ impl State {
                 Ok(())
             }
             Completeness::Incomplete => Err(truncated_event(&data)),
-            Completeness::Invalid => self.payload(&data),
+            Completeness::Invalid => self.payload(&data).map(|_| ()),
         }
     }
 
-    /// Parses and applies one complete JSON payload.
-    fn payload(&mut self, data: &[u8]) -> Result<(), Error> {
+    /// Parses and applies one JSON payload. `Ok(false)`: the JSON ended
+    /// early (more data lines may follow); nothing was applied.
+    fn payload(&mut self, data: &[u8]) -> Result<bool, Error> {
         let text = std::str::from_utf8(data).map_err(|e| {
             Error::stream(
                 StreamErrorKind::InvalidUtf8,
@@ -414,11 +417,15 @@ impl State {
         if !self.error_event {
             if let Ok(event) = serde_json::from_str::<DeltaEvent>(text) {
                 self.apply_delta(&event);
-                return Ok(());
+                return Ok(true);
             }
         }
-        let value: JsonValue = serde_json::from_str(text).map_err(|e| invalid_json(&e, text))?;
-        self.apply_value(&value, true)
+        let value: JsonValue = match serde_json::from_str(text) {
+            Ok(value) => value,
+            Err(e) if e.is_eof() => return Ok(false),
+            Err(e) => return Err(invalid_json(&e, text)),
+        };
+        self.apply_value(&value, true).map(|()| true)
     }
 
     /// One event object. `raw`: it came from the SSE stream (where an
