@@ -221,9 +221,25 @@ impl State {
             }
             ItemKind::Other => {
                 self.items.add(at, item.id, Slot::Other);
+                self.ignored_item(item);
             }
         }
         Ok(())
+    }
+
+    /// An output item of a type this processor does not return (a web
+    /// search call...): reported once per type.
+    fn ignored_item(&mut self, item: &OutputItem) {
+        let name = format!("item:{}", item.type_name().unwrap_or(""));
+        if self.items.reported_events.len() >= 16 || self.items.reported_events.contains(&name) {
+            return;
+        }
+        let what = item.type_name().map_or("without a type".to_owned(), |t| format!("of type {t:?}"));
+        self.items.reported_events.push(name);
+        self.anomalies.push(Anomaly::new(
+            AnomalyKind::IgnoredEvent,
+            format!("an output item {what} carries nothing this processor returns; skipped (reported once)"),
+        ));
     }
 
     fn open_call(&mut self, item: &OutputItem) -> CallId {
@@ -378,9 +394,7 @@ impl State {
                     self.items.entries[i].done = true;
                 }
                 if found.is_none() {
-                    self.ignored_event(
-                        item.type_name().map(|_| "response.output_item.done (unknown item type)"),
-                    );
+                    self.ignored_item(item);
                 }
                 Ok(())
             }
@@ -564,9 +578,7 @@ impl State {
                         self.link_reasonings(id);
                     }
                 }
-                ItemKind::Other => {
-                    self.ignored_event(item.type_name().map(|_| "output item of an unknown type"));
-                }
+                ItemKind::Other => self.ignored_item(&item),
             }
         }
         self.items.waiting = waiting;

@@ -332,3 +332,16 @@ fn the_fast_reading_of_delta_events_agrees_with_the_full_one() {
     assert_eq!(full.anomalies().all(), quick.anomalies().all());
     assert_eq!(a.calls.len(), 1);
 }
+
+#[test]
+fn an_output_item_of_another_type_is_reported_once() {
+    let stream = sse(&[
+        r#"{"type":"response.output_item.added","output_index":0,"item":{"id":"ws_1","type":"web_search_call","status":"in_progress"}}"#,
+        r#"{"type":"response.output_item.done","output_index":0,"item":{"id":"ws_1","type":"web_search_call","status":"completed"}}"#,
+        r#"{"type":"response.output_item.added","output_index":1,"item":{"id":"ws_2","type":"web_search_call"}}"#,
+    ]);
+    let (p, seen, error) = decode(Options::default(), &stream, 1000);
+    assert_eq!((error, seen), (None, Seen::default()));
+    assert_eq!(kinds(&p), [AnomalyKind::IgnoredEvent]);
+    assert!(p.anomalies().all()[0].message.contains("web_search_call"));
+}
