@@ -203,6 +203,17 @@ impl State {
     }
 
     fn item_added(&mut self, at: Place, item: &OutputItem) -> Result<(), Error> {
+        // The same item announced again (a relay that repeats events): the
+        // first stays, so no second, empty call appears.
+        if let Some(id) = item.id {
+            if self.items.entries.iter().any(|e| e.item_id.as_deref() == Some(id)) {
+                self.anomalies.push(Anomaly::new(
+                    AnomalyKind::DuplicateId,
+                    format!("output_item.added for item {id:?} came again; the first is kept"),
+                ));
+                return Ok(());
+            }
+        }
         match item.kind {
             ItemKind::FunctionCall => {
                 let call = self.open_call(item);

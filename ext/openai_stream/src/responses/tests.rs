@@ -345,3 +345,16 @@ fn an_output_item_of_another_type_is_reported_once() {
     assert_eq!(kinds(&p), [AnomalyKind::IgnoredEvent]);
     assert!(p.anomalies().all()[0].message.contains("web_search_call"));
 }
+
+#[test]
+fn an_item_announced_twice_is_one_call() {
+    let stream = sse(&[
+        ADD_A,
+        ADD_A,
+        r#"{"type":"response.function_call_arguments.delta","output_index":0,"item_id":"fc_a","delta":"{\"q\":2}"}"#,
+    ]);
+    let (p, seen, error) = decode(Options::default(), &stream, 1000);
+    assert_eq!(error, None);
+    assert_eq!(seen.calls, [("call_a".into(), "search".into(), r#"{"q":2}"#.into())]);
+    assert_eq!(kinds(&p), [AnomalyKind::DuplicateId, AnomalyKind::Truncated]);
+}
