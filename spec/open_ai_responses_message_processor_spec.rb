@@ -216,6 +216,28 @@ RSpec.describe DiscourseAiStream::OpenAiResponsesMessageProcessor do
       expect(p.anomalies.map { |a| a[:kind] }).to eq([:orphan_fragment])
     end
 
+    it "raises ToolCallError, with the other items, when the ToolCall class refuses a call" do
+      refusing = Class.new(DiscourseAiStream::ToolCall) do
+        def initialize(**kwargs)
+          raise ArgumentError, "no" if kwargs[:name] == "lookup"
+
+          super
+        end
+      end
+      p = processor(tool_call_class: refusing)
+      expect { run_hashes(p, two_interleaved_calls) }.to raise_error(DiscourseAiStream::ToolCallError) { |e|
+        expect(e.tool_id).to eq("call_b")
+      }
+    end
+
+    it "uses the Thinking class it is given, and refuses copies" do
+      own = Struct.new(:message, :partial, :provider_info, keyword_init: true)
+      p = processor(output_thinking: true, thinking_class: own)
+      item = p.process_streamed_message({ type: "response.reasoning_summary_text.delta", item_id: "rs", delta: "x" })
+      expect(item).to eq(own.new(message: "x", partial: true))
+      expect { p.dup }.to raise_error(TypeError)
+    end
+
     it "starts afresh after finish" do
       p = processor
       run_raw(p, two_interleaved_calls)
