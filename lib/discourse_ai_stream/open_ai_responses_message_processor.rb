@@ -20,12 +20,15 @@ module DiscourseAiStream
     #   default DiscourseAiStream.tool_call_class / .thinking_class, resolved now.
     # on_anomaly: a callable receiving each anomaly Hash; by default
     #   DiscourseAiStream.on_anomaly.
+    # strict: decode_chunk raises StreamError for an event it cannot read
+    #   (by default it skips it with an :unreadable_event anomaly), as
+    #   OpenAiMessageProcessor's.
     def initialize(partial_tool_calls: false, output_thinking: false, max_line_bytes: Native::MAX_LINE_BYTES,
-                   tool_call_class: nil, thinking_class: nil, on_anomaly: nil)
+                   tool_call_class: nil, thinking_class: nil, on_anomaly: nil, strict: false)
       @on_anomaly = on_anomaly
       @thinking_class = thinking_class || DiscourseAiStream.thinking_class
       klass = tool_call_class || DiscourseAiStream.tool_call_class
-      __setup(!!partial_tool_calls, !!output_thinking, Integer(max_line_bytes), klass)
+      __setup(!!partial_tool_calls, !!output_thinking, Integer(max_line_bytes), klass, !!strict)
     end
 
     attr_reader :thinking_class

@@ -54,7 +54,7 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
     class.define_method("legacy_tool_call_ids", method!(RbProcessor::legacy_tool_call_ids, 0))?;
     let responses = module.define_class("OpenAiResponsesMessageProcessor", ruby.class_object())?;
     responses.define_alloc_func::<RbResponsesProcessor>();
-    responses.define_private_method("__setup", method!(RbResponsesProcessor::setup, 4))?;
+    responses.define_private_method("__setup", method!(RbResponsesProcessor::setup, 5))?;
     responses.define_method(
         "process_streamed_message",
         method!(RbResponsesProcessor::process_streamed_message, 1),

@@ -80,7 +80,7 @@ enum Shape {
 type Me = Obj<RbResponsesProcessor>;
 
 impl RbResponsesProcessor {
-    /// `__setup(partial_tool_calls, output_thinking, max_line_bytes, tool_call_class)`.
+    /// `__setup(partial_tool_calls, output_thinking, max_line_bytes, tool_call_class, strict)`.
     pub fn setup(
         ruby: &Ruby,
         rb_self: Me,
@@ -88,12 +88,13 @@ impl RbResponsesProcessor {
         output_thinking: bool,
         max_line_bytes: usize,
         tool_call_class: Value,
+        strict: bool,
     ) -> Result<(), Error> {
         guard(ruby, || {
             if max_line_bytes == 0 {
                 return Err(Error::new(ruby.exception_arg_error(), "max_line_bytes must be positive"));
             }
-            let options = Options { partial_tool_calls: partial, output_thinking, max_line_bytes };
+            let options = Options { partial_tool_calls: partial, output_thinking, max_line_bytes, strict };
             let mut core = rb_self.core.try_borrow_mut().map_err(|_| errors::busy(ruby))?;
             let objects = ruby.ary_new_from_values(&[
                 tool_call_class,

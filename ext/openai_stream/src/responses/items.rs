@@ -304,6 +304,8 @@ impl State {
                 .excerpt(delta);
                 a.index = at.output_index;
                 self.anomalies.push(a);
+                // It may have been an open call's: none of them is repaired.
+                self.calls.note_lost(&format!("an arguments delta that matched no item: {}", excerpt(delta)));
             }
         }
     }

@@ -32,11 +32,20 @@ pub struct Options {
     pub output_thinking: bool,
     /// Longest SSE line (and event) accepted by [`ResponsesProcessor::decode`].
     pub max_line_bytes: usize,
+    /// Raise a stream error for every event that cannot be read, as the
+    /// chat processor's `strict`; by default such an event is skipped and
+    /// reported (`unreadable_event`), and limits raise either way.
+    pub strict: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { partial_tool_calls: false, output_thinking: false, max_line_bytes: DEFAULT_MAX_LINE_BYTES }
+        Options {
+            partial_tool_calls: false,
+            output_thinking: false,
+            max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+            strict: false,
+        }
     }
 }
 
@@ -247,26 +256,34 @@ impl State {
         }
     }
 
-    /// The first error of a read is returned; later ones, and stream errors
-    /// at the end of the stream, are recorded.
+    /// The rules of the chat processor: the first error of a read is
+    /// returned; later ones, and stream errors at the end of the stream,
+    /// are recorded; an event that cannot be read is skipped and recorded
+    /// unless the processor is strict or a limit was hit. Every open call
+    /// may have lost input with an unreadable event: none is repaired.
     fn note_error(&mut self, e: Error, first_error: &mut Option<Error>, at_end: bool) {
-        let raise = first_error.is_none() && !(at_end && matches!(e, Error::Stream { .. }));
+        let skipped = match &e {
+            Error::Stream { kind, excerpt, .. } => {
+                self.calls.note_lost(&format!("an unreadable event ({}): {excerpt}", kind.name()));
+                !self.options.strict && !kind.is_limit()
+            }
+            _ => false,
+        };
+        let raise = first_error.is_none() && !skipped && !(at_end && matches!(e, Error::Stream { .. }));
         if raise {
             *first_error = Some(e);
             return;
         }
         let anomaly = match e {
             Error::Stream { message, excerpt, .. } => {
-                let when = if at_end {
-                    "at the end of the stream"
+                let what = if skipped {
+                    "an event that could not be read was skipped"
+                } else if at_end {
+                    "an event at the end of the stream could not be read"
                 } else {
-                    "after an earlier error in the same read"
+                    "an event after an earlier error in the same read could not be read"
                 };
-                Anomaly::new(
-                    AnomalyKind::UnreadableEvent,
-                    format!("an event {when} could not be read: {message}"),
-                )
-                .excerpt(&excerpt)
+                Anomaly::new(AnomalyKind::UnreadableEvent, format!("{what}: {message}")).excerpt(&excerpt)
             }
             Error::Provider { message, .. } => Anomaly::new(
                 AnomalyKind::ProviderError,
@@ -390,6 +407,8 @@ impl State {
         match completeness(&data) {
             Completeness::Complete => self.payload(&data).map(|_| ()),
             Completeness::Incomplete if at_end => {
+                self.calls
+                    .note_lost(&format!("an event cut by the end of the stream: {}", excerpt_bytes(&data)));
                 self.anomalies.push(
                     Anomaly::new(
                         AnomalyKind::TruncatedEvent,

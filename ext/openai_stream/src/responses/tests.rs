@@ -358,3 +358,19 @@ fn an_item_announced_twice_is_one_call() {
     assert_eq!(seen.calls, [("call_a".into(), "search".into(), r#"{"q":2}"#.into())]);
     assert_eq!(kinds(&p), [AnomalyKind::DuplicateId, AnomalyKind::Truncated]);
 }
+
+#[test]
+fn an_unreadable_event_is_skipped_and_reported_unless_strict() {
+    let stream = format!(
+        "{}data: {{\"type\":\"response.function_call_arguments.delta\",\"output_index\":0,\"delta\":\"{{\\\"q\\\"\" oops}}\n\n{}",
+        sse(&[ADD_A]),
+        sse(&[r#"{"type":"response.output_text.delta","delta":"after"}"#])
+    );
+    let (p, seen, error) = decode(Options::default(), &stream, 7);
+    // The event was lost: the open call is not repaired into something else.
+    assert!(matches!(error, Some(Error::Arguments { .. })), "{error:?}");
+    assert_eq!(seen.text, "after");
+    assert!(kinds(&p).contains(&AnomalyKind::UnreadableEvent));
+    let (_, _, strict) = decode(Options { strict: true, ..Options::default() }, &stream, 7);
+    assert!(matches!(strict, Some(Error::Stream { .. })), "{strict:?}");
+}
