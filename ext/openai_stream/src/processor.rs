@@ -11,7 +11,7 @@ use crate::event_data::{
     completeness, invalid_json, line_too_long, starts_event, truncated_event, Completeness,
 };
 use crate::in_band::{choice_error, provider_error_of};
-use crate::json::JsonValue;
+use crate::json::{JsonValue, Reparsed};
 use crate::legacy::{LegacyOutcome, LegacySimulator};
 use crate::output::Output;
 use crate::sse::{Event, Line, LineReader, DEFAULT_MAX_LINE_BYTES};
@@ -511,19 +511,17 @@ impl State {
         if crate::chunk::scan::read(text, &mut scanned, &mut self.envelope) {
             return self.apply_payload(text, &scanned);
         }
-        let widened: String;
-        let (field, text): (Field<Chunk>, &str) = match serde_json::from_str(text) {
-            Ok(f) => (f, text),
+        let reparsed: JsonValue;
+        let field: Field<Chunk> = match serde_json::from_str(text) {
+            Ok(f) => f,
             Err(e) if e.is_eof() => return Ok(false),
             // Numbers beyond f64's range read as Infinity, as in Ruby.
-            Err(e) => match crate::json::widen_out_of_range::<crate::chunk::lenient::Skip>(text, &e) {
-                Some(w) => {
-                    widened = w;
-                    match serde_json::from_str(&widened) {
-                        Ok(f) => (f, widened.as_str()),
-                        Err(e) => return Err(invalid_json(&e, text)),
-                    }
+            Err(e) => match crate::json::beyond_f64(text, &e) {
+                Some(Reparsed::Value(v)) => {
+                    reparsed = v;
+                    serde::Deserialize::deserialize(&reparsed).map_err(|_| invalid_json(&e, text))?
                 }
+                Some(Reparsed::Incomplete) => return Ok(false),
                 None => return Err(invalid_json(&e, text)),
             },
         };

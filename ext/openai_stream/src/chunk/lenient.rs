@@ -261,7 +261,7 @@ impl<'de, T: Lenient<'de>> Visitor<'de> for FieldVisitor<T> {
         })
     }
     fn visit_f64<E>(self, v: f64) -> Result<Field<T>, E> {
-        Ok(T::from_f64(crate::json::widened_to_infinity(v)).into())
+        Ok(T::from_f64(v).into())
     }
     fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Field<T>, E> {
         Ok(T::from_str(Cow::Borrowed(v)).into())

@@ -8,10 +8,10 @@ mod incremental;
 mod range;
 mod value;
 
-pub use range::widen_out_of_range;
+pub use range::{beyond_f64, Reparsed};
 
 pub use incremental::{
     parse_complete, ContainerKind, IncrementalParser, SyntaxError, SyntaxErrorKind, ViewEvent, ViewEvents,
     ViewSink, DEFAULT_MAX_DEPTH,
 };
-pub use value::{widened_to_infinity, JsonValue, Number};
+pub use value::{JsonValue, Number};

@@ -1,71 +1,94 @@
 //! Numbers beyond f64's range (`1e400`, a 400-digit integer): serde_json
 //! refuses the whole text ("number out of range"), while Ruby's `JSON.parse`
-//! reads them as `Infinity` and goes on. So that one such field does not
-//! cost a whole event (and the tool call in it), each is rewritten as
-//! `±f64::MAX`, which the lenient readers take for `±Infinity`
-//! ([`crate::json::widened_to_infinity`]): the raw path then reads what the
-//! Hash path reads from Ruby's parse of the same bytes.
+//! reads them as `Infinity` and goes on. So that one such number does not
+//! cost a whole event (and the tool call in it), a text serde_json refuses
+//! for that reason is parsed again by this crate's own parser, which keeps
+//! numbers as their text ([`parse_complete`]), and read from the value
+//! (`&JsonValue` is a serde `Deserializer`): a number beyond f64's range
+//! then reads as `±Infinity`, exactly as Ruby reads the same bytes, and
+//! every other number (`1.7976931348623157e308` included) as itself. The
+//! text is never rewritten, so no number is mistaken for another and there
+//! is no bound on how many there are.
 
-/// The largest finite f64, as JSON text.
-const MARK: &str = "1.7976931348623157e308";
+use serde::de::value::{Error, MapDeserializer, SeqDeserializer};
+use serde::de::{Deserializer, IntoDeserializer, Visitor};
 
-/// Most numbers rewritten in one text.
-const MAX_REWRITES: usize = 64;
+use super::incremental::{parse_complete, SyntaxErrorKind};
+use super::value::JsonValue;
 
-/// `text` with every out-of-range number rewritten, when `error` (from
-/// parsing `text`) says a number is out of range; `None` otherwise or when
-/// the rewritten text still fails for that reason too often.
-pub fn widen_out_of_range<T>(text: &str, error: &serde_json::Error) -> Option<String>
-where
-    T: for<'de> serde::Deserialize<'de>,
-{
-    let mut current = rewrite(text, error)?;
-    for _ in 0..MAX_REWRITES {
-        match serde_json::from_str::<T>(&current) {
-            Err(e) if is_out_of_range(&e) => current = rewrite(&current, &e)?,
-            _ => return Some(current),
+/// What [`beyond_f64`] made of a text serde_json refused.
+pub enum Reparsed {
+    /// The whole text, read by this crate's parser.
+    Value(JsonValue),
+    /// The text is valid so far but not complete.
+    Incomplete,
+}
+
+/// The text read again when serde_json refused it for a number beyond
+/// f64's range; None for any other error, or when the text has another
+/// error too (serde_json's is then the one to report).
+pub fn beyond_f64(text: &str, error: &serde_json::Error) -> Option<Reparsed> {
+    if !(error.is_syntax() && error.to_string().starts_with("number out of range")) {
+        return None;
+    }
+    match parse_complete(text) {
+        Ok(value) => Some(Reparsed::Value(value)),
+        Err(e) if e.kind == SyntaxErrorKind::UnexpectedEnd => Some(Reparsed::Incomplete),
+        Err(_) => None,
+    }
+}
+
+/// A parsed value read as serde_json reads the same text: integers that
+/// fit 64 bits as integers, every other number as the f64 nearest to it
+/// (`±Infinity` beyond the range), strings borrowed.
+impl<'de> Deserializer<'de> for &'de JsonValue {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        match self {
+            JsonValue::Null => visitor.visit_unit(),
+            JsonValue::Bool(b) => visitor.visit_bool(*b),
+            JsonValue::Number(n) => match (n.as_i64(), n.as_str().parse::<u64>()) {
+                (Some(i), _) => visitor.visit_i64(i),
+                (None, Ok(u)) => visitor.visit_u64(u),
+                (None, Err(_)) => visitor.visit_f64(n.as_f64()),
+            },
+            JsonValue::String(s) => visitor.visit_borrowed_str(s),
+            JsonValue::Array(items) => visitor.visit_seq(SeqDeserializer::new(items.iter())),
+            JsonValue::Object(pairs) => {
+                visitor.visit_map(MapDeserializer::new(pairs.iter().map(|(k, v)| (k.as_str(), v))))
+            }
         }
     }
-    None
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        match self {
+            JsonValue::Null => visitor.visit_none(),
+            _ => visitor.visit_some(self),
+        }
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf unit unit_struct seq tuple tuple_struct map struct enum
+        identifier ignored_any
+    }
 }
 
-fn is_out_of_range(error: &serde_json::Error) -> bool {
-    error.is_syntax() && error.to_string().starts_with("number out of range")
-}
+impl<'de> IntoDeserializer<'de, Error> for &'de JsonValue {
+    type Deserializer = Self;
 
-/// Rewrites the number `error` points at.
-fn rewrite(text: &str, error: &serde_json::Error) -> Option<String> {
-    if !is_out_of_range(error) {
-        return None;
+    fn into_deserializer(self) -> Self {
+        self
     }
-    // serde_json's position: 1-based line, column = bytes read on that line.
-    let line_start = if error.line() <= 1 {
-        0
-    } else {
-        text.match_indices('\n').nth(error.line() - 2).map(|(i, _)| i + 1)?
-    };
-    let at = line_start.checked_add(error.column())?.min(text.len());
-    let bytes = text.as_bytes();
-    let is_num = |b: u8| b.is_ascii_digit() || matches!(b, b'-' | b'+' | b'.' | b'e' | b'E');
-    let mut start = at;
-    while start > 0 && bytes.get(start - 1).copied().is_some_and(is_num) {
-        start -= 1;
-    }
-    let mut end = at;
-    while bytes.get(end).copied().is_some_and(is_num) {
-        end += 1;
-    }
-    let token = text.get(start..end)?;
-    if !token.bytes().any(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let sign = if token.starts_with('-') { "-" } else { "" };
-    let mut out = String::with_capacity(text.len() + MARK.len());
-    out.push_str(text.get(..start)?);
-    out.push_str(sign);
-    out.push_str(MARK);
-    out.push_str(text.get(end..)?);
-    Some(out)
 }
 
 #[cfg(test)]
@@ -73,31 +96,41 @@ mod tests {
     use super::*;
     use crate::chunk::lenient::Skip;
 
-    fn widen(text: &str) -> Option<String> {
+    fn reread(text: &str) -> Option<Reparsed> {
         let e = serde_json::from_str::<Skip>(text).err()?;
-        widen_out_of_range::<Skip>(text, &e)
+        beyond_f64(text, &e)
+    }
+
+    fn value(text: &str) -> Option<JsonValue> {
+        match reread(text)? {
+            Reparsed::Value(v) => Some(v),
+            Reparsed::Incomplete => None,
+        }
     }
 
     #[test]
-    fn out_of_range_numbers_become_the_mark() {
-        assert_eq!(widen(r#"{"a":1e400}"#).as_deref(), Some(r#"{"a":1.7976931348623157e308}"#));
-        assert_eq!(
-            widen("[-1E+400, 2,\n 3e999]").as_deref(),
-            Some("[-1.7976931348623157e308, 2,\n 1.7976931348623157e308]")
-        );
-        let digits = "9".repeat(400);
-        assert_eq!(
-            widen(&format!("{{\"n\": {digits}}}")).as_deref(),
-            Some(r#"{"n": 1.7976931348623157e308}"#)
-        );
+    fn numbers_beyond_f64_read_as_infinity_and_the_rest_as_themselves() {
+        let v = value(r#"{"a":1e400,"b":-1E+400,"m":1.7976931348623157e308,"i":7}"#).unwrap();
+        let read: serde_json::Value = serde::Deserialize::deserialize(&v).unwrap_or_default();
+        // serde_json's own Value has no infinity: it reads them as null.
+        assert_eq!(read["m"], serde_json::json!(f64::MAX));
+        assert_eq!(read["i"], serde_json::json!(7));
+        let f = |k: &str| match v.get(k) {
+            Some(n) => <f64 as serde::Deserialize>::deserialize(n).ok(),
+            None => None,
+        };
+        assert_eq!(f("a"), Some(f64::INFINITY));
+        assert_eq!(f("b"), Some(f64::NEG_INFINITY));
+        assert_eq!(f("m"), Some(f64::MAX));
+        let many = format!("[{}]", vec!["1e400"; 200].join(","));
+        assert!(matches!(value(&many), Some(JsonValue::Array(items)) if items.len() == 200));
     }
 
     #[test]
-    fn other_errors_are_left_alone() {
-        // Rewritten, and the caller's parse then reports the other error.
-        let still_bad = widen(r#"{"a":1e400,]"#).unwrap();
-        assert!(serde_json::from_str::<Skip>(&still_bad).is_err());
-        assert_eq!(widen(r#"{"a":Infinity}"#), None);
-        assert_eq!(widen(r#"{"a":"1e400"x}"#), None);
+    fn other_errors_are_left_to_serde_json_and_a_cut_text_is_incomplete() {
+        assert!(reread(r#"{"a":1e400,]"#).is_none());
+        assert!(reread(r#"{"a":Infinity}"#).is_none());
+        assert!(reread(r#"{"a":"1e400"x}"#).is_none());
+        assert!(matches!(reread(r#"{"a":1e400,"b":"#), Some(Reparsed::Incomplete)));
     }
 }
