@@ -1,10 +1,9 @@
 # frozen_string_literal: true
 
 require "json"
-require "open3"
-require "rbconfig"
 require_relative "../spec_helper"
 require_relative "../support/chunks"
+require_relative "../support/child_process"
 
 # A panic in Rust must never reach Ruby as `fatal` (which ends the process):
 # it becomes DiscourseAiStream::InternalError, and the processor it happened
@@ -35,9 +34,7 @@ RSpec.describe "panic guard" do
   end
 
   define_method(:run_child) do |body|
-    out, status = Open3.capture2e(hooks_env, RbConfig.ruby, "-I", lib, "-e", self.class.child_script(body))
-    expect(status).to be_success, out
-    JSON.parse(out.lines.last)
+    JSON.parse(ChildProcess.ruby!(hooks_env, "-I", lib, "-e", self.class.child_script(body)))
   end
 
   it "defines no panic hook in a normal process" do
