@@ -319,7 +319,8 @@ impl Anomalies {
         self.delivered = self.list.len();
         let repeated = std::mem::take(&mut self.repeated);
         let list = &self.list;
-        let taken: Vec<&Anomaly> = repeated.iter().filter_map(|&at| list.get(at)).chain(&list[start..]).collect();
+        let taken: Vec<&Anomaly> =
+            repeated.iter().filter_map(|&at| list.get(at)).chain(&list[start..]).collect();
         taken.into_iter()
     }
 

@@ -4,11 +4,11 @@
 //! [`IncrementalParser`] reads such a tree from fragments and reports what
 //! became visible on the way.
 
+mod beyond_f64;
 mod incremental;
-mod range;
 mod value;
 
-pub use range::{beyond_f64, Reparsed};
+pub use beyond_f64::{beyond_f64, Reparsed};
 
 pub use incremental::{
     parse_complete, ContainerKind, IncrementalParser, SyntaxError, SyntaxErrorKind, ViewEvent, ViewEvents,
