@@ -512,6 +512,31 @@ fn null<T>(v: VALUE) -> Option<Field<T>> {
     (v == NIL).then_some(Field::Null)
 }
 
+/// A field that holds an object of the Ruby type `t` (read in place into
+/// `empty` by `fill`), or nil.
+unsafe fn nil_or<T>(
+    v: VALUE,
+    t: ruby_value_type,
+    field: &mut Field<T>,
+    empty: T,
+    fill: impl FnOnce(&mut T) -> bool,
+) -> bool {
+    if v == NIL {
+        put(field, Field::Null);
+        return true;
+    }
+    if !unsafe { is(v, t) } {
+        return false;
+    }
+    // Built in place: a list of one keeps its element inline, and moving it
+    // would copy a few hundred bytes.
+    put(field, Field::Value(empty));
+    match field {
+        Field::Value(value) => fill(value),
+        _ => false,
+    }
+}
+
 /// A list: an Array of Hashes (or nils), each read in place by `fill`, or
 /// nil.
 unsafe fn list<T: Default>(
@@ -519,32 +544,20 @@ unsafe fn list<T: Default>(
     field: &mut Field<List<T>>,
     mut fill: impl FnMut(VALUE, &mut T) -> bool,
 ) -> bool {
-    if v == NIL {
-        put(field, Field::Null);
-        return true;
+    unsafe {
+        nil_or(v, ruby_value_type::RUBY_T_ARRAY, field, List::new(), |items| {
+            let Ok(len) = usize::try_from(rb_sys::RARRAY_LEN(v)) else { return false };
+            (0..len).all(|i| {
+                // SAFETY: `i` is below the length; nothing changes the Array.
+                let e = rb_sys::RARRAY_AREF(v, i as isize);
+                if e == NIL {
+                    items.push(Field::Null);
+                    return true;
+                }
+                is(e, ruby_value_type::RUBY_T_HASH) && fill(e, items.push_default())
+            })
+        })
     }
-    if !unsafe { is(v, ruby_value_type::RUBY_T_ARRAY) } {
-        return false;
-    }
-    let Ok(len) = usize::try_from(unsafe { rb_sys::RARRAY_LEN(v) }) else { return false };
-    // Built in place: a list of one keeps its element inline, and moving it
-    // would copy a few hundred bytes.
-    put(field, Field::Value(List::new()));
-    let Field::Value(items) = field else { return false };
-    for i in 0..len {
-        // SAFETY: `i` is below the length; nothing changes the Array.
-        let e = unsafe { rb_sys::RARRAY_AREF(v, i as isize) };
-        if e == NIL {
-            items.push(Field::Null);
-        } else if unsafe { is(e, ruby_value_type::RUBY_T_HASH) } {
-            if !fill(e, items.push_default()) {
-                return false;
-            }
-        } else {
-            return false;
-        }
-    }
-    true
 }
 
 /// A struct field: a Hash read in place by `fill`, or nil.
@@ -553,18 +566,7 @@ unsafe fn object<T: Default>(
     field: &mut Field<T>,
     fill: impl FnOnce(VALUE, &mut T) -> bool,
 ) -> bool {
-    if v == NIL {
-        put(field, Field::Null);
-        return true;
-    }
-    if !unsafe { is(v, ruby_value_type::RUBY_T_HASH) } {
-        return false;
-    }
-    put(field, Field::Value(T::default()));
-    match field {
-        Field::Value(value) => fill(v, value),
-        _ => false,
-    }
+    unsafe { nil_or(v, ruby_value_type::RUBY_T_HASH, field, T::default(), |value| fill(v, value)) }
 }
 
 /// A Symbol's name when it is UTF-8 (as `ruby_de::symbol_text` reads it).
