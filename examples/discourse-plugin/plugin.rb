@@ -6,8 +6,8 @@
 # authors: discourse_ai_stream contributors
 # url: https://github.com/discourse-ai-stream/discourse_ai_stream
 
-# A source gem: installing it compiles Rust, so the container needs cargo
-# and libclang when the plugin first loads (see README.md).
+# Precompiled for x86_64 Linux (Ruby 3.1, 3.3, 3.4): nothing to compile on a
+# Discourse container. Elsewhere the source gem needs cargo (see README.md).
 gem "discourse_ai_stream", "0.1.0"
 
 after_initialize do
