@@ -512,13 +512,14 @@ fn null<T>(v: VALUE) -> Option<Field<T>> {
     (v == NIL).then_some(Field::Null)
 }
 
-/// A field that holds an object of the Ruby type `t` (read in place into
-/// `empty` by `fill`), or nil.
+/// A field that holds an object of the Ruby type `t` (read by `fill` into
+/// the value `empty` makes, in place), or nil.
+#[inline(always)]
 unsafe fn nil_or<T>(
     v: VALUE,
     t: ruby_value_type,
     field: &mut Field<T>,
-    empty: T,
+    empty: impl FnOnce() -> T,
     fill: impl FnOnce(&mut T) -> bool,
 ) -> bool {
     if v == NIL {
@@ -530,7 +531,7 @@ unsafe fn nil_or<T>(
     }
     // Built in place: a list of one keeps its element inline, and moving it
     // would copy a few hundred bytes.
-    put(field, Field::Value(empty));
+    put(field, Field::Value(empty()));
     match field {
         Field::Value(value) => fill(value),
         _ => false,
@@ -545,7 +546,7 @@ unsafe fn list<T: Default>(
     mut fill: impl FnMut(VALUE, &mut T) -> bool,
 ) -> bool {
     unsafe {
-        nil_or(v, ruby_value_type::RUBY_T_ARRAY, field, List::new(), |items| {
+        nil_or(v, ruby_value_type::RUBY_T_ARRAY, field, List::new, |items| {
             let Ok(len) = usize::try_from(rb_sys::RARRAY_LEN(v)) else { return false };
             (0..len).all(|i| {
                 // SAFETY: `i` is below the length; nothing changes the Array.
@@ -566,7 +567,7 @@ unsafe fn object<T: Default>(
     field: &mut Field<T>,
     fill: impl FnOnce(VALUE, &mut T) -> bool,
 ) -> bool {
-    unsafe { nil_or(v, ruby_value_type::RUBY_T_HASH, field, T::default(), |value| fill(v, value)) }
+    unsafe { nil_or(v, ruby_value_type::RUBY_T_HASH, field, T::default, |value| fill(v, value)) }
 }
 
 /// A Symbol's name when it is UTF-8 (as `ruby_de::symbol_text` reads it).
