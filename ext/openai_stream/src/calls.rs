@@ -527,16 +527,16 @@ impl Calls {
     /// and index are the fragment's, the excerpt its arguments.
     fn orphan(&mut self, h: &Header, message: String, anomalies: &mut Anomalies) {
         let text = h.arguments.map(arguments_text).unwrap_or_default();
-        if text.is_empty() && h.id.is_none() {
+        // A delta that brings no arguments (`{"id":"tool_0","function":{}}`
+        // before the header, in Discourse's compliance mocks) loses nothing.
+        if text.is_empty() {
             return;
         }
         // Every open call may have lost it (rule: never `{}` or repaired
         // after dropped fragments, see [`Calls::complete`]).
-        if !text.is_empty() {
-            for call in self.calls.iter_mut().filter(|c| !c.completed) {
-                let lost = &mut call.lost;
-                LostInput::push(&mut lost.fragments, &mut lost.count, &text);
-            }
+        for call in self.calls.iter_mut().filter(|c| !c.completed) {
+            let lost = &mut call.lost;
+            LostInput::push(&mut lost.fragments, &mut lost.count, &text);
         }
         let mut a = Anomaly::new(AnomalyKind::OrphanFragment, message).excerpt(&text);
         a.call_id = h.id.map(str::to_owned);
@@ -799,6 +799,55 @@ impl Calls {
     /// The raw arguments of a call, taken (for an error report).
     pub fn take_raw(&mut self, id: CallId) -> String {
         self.calls.get_mut(id.index()).map(|c| std::mem::take(&mut c.raw)).unwrap_or_default()
+    }
+
+    /// Opens a call whose id and name arrive together, before any argument
+    /// (the Responses API's `output_item.added`): no slotting, the caller
+    /// knows which call each later fragment belongs to. An empty id gets a
+    /// generated one, reported as for a chat call.
+    pub fn open_call(&mut self, id: &str, name: &str, anomalies: &mut Anomalies) -> CallId {
+        self.begin_list();
+        let n = if id.is_empty() {
+            self.start_generated(name, None, anomalies)
+        } else {
+            self.start(id.to_owned(), false, name, None)
+        };
+        CallId(n)
+    }
+
+    /// The server's id for a call, learnt late (a Responses item whose
+    /// `call_id` came only with its done item): a generated id gives way to
+    /// it; a different server id is reported and the first kept.
+    pub fn learn_id(&mut self, id: CallId, server_id: &str, anomalies: &mut Anomalies) {
+        if id.index() < self.calls.len() && !server_id.is_empty() {
+            self.note_id_change(id.0, Some(server_id), anomalies);
+        }
+    }
+
+    /// Appends an arguments fragment to a known call, with the checks and
+    /// the incremental parse of a chat fragment. Returns true when the
+    /// visible parameters changed.
+    pub fn append_text(&mut self, id: CallId, text: &str, anomalies: &mut Anomalies) -> bool {
+        if id.index() >= self.calls.len() {
+            return false;
+        }
+        let arguments = Arguments::Text(text.into());
+        let header = Header { index: None, id: None, name: None, arguments: Some(&arguments) };
+        self.append(id.0, &header, anomalies)
+    }
+
+    /// Replaces the arguments text received so far with `text` (the whole
+    /// arguments a server sent again at the end). Partial updates of the call
+    /// stop: its streamed view no longer matches; completion gives `text`.
+    pub fn replace_text(&mut self, id: CallId, text: &str) {
+        if let Some(c) = self.calls.get_mut(id.index()) {
+            if !c.completed {
+                c.raw = text.to_owned();
+                c.object = None;
+                c.partial = None;
+                c.nesting = Nesting::default();
+            }
+        }
     }
 }
 

@@ -308,6 +308,22 @@ fn rule_8_a_changed_id_on_an_arguments_only_delta_is_a_continuation() {
     assert!(h.anomaly_kinds().contains(&AnomalyKind::IdChanged));
 }
 
+/// A delta that carries an id and nothing else before its call's header
+/// (Discourse's compliance mocks open with `{"id":"tool_0","function":{}}`)
+/// drops nothing: no `orphan_fragment`, and the call comes out whole.
+#[test]
+fn an_empty_delta_before_the_header_is_not_an_orphan() {
+    let mut h = Harness::new(false);
+    let items = h.stream(&[
+        &tool_chunk(r#"[{"id":"tool_0","function":{}}]"#, None),
+        &tool_chunk(r#"[{"id":"tool_0","function":{"name":"get_weather","arguments":""}}]"#, None),
+        &tool_chunk(r#"[{"id":"tool_0","function":{"arguments":"{\"city\":\"Oslo\"}"}}]"#, None),
+        &finish_chunk("tool_calls"),
+    ]);
+    assert_eq!(final_calls(&items)[0].params, json!({"city": "Oslo"}));
+    assert_eq!(h.anomaly_kinds(), Vec::<AnomalyKind>::new());
+}
+
 #[test]
 fn rule_8_an_unknown_id_after_complete_arguments_belongs_to_no_call() {
     for partial in [false, true] {
