@@ -283,8 +283,10 @@ impl State {
             }
         };
         // Errors found before the line's own (a truncated earlier event).
-        for e in std::mem::take(&mut self.deferred) {
-            self.note_error(e, first_error, at_end);
+        if !self.deferred.is_empty() {
+            for e in std::mem::take(&mut self.deferred) {
+                self.note_error(e, first_error, at_end);
+            }
         }
         if let Err(e) = result {
             self.note_error(e, first_error, at_end);
@@ -571,12 +573,12 @@ impl State {
                 self.apply_text(text);
                 Ok(())
             }
-            Plain::Call(call) => {
+            Plain::Call(call) => call.with_delta(|call| {
                 self.calls.begin_list();
                 let mut first_error = Ok(());
                 self.apply_call(call, false, &mut first_error);
                 first_error
-            }
+            }),
         }
     }
 

@@ -95,7 +95,19 @@ pub enum Plain<'a> {
     /// `choices[0].delta.content`, a string.
     Text(Cow<'a, str>),
     /// `choices[0].delta.tool_calls`, one element.
-    Call(ToolCallDelta<'a>),
+    Call(PlainCall<'a>),
+}
+
+/// The one element of a plain delta's `tool_calls`: its arguments string
+/// and where its other fields are (see [`PlainCall::with_delta`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlainCall<'a> {
+    text: &'a str,
+    arguments: Cow<'a, str>,
+    index: Field<Int>,
+    id: TextAt,
+    name: TextAt,
+    function_id: TextAt,
 }
 
 /// The bytes of a payload when they are the stream's last plain text or
@@ -140,7 +152,7 @@ enum Absent {
 }
 
 /// A text field as absent, null, or the byte range of its unescaped text.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 enum TextAt {
     Missing,
     Null,
