@@ -280,8 +280,8 @@ RSpec.describe "OpenAiMessageProcessor#decode_chunk" do
       # Joined with "\n" the payload is `{"usage":{"prompt_tokens":1\n2}}`:
       # not JSON. Joined with nothing it would silently read 12.
       processor = new_processor
-      expect { processor.decode_chunk("data: {\"usage\":{\"prompt_tokens\":1\ndata: 2}}\n\n") }
-        .to raise_error(DiscourseAiStream::StreamError) { |e| expect(e.kind).to eq(:invalid_json) }
+      expect(processor.decode_chunk("data: {\"usage\":{\"prompt_tokens\":1\ndata: 2}}\n\n")).to eq([])
+      expect(anomaly_kinds(processor)).to eq(%i[unreadable_event])
       expect(processor.prompt_tokens).to be_nil
     end
 
@@ -431,8 +431,21 @@ RSpec.describe "OpenAiMessageProcessor#decode_chunk" do
     let(:open_call) { sse([tool_chunk([call("call_prior", "save", '{"n":1}', index: 0)])], done: false) }
     let(:prior) { [done_call("call_prior", "save", { n: 1 })] }
 
-    it "raises StreamError naming a data line that starts like JSON but does not parse, with an excerpt" do
+    it "skips a data line that starts like JSON but does not parse, reporting it with an excerpt" do
       processor = new_processor
+      processor.decode_chunk(open_call)
+      bad = "{\"choices\": [}, #{'"padding", ' * 40}\"end\"]}"
+      bytes = "#{event(text_chunk("before"))}data: #{bad}\n\n#{event(text_chunk("after"))}"
+      expect(processor.decode_chunk(bytes)).to eq(%w[before after])
+      anomaly = processor.anomalies.last
+      expect(anomaly).to include(kind: :unreadable_event, message: /skipped.*\{"choices": \[\}/)
+      expect(anomaly[:excerpt]).to start_with("{\"choices\": [}")
+      expect(anomaly[:excerpt].bytesize).to be < bad.bytesize
+      expect(summarize(processor.finish)).to eq(prior)
+    end
+
+    it "with strict: true raises StreamError naming a data line that starts like JSON but does not parse" do
+      processor = new_processor(strict: true)
       processor.decode_chunk(open_call)
       bad = "{\"choices\": [}, #{'"padding", ' * 40}\"end\"]}"
       bytes = "#{event(text_chunk("before"))}data: #{bad}\n\n#{event(text_chunk("after"))}"
@@ -474,10 +487,15 @@ RSpec.describe "OpenAiMessageProcessor#decode_chunk" do
       expect(processor.decode_chunk("")).to eq([])
     end
 
-    it "raises StreamError for invalid UTF-8 in text" do
+    it "skips an event with invalid UTF-8 in text, reporting it; with strict: true raises StreamError" do
+      bytes = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"caf\xFF\"}}]}\n\n".b
       processor = new_processor
       processor.decode_chunk(open_call)
-      bytes = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"caf\xFF\"}}]}\n\n".b
+      expect(processor.decode_chunk(bytes)).to eq([])
+      expect(processor.anomalies.last).to include(kind: :unreadable_event, message: /UTF-8/)
+      expect(summarize(processor.finish)).to eq(prior)
+      processor = new_processor(strict: true)
+      processor.decode_chunk(open_call)
       expect { processor.decode_chunk(bytes) }
         .to raise_error(DiscourseAiStream::StreamError) { |e| expect(e.kind).to eq(:invalid_utf8) }
       expect(summarize(processor.finish)).to eq(prior)
@@ -494,7 +512,7 @@ RSpec.describe "OpenAiMessageProcessor#decode_chunk" do
     end
 
     it "keeps what a failing read had completed in the error's items, and finish still answers" do
-      processor = new_processor
+      processor = new_processor(strict: true)
       finished = sse([tool_chunk([call("call_a", "one", "{}", index: 0)], finish: "tool_calls")], done: false)
       bytes = "#{finished}data: {not json\n\n"
       expect { processor.decode_chunk(bytes) }.to raise_error(DiscourseAiStream::StreamError) { |e|

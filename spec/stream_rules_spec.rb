@@ -560,4 +560,130 @@ RSpec.describe "stream-shapes.md rules" do
         .to raise_error(DiscourseAiStream::ProviderError, /MALFORMED_FUNCTION_CALL/)
     end
   end
+
+  describe "SSE framing and lost input (raw path at several splittings)" do
+    # Whole, one byte at a time, the given pieces and random reads: every
+    # splitting gives the same items and anomalies. Errors are collected,
+    # not raised: [items, errors, anomaly kinds].
+    def at_every_splitting(bytes, pieces: [], **options)
+      random = Random.new(7)
+      splittings = [[bytes], bytes.chars, pieces, *Array.new(4) { random_reads(bytes, random) }].reject(&:empty?)
+      results = splittings.map { |reads| read_collecting(reads, **options) }
+      comparable = results.map { |items, errors, anomalies| [items, errors.map(&:message), anomalies] }
+      comparable.each_cons(2) { |a, b| expect(b).to eq(a) }
+      items, errors, anomalies = results.first
+      [items, errors, anomalies.map { |a| a[:kind] }]
+    end
+
+    def read_collecting(reads, **options)
+      processor = DiscourseAiStream::OpenAiMessageProcessor.new(**options)
+      items = []
+      errors = []
+      [*reads.map { |r| -> { processor.decode_chunk(r) } }, -> { processor.finish }].each do |step|
+        items.concat(step.call)
+      rescue DiscourseAiStream::Error => e
+        items.concat(e.items)
+        errors << e
+      end
+      # Partial updates may come in other numbers; the rest may not differ.
+      finals = items.reject { |i| i.respond_to?(:partial?) && i.partial? }
+      [finals.map { |i| i.is_a?(String) ? i : [i.id, i.name, i.parameters] }, errors, processor.anomalies]
+    end
+
+    # Discourse's open_ai_spec "recovers from malformed streamed payloads":
+    # the second event lacks its closing brace; its reads split as there.
+    malformed = [
+      "d", "a", "t", "a", ":", " ", "{", "\"choices\":[{\"delta\":{\"content\":\"test,\"}}]}\n\n" \
+                                         "data: {\"choices\":[{\"delta\":{\"content\":\"test",
+      "1", " ", ",\"}}]\n\ndata: {\"choices\":[{\"delta\":",
+      "{\"content\":\"test2 ,\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"test3,\"}}]",
+      "}\n\ndata: {\"choices\":[{", "\"", "d", "elta\":{\"content\":\"test4\"}}]", "}\n\ndata: [D", "ONE]"
+    ]
+
+    it "an unreadable event is skipped and reported, and the text on both sides comes out" do
+      items, errors, kinds = at_every_splitting(malformed.join, pieces: malformed)
+      expect(items.join).to eq("test,test2 ,test3,test4")
+      expect(errors).to eq([])
+      expect(kinds).to eq(%i[unreadable_event])
+    end
+
+    it "an unreadable event between calls: both calls come out, and strict: true raises it instead" do
+      before = sse([tool_chunk([call("a", "f", '{"x":1}', index: 0)])], done: false)
+      after = sse([tool_chunk([call("b", "g", "{}", index: 1)], finish: "tool_calls")])
+      bytes = "#{before}data: {\"choices\": [oops]}\n\n#{after}"
+      items, errors, kinds = at_every_splitting(bytes)
+      expect(items).to eq([["a", "f", { x: 1 }], ["b", "g", {}]])
+      expect([errors, kinds]).to eq([[], %i[unreadable_event]])
+      processor = DiscourseAiStream::OpenAiMessageProcessor.new(strict: true)
+      expect { processor.decode_chunk(bytes) }.to raise_error(DiscourseAiStream::StreamError, /oops/) { |e|
+        expect(ids_in(e.items)).to eq(%w[a b])
+      }
+    end
+
+    # Discourse's endpoint_compliance mock glues `data: [DONE]` onto the
+    # last event; here that event carries the end of the arguments.
+    weather = [ChunkHelpers.tool_chunk([ChunkHelpers.call("tool_0", "get_weather", "", index: 0)]),
+               ChunkHelpers.tool_chunk([ChunkHelpers.fragment(0, '{"location":"Sydney"')]),
+               ChunkHelpers.tool_chunk([ChunkHelpers.fragment(0, ',"unit":"c"}')], finish: "tool_calls")]
+
+    it "JSON followed by data: on the same line ends the event; the rest is the next line" do
+      bytes = "#{sse(weather, done: false).delete_suffix("\n\n")}data: [DONE]"
+      [false, true].each do |partial|
+        items, errors, kinds = at_every_splitting(bytes, partial_tool_calls: partial)
+        expect(items.last).to eq(["tool_0", "get_weather", { location: "Sydney", unit: "c" }])
+        expect([errors, kinds]).to eq([[], %i[glued_event]])
+      end
+    end
+
+    # Discourse's samba_nova_spec stream indents its first data: line.
+    it "leading spaces before data: are read as a data line" do
+      bytes = "    data: #{JSON.generate(text_chunk("I am a bot"))}\n\n" \
+              "data: #{JSON.generate(usage_chunk(prompt: 21, completion: 41))}\n\ndata: [DONE]\n"
+      items, errors, kinds = at_every_splitting(bytes)
+      expect([items, errors, kinds]).to eq([["I am a bot"], [], []])
+    end
+
+    it "a call open when an event was lost is never repaired: ToolArgumentsError names the lost event" do
+      lost = "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":" \
+             "{\"arguments\":\",\\\"unit\\\":\\\"c\\\"}\"}}]}}]\n\n"
+      bytes = sse(weather.first(2), done: false) + lost + sse([finish_chunk])
+      [false, true].each do |partial|
+        _items, errors, kinds = at_every_splitting(bytes, partial_tool_calls: partial)
+        expect(errors.map(&:class)).to eq([DiscourseAiStream::ToolArgumentsError])
+        expect(errors.first.tool_id).to eq("tool_0")
+        expect(errors.first.raw_arguments).to eq('{"location":"Sydney"')
+        expect(errors.first.message).to match(/lost.*unreadable event \(invalid_json\): \{"choices"/)
+        expect(kinds).to eq(%i[unreadable_event invalid_arguments])
+      end
+    end
+  end
+
+  describe "arguments: never {} after fragments that matched no call were dropped while the call was open" do
+    # call_a's arguments are complete, so the fragment with an unknown id at
+    # its index belongs to no call (rule 8): dropped while call_w is open
+    # with empty arguments.
+    chunks = [ChunkHelpers.tool_chunk([ChunkHelpers.call("call_a", "lookup", '{"a":1}', index: 0)]),
+              ChunkHelpers.tool_chunk([ChunkHelpers.call("call_w", "weather", "", index: 1)]),
+              ChunkHelpers.tool_chunk([{ index: 0, id: "zz", function: { arguments: '{"city":"Oslo"}' } }]),
+              ChunkHelpers.finish_chunk]
+
+    [false, true].each do |partial|
+      it "both paths raise ToolArgumentsError naming the dropped fragment (partial_tool_calls: #{partial})" do
+        processor = DiscourseAiStream::OpenAiMessageProcessor.new(partial_tool_calls: partial)
+        chunks[0..2].each { |chunk| processor.process_streamed_message(parsed(chunk)) }
+        expect { processor.process_streamed_message(parsed(chunks[3])) }
+          .to raise_error(DiscourseAiStream::ToolArgumentsError, /empty.*\{"city":"Oslo"\}/) { |e|
+            expect(e.tool_id).to eq("call_w")
+          }
+        raw = DiscourseAiStream::OpenAiMessageProcessor.new(partial_tool_calls: partial)
+        expect { raw.decode_chunk(sse(chunks)) }.to raise_error(DiscourseAiStream::ToolArgumentsError, /Oslo/)
+        expect(raw.anomalies.map { |a| a[:kind] }).to eq(%i[orphan_fragment invalid_arguments])
+      end
+    end
+
+    it "calls whose arguments parse are unaffected" do
+      with_args = [*chunks[0..2], tool_chunk([fragment(1, "{}")]), chunks[3]]
+      both_paths(with_args).each { |items| expect(named_params(items)).to eq([["lookup", { a: 1 }], ["weather", {}]]) }
+    end
+  end
 end

@@ -2,7 +2,8 @@
 //! fuzzer-chosen points, then `finish`.
 //!
 //! Input: a flags byte (bit 0: a small `max_line_bytes`; bit 1 / bit 2:
-//! partial tool calls for the whole / the split run; bits 4-7: how the
+//! partial tool calls for the whole / the split run; bit 3: strict, so
+//! unreadable events raise instead of being skipped; bits 4-7: how the
 //! reads are cut), a seed byte for the split points, a byte for the small
 //! line limit, then the body.
 //!
@@ -68,6 +69,7 @@ fn run(data: &[u8]) {
     let options = |partial: bool| Options {
         partial_tool_calls: partial,
         max_line_bytes: max_line,
+        strict: flags & 8 != 0,
         ..Options::default()
     };
 

@@ -44,8 +44,9 @@ module DiscourseAiStream
     def analyze(payload)
       return unless streamed?(payload)
 
+      # Strict: a line the legacy decoder raised on must be an error here too.
       processor = OpenAiMessageProcessor.new(simulate_legacy: true, tool_call_class: DiscourseAiStream::ToolCall,
-                                             on_anomaly: QUIET)
+                                             on_anomaly: QUIET, strict: true)
       result = Result.new(requested: [], ran: [], errors: [], anomalies: 0)
       [-> { processor.decode_chunk(payload) }, -> { processor.finish }].each { |step| run_step(result, &step) }
       result.requested.uniq!

@@ -19,9 +19,12 @@ module DiscourseAiStream
     #   DiscourseAiStream.on_anomaly.
     # simulate_legacy: also follow the stream as the legacy Discourse
     #   processor did; after finish, legacy_tool_call_ids lists what it ran.
+    # strict: decode_chunk raises StreamError for an event it cannot read
+    #   (JSON cut short or malformed, invalid UTF-8) instead of skipping it
+    #   with an :unreadable_event anomaly.
     def initialize(partial_tool_calls: false, usage: DiscourseAiStream.default_usage,
                    max_line_bytes: Native::MAX_LINE_BYTES, tool_call_class: nil, on_anomaly: nil,
-                   simulate_legacy: false)
+                   simulate_legacy: false, strict: false)
       usage = usage.to_sym
       unless USAGE_MODES.include?(usage)
         raise ArgumentError, "usage must be one of #{USAGE_MODES.inspect}, not #{usage.inspect}"
@@ -29,7 +32,7 @@ module DiscourseAiStream
 
       @on_anomaly = on_anomaly
       klass = tool_call_class || DiscourseAiStream.tool_call_class
-      __setup(!!partial_tool_calls, usage, Integer(max_line_bytes), klass, !!simulate_legacy)
+      __setup(!!partial_tool_calls, usage, Integer(max_line_bytes), klass, !!simulate_legacy, !!strict)
     end
 
     attr_accessor :on_anomaly

@@ -23,8 +23,7 @@ RSpec.describe "Discourse's endpoint compliance streams", :conformance do
 
   # upstream: endpoint_compliance.rb streaming_mode_simple_prompt (open_ai_spec.rb
   # and vllm_spec.rb "completes a trivial prompt and logs the response", streaming)
-  stream "five text deltas, [DONE] glued onto the last", **UpstreamBodies.compliance_text,
-                                                          awaiting: { whole: "17.6", bytes: "17.6" } do |steps, _, _|
+  stream "five text deltas, [DONE] glued onto the last", **UpstreamBodies.compliance_text do |steps, _, _|
     # The caller cancels once it holds two words: the first four pieces.
     expect(text_pieces(steps)).to eq(UpstreamBodies::COMPLIANCE_WORDS)
     expect(text_pieces(steps).first(4).join).to eq("Mountain Tree ")
@@ -35,13 +34,13 @@ RSpec.describe "Discourse's endpoint compliance streams", :conformance do
   # function invocation" and vllm_spec.rb "returns a function invoncation", streaming)
   tool_events = UpstreamBodies.compliance_tool[:payloads]
   stream "a call by id only (no index), its last fragment on the line with [DONE]",
-         **UpstreamBodies.compliance_tool, awaiting: { whole: "17.6", bytes: "17.6" } do |steps, _, _|
+         **UpstreamBodies.compliance_tool do |steps, _, _|
     # The caller gets exactly the one completed call, nothing else.
     id, name, parameters = UpstreamBodies::SYDNEY
     expect(items_of(steps)).to eq([{ id: id, name: name, parameters: parameters, partial: false }])
   end
 
-  describe "the last event lost on the [DONE] line while the call is open", awaiting: "17.6" do
+  describe "the last event lost on the [DONE] line while the call is open" do
     # The issue's item 6: arguments cut to {"location":"Sydney" after an event
     # was lost must not come out "repaired" as {location: "Sydney"}.
     it "is an error naming the call, never repaired parameters" do

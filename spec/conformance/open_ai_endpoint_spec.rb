@@ -120,9 +120,8 @@ RSpec.describe "Discourse's OpenAI endpoint streams", :conformance do
 
     # upstream: "recovers from malformed streamed payloads" (also the older file's
     # "will automatically recover from a bad payload")
-    waiting = { whole: "17.5", bytes: "17.5", pieces: "17.5" }
     stream "an unreadable event between text events",
-           **UpstreamBodies.malformed, awaiting: waiting do |steps, processor, way|
+           **UpstreamBodies.malformed do |steps, processor, way|
       expect(text_of(steps)).to eq(UpstreamBodies::MALFORMED_TEXT)
       next if way == :hash
 
@@ -220,7 +219,7 @@ RSpec.describe "Discourse's OpenAI endpoint streams", :conformance do
     # with spaces after the colons, an empty tool_calls delta after the call's last
     # fragment, reads cut inside keys and values.
     stream "spaces in the payload and an empty tool delta, with partial_tool_calls",
-           partial: true, **UpstreamBodies.spaced, awaiting: { pieces: "17.4" } do |steps, _, way|
+           partial: true, **UpstreamBodies.spaced do |steps, _, way|
       expect(call_updates(steps).last).to eq(UpstreamBodies::GOOGLE)
       expect(non_growing_updates(steps)).to eq([])
       expect(repeated_updates(steps)).to eq([])
@@ -276,7 +275,7 @@ RSpec.describe "Discourse's OpenAI endpoint streams", :conformance do
     end
     json_body = "#{json_events.map { |payload| "data: #{payload}" }.join("\n\n")}data: [DONE]"
     stream "text pieces of a broken JSON answer, [DONE] glued onto the last",
-           payloads: json_events, body: json_body, awaiting: { whole: "17.6", bytes: "17.6" } do |steps, _, _|
+           payloads: json_events, body: json_body do |steps, _, _|
       expect(items_of(steps)).to eq(json_parts)
     end
 

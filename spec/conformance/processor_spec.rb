@@ -161,7 +161,7 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor, :conformance do
     it_behaves_like "the same stream on the raw path"
   end
 
-  describe "a header with only an id, continued by a fragment with only index 0", awaiting: "17.1" do
+  describe "a header with only an id, continued by a fragment with only index 0" do
     let(:chunks) { [tools(header("call_sam", "search", '{"query":"')), tools(piece('sam"}', index: 0))] }
     let(:expected_calls) { [["call_sam", "search", { query: "sam" }]] }
 
@@ -205,7 +205,7 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor, :conformance do
   end
 
   # upstream: "keeps an unknown continuation ID from corrupting an indexed call"
-  describe "a nameless fragment with an unknown id at the index of a finished call", awaiting: "17.2" do
+  describe "a nameless fragment with an unknown id at the index of a finished call" do
     let(:chunks) do
       [tools(header("call_sam", "search", '{"query":"sam"}', index: 0)),
        tools(piece('{"query":"dan"}', index: 0, id: "call_dan"))]
@@ -223,7 +223,7 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor, :conformance do
   end
 
   # upstream: "keeps distinct indexed headers separate when their IDs match"
-  describe "two named headers at index 0 and 1 sharing one id", awaiting: "17.3" do
+  describe "two named headers at index 0 and 1 sharing one id" do
     let(:chunks) do
       [tools(header("call_search", "search", '{"query":"sam"}', index: 0),
              header("call_search", "search", '{"query":"dan"}', index: 1))]
@@ -288,14 +288,14 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor, :conformance do
       expect(direct_results.first).to eq("\n")
     end
 
-    it "returns the text at once and both calls from the empty delta; finish has nothing left", awaiting: "17.4" do
+    it "returns the text at once and both calls from the empty delta; finish has nothing left" do
       steps = hash_path
       expect(steps[0]).to eq(["\n"])
       expect(completed_calls([steps[1]])).to eq(expected_calls)
       expect(steps.last).to eq([])
     end
 
-    it "returns both calls from the read of the empty delta on the raw path", awaiting: "17.4" do
+    it "returns both calls from the read of the empty delta on the raw path" do
       payloads = chunks.map { |chunk| JSON.generate(chunk) }
       steps = raw_steps(described_class.new, payloads.map { |payload| "data: #{payload}\n\n" })
       expect(steps[0]).to eq(["\n"])

@@ -27,7 +27,7 @@ RSpec.describe "Discourse's endpoint streams with the gem installed", :conforman
 
   # upstream: open_ai_spec.rb "recovers from malformed streamed payloads" (newest) and
   # "will automatically recover from a bad payload" (older)
-  it "goes on past the unreadable event, gives the text on both sides and logs a warning", awaiting: "17.5" do
+  it "goes on past the unreadable event, gives the text on both sides and logs a warning" do
     delivered = []
     open_ai.perform_stream(UpstreamBodies.malformed[:pieces]) { |item| delivered << item }
     expect(delivered.join).to eq(UpstreamBodies::MALFORMED_TEXT)
@@ -35,8 +35,7 @@ RSpec.describe "Discourse's endpoint streams with the gem installed", :conforman
   end
 
   # upstream: open_ai_spec.rb (older) "properly handles spaces in tools payload and partial tool calls"
-  it "shows the call once per read as it stands, and completes it in the read of the empty tool delta",
-     awaiting: "17.4" do
+  it "shows the call once per read as it stands, and completes it in the read of the empty tool delta" do
     seen = []
     open_ai.perform_stream(UpstreamBodies.spaced[:pieces], partial_tool_calls: true) { |item| seen << item.dup }
     expect(seen.map { |call| call.parameters[:query] }).to eq(["Ad", "Adabas", "Adabas 9.", "Adabas 9.1"])
@@ -46,7 +45,7 @@ RSpec.describe "Discourse's endpoint streams with the gem installed", :conforman
   end
 
   # upstream: endpoint_compliance.rb streaming_mode_tools, with OpenAiMock (one character per read)
-  it "hands the caller exactly the one completed call of the compliance tool stream", awaiting: "17.6" do
+  it "hands the caller exactly the one completed call of the compliance tool stream" do
     delivered = open_ai.perform_stream(UpstreamBodies.compliance_tool[:body].chars)
     id, name, parameters = UpstreamBodies::SYDNEY
     expect(delivered).to eq([DiscourseAi::Completions::ToolCall.new(id: id, name: name, parameters: parameters)])

@@ -50,6 +50,20 @@ RSpec.describe "logging of anomalies and provider errors with the gem installed"
                                            "orphan_fragment x49, non_json_data x1")
   end
 
+  # Discourse's "recovers from malformed streamed payloads": the request
+  # goes on past an event whose JSON is cut, and the skipped event is logged.
+  it "skips an unreadable event without failing the request, with a warn line" do
+    body = "#{sse({ choices: [{ delta: { content: "a," } }] }).join}" \
+           "data: {\"choices\":[{\"delta\":{\"content\":\"lost\"}}]\n\n" \
+           "#{sse({ choices: [{ delta: { content: "b" } }] }).join}data: [DONE]"
+    [[body], body.chars].each_with_index do |reads, n|
+      items = mistral.perform_stream(reads)
+      expect(items.join).to eq("a,b")
+      expect(logger.warnings.size).to eq(n + 1)
+      expect(logger.warnings.last).to match(/mistral .*unreadable_event: an event that could not be read was skipped/)
+    end
+  end
+
   it "logs each response on its own" do
     2.times { mistral.perform_stream(sse(*orphan_fragments(3))) }
     expect(logger.warnings.grep(/orphan_fragment: /).size).to eq(2)

@@ -26,9 +26,25 @@ RSpec.describe "bad input" do
                            DiscourseAiStream::ProviderError, nil, /quota exceeded/]
   }
 
+  # Unreadable events are skipped and reported by default; strict: true
+  # raises them, as it raises the limits and provider errors in any case.
+  unreadable = %i[invalid_json invalid_utf8]
+
   raw_rows.each do |name, (bad, error, kind, message)|
-    it "raw path, #{name}: raises #{error.name.split("::").last} and keeps the good call" do
-      processor = DiscourseAiStream::OpenAiMessageProcessor.new
+    strict = unreadable.include?(kind)
+    if strict
+      it "raw path, #{name}: skipped with an :unreadable_event anomaly, and the good call is kept" do
+        processor = DiscourseAiStream::OpenAiMessageProcessor.new
+        expect(ids_in(processor.decode_chunk(good_sse + bad.b))).to eq(["good"])
+        expect(processor.anomalies.last).to include(kind: :unreadable_event, message: message)
+        expect(processor.anomalies.last[:excerpt].bytesize).to be <= 200
+        expect(processor.decode_chunk(sse([text_chunk("still reading")]))).to eq(["still reading"])
+      end
+    end
+
+    label = strict ? "#{name} (strict: true)" : name
+    it "raw path, #{label}: raises #{error.name.split("::").last} and keeps the good call" do
+      processor = DiscourseAiStream::OpenAiMessageProcessor.new(strict: strict)
       expect { processor.decode_chunk(good_sse + bad.b) }.to raise_error(error, message) { |e|
         expect(e.kind).to eq(kind) if kind
         expect(e.excerpt.bytesize).to be <= 200 if e.respond_to?(:excerpt) && e.excerpt
@@ -137,8 +153,17 @@ RSpec.describe "bad input" do
       "a cut data line ending where the next event could continue it" => "data: {\"choices\":[\n",
       "an event closed by a blank line before its JSON was complete" => "data: {\"choices\":[{\"delta\"\n\n"
     }.each do |name, cut|
-      it "#{name}: raises StreamError naming it, and the next event is read" do
+      it "#{name}: skipped and reported, and the next event is read" do
         processor = DiscourseAiStream::OpenAiMessageProcessor.new
+        bytes = good_sse + cut.b + sse([later], done: false)
+        expect(ids_in(processor.decode_chunk(bytes))).to eq(%w[good b])
+        expect(processor.anomalies.map { |a| a[:kind] }).to eq(%i[unreadable_event])
+        expect(processor.anomalies.last[:message]).to match(/truncated/)
+        expect(processor.finish).to eq([])
+      end
+
+      it "#{name}, strict: true: raises StreamError naming it, and the next event is read" do
+        processor = DiscourseAiStream::OpenAiMessageProcessor.new(strict: true)
         bytes = good_sse + cut.b + sse([later], done: false)
         expect { processor.decode_chunk(bytes) }.to raise_error(DiscourseAiStream::StreamError, /truncated/) { |e|
           expect(e.kind).to eq(:invalid_json)
@@ -181,15 +206,29 @@ RSpec.describe "bad input" do
   it "a truncated stream: finish completes the open call and reports it" do
     processor = DiscourseAiStream::OpenAiMessageProcessor.new
     open_call = sse([tool_chunk([call("open", "f", '{"a":1', index: 1)])], done: false)
-    first = processor.decode_chunk("#{good_sse}#{open_call}data: {\"choices\":[{\"del")
+    first = processor.decode_chunk("#{good_sse}#{open_call}")
     expect(ids_in(first)).to eq(["good"])
     expect(ids_in(processor.finish)).to eq(["open"])
-    expect(processor.anomalies.map { |a| a[:kind] }).to include(:truncated, :truncated_event, :repaired_arguments)
+    expect(processor.anomalies.map { |a| a[:kind] }).to include(:truncated, :repaired_arguments)
+  end
+
+  it "a stream cut inside an event: the call open then is not repaired, its error names the lost event" do
+    processor = DiscourseAiStream::OpenAiMessageProcessor.new
+    open_call = sse([tool_chunk([call("open", "f", '{"a":1', index: 1)])], done: false)
+    first = processor.decode_chunk("#{good_sse}#{open_call}data: {\"choices\":[{\"del")
+    expect(ids_in(first)).to eq(["good"])
+    expect { processor.finish }.to raise_error(DiscourseAiStream::ToolArgumentsError, /lost.*cut by the end/) { |e|
+      expect(e.tool_id).to eq("open")
+    }
+    kinds = processor.anomalies.map { |a| a[:kind] }
+    expect(kinds).to include(:truncated, :truncated_event, :invalid_arguments)
+    expect(kinds).not_to include(:repaired_arguments)
   end
 
   it "10 MB of random bytes: only named errors, and the good call is kept" do
     random = Random.new(42)
-    processor = DiscourseAiStream::OpenAiMessageProcessor.new
+    # Strict, so that unreadable events are errors too.
+    processor = DiscourseAiStream::OpenAiMessageProcessor.new(strict: true)
     first = processor.decode_chunk(good_sse)
     errors = 0
     160.times do
@@ -204,7 +243,7 @@ RSpec.describe "bad input" do
     expect(processor.finish).to eq([])
     expect(processor.anomalies.size).to be <= 1001
     known = %i[unknown_sse_field unprefixed_data unreadable_event non_json_data unexpected_payload truncated_event
-               provider_error ignored_field anomaly_limit]
+               provider_error ignored_field anomaly_limit glued_event]
     expect(processor.anomalies.map { |a| a[:kind] }.uniq - known).to eq([])
     # The stream after the garbage is read again.
     expect(ids_in(processor.decode_chunk(good_sse))).to eq(["good"])

@@ -127,7 +127,8 @@ RSpec.describe "GC safety" do
     end
 
     it "bad input, raw path: errors keep their items and payloads; the stream goes on" do
-      processor = stressed(DiscourseAiStream::OpenAiMessageProcessor.new)
+      # Strict: unreadable events raise too (by default they are skipped).
+      processor = stressed(DiscourseAiStream::OpenAiMessageProcessor.new(strict: true))
       good = sse([tool_chunk([call("good", "f", '{"q":"ok"}', index: 0)], finish: "tool_calls")], done: false)
       bad = {
         "data: {\"choices\": [oops]}\n\n" => [DiscourseAiStream::StreamError, :invalid_json],

@@ -118,7 +118,7 @@ RSpec.describe "ToolCall failures" do
   end
 
   it "a ToolCall class that raises in a read that also raises a StreamError: the call is an anomaly, not lost" do
-    processor = DiscourseAiStream::OpenAiMessageProcessor.new(tool_call_class: raising_for_bad_ids)
+    processor = DiscourseAiStream::OpenAiMessageProcessor.new(tool_call_class: raising_for_bad_ids, strict: true)
     calls = sse([tool_chunk([call("ok", "f", "{}", index: 0), call("bad", "g", '{"a":1}', index: 1)],
                             finish: "tool_calls")], done: false)
     read = "#{calls}data: {\"choices\": [}\n\n"

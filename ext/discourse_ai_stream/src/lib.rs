@@ -34,7 +34,7 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
 
     let class = module.define_class("OpenAiMessageProcessor", ruby.class_object())?;
     class.define_alloc_func::<RbProcessor>();
-    class.define_private_method("__setup", method!(RbProcessor::setup, 5))?;
+    class.define_private_method("__setup", method!(RbProcessor::setup, 6))?;
     class.define_method("process_streamed_message", method!(RbProcessor::process_streamed_message, 1))?;
     class.define_method("process_message", method!(RbProcessor::process_message, 1))?;
     class.define_method("decode_chunk", method!(RbProcessor::decode_chunk, 1))?;

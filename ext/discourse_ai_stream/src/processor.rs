@@ -128,7 +128,9 @@ enum Shape {
 }
 
 impl RbProcessor {
-    /// `__setup(partial_tool_calls, usage_mode, max_line_bytes, tool_call_class, simulate_legacy)`.
+    /// `__setup(partial_tool_calls, usage_mode, max_line_bytes, tool_call_class, simulate_legacy, strict)`.
+    // One argument per keyword of `OpenAiMessageProcessor.new`, as magnus passes them.
+    #[allow(clippy::too_many_arguments)]
     pub fn setup(
         ruby: &Ruby,
         rb_self: Me,
@@ -137,6 +139,7 @@ impl RbProcessor {
         max_line_bytes: usize,
         tool_call_class: Value,
         simulate_legacy: bool,
+        strict: bool,
     ) -> Result<(), Error> {
         guard(ruby, || {
             let usage_mode = match &*usage.name()? {
@@ -153,7 +156,7 @@ impl RbProcessor {
                 return Err(Error::new(ruby.exception_arg_error(), "max_line_bytes must be positive"));
             }
             let options =
-                Options { partial_tool_calls: partial, usage_mode, max_line_bytes, simulate_legacy };
+                Options { partial_tool_calls: partial, usage_mode, max_line_bytes, simulate_legacy, strict };
             let this = rb_self.get();
             let mut core = this.core.try_borrow_mut().map_err(|_| errors::busy(ruby))?;
             let objects = ruby.ary_new_from_values(&[tool_call_class, ruby.ary_new().as_value()]);

@@ -41,8 +41,8 @@ pub enum AnomalyKind {
     Truncated,
     /// The stream ended inside an event whose JSON was not complete.
     TruncatedEvent,
-    /// An event that could not be read, found after the error a read
-    /// returned, or at the end of the stream.
+    /// An event that could not be read: skipped (the default), or found
+    /// after the error a read returned, or at the end of the stream.
     UnreadableEvent,
     /// A provider error after the one a read returned.
     ProviderError,
@@ -52,6 +52,9 @@ pub enum AnomalyKind {
     UnexpectedPayload,
     /// A data line without the `data:` prefix was read as data.
     UnprefixedData,
+    /// An event's JSON was followed on its line by more text (`}data: [DONE]`):
+    /// the JSON ended the event and the rest was read as the next line.
+    GluedEvent,
     /// An SSE line with an unknown field name was skipped.
     UnknownSseField,
     /// Choices after the first were ignored.
@@ -95,6 +98,7 @@ impl AnomalyKind {
             AnomalyKind::NonJsonData => "non_json_data",
             AnomalyKind::UnexpectedPayload => "unexpected_payload",
             AnomalyKind::UnprefixedData => "unprefixed_data",
+            AnomalyKind::GluedEvent => "glued_event",
             AnomalyKind::UnknownSseField => "unknown_sse_field",
             AnomalyKind::IgnoredChoices => "ignored_choices",
             AnomalyKind::IgnoredContentPart => "ignored_content_part",

@@ -42,6 +42,50 @@ pub struct Call {
     nesting: Nesting,
     /// A later call has the same id (rule 14): fragments with the id go there.
     id_reused: bool,
+    /// Input that may have been the call's, lost while it was open: its
+    /// arguments are then never repaired and never `{}` (see [`Calls::complete`]).
+    lost: LostInput,
+}
+
+/// What was lost during one call's life (the first few, and how many).
+#[derive(Debug, Default)]
+struct LostInput {
+    /// Events that could not be read.
+    events: Vec<String>,
+    /// Fragments that matched no call and were dropped (`orphan_fragment`).
+    fragments: Vec<String>,
+    count: usize,
+}
+
+const LOST_KEPT: usize = 3;
+
+impl LostInput {
+    fn push(list: &mut Vec<String>, count: &mut usize, what: &str) {
+        *count += 1;
+        if list.len() < LOST_KEPT {
+            list.push(crate::anomaly::excerpt(what));
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// "an unreadable event (...); 2 dropped fragments matching no call: ..."
+    fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.events.is_empty() {
+            parts.push(self.events.join("; "));
+        }
+        if !self.fragments.is_empty() {
+            parts.push(format!("fragment(s) that matched no call, dropped: {}", self.fragments.join(" | ")));
+        }
+        let kept = self.events.len() + self.fragments.len();
+        if self.count > kept {
+            parts.push(format!("{} more", self.count - kept));
+        }
+        parts.join("; ")
+    }
 }
 
 impl Call {
@@ -481,10 +525,18 @@ impl Calls {
 
     /// Reports a fragment that goes to no call (`message` says why); its id
     /// and index are the fragment's, the excerpt its arguments.
-    fn orphan(&self, h: &Header, message: String, anomalies: &mut Anomalies) {
+    fn orphan(&mut self, h: &Header, message: String, anomalies: &mut Anomalies) {
         let text = h.arguments.map(arguments_text).unwrap_or_default();
-        if text.is_empty() && h.id.is_none() {
+        // A delta that brings no arguments (`{"id":"tool_0","function":{}}`
+        // before the header, in Discourse's compliance mocks) loses nothing.
+        if text.is_empty() {
             return;
+        }
+        // Every open call may have lost it (rule: never `{}` or repaired
+        // after dropped fragments, see [`Calls::complete`]).
+        for call in self.calls.iter_mut().filter(|c| !c.completed) {
+            let lost = &mut call.lost;
+            LostInput::push(&mut lost.fragments, &mut lost.count, &text);
         }
         let mut a = Anomaly::new(AnomalyKind::OrphanFragment, message).excerpt(&text);
         a.call_id = h.id.map(str::to_owned);
@@ -590,6 +642,7 @@ impl Calls {
             list: self.list,
             nesting: Nesting::default(),
             id_reused: false,
+            lost: LostInput::default(),
         });
         n
     }
@@ -681,12 +734,26 @@ impl Calls {
         }
     }
 
-    /// Completes a call: its final parameters, repaired if need be.
+    /// Input that may have been some open call's was lost (an event that
+    /// could not be read): every call open now remembers it.
+    pub fn note_lost(&mut self, what: &str) {
+        for call in self.calls.iter_mut().filter(|c| !c.completed) {
+            let lost = &mut call.lost;
+            LostInput::push(&mut lost.events, &mut lost.count, what);
+        }
+    }
+
+    /// Completes a call: its final parameters, repaired if need be. A call
+    /// that lost input while it was open (see [`Calls::note_lost`] and
+    /// orphan fragments) is not repaired and not `{}`: when its arguments
+    /// are empty or do not parse as they are, that is an error naming what
+    /// was lost, since a repair could hand the tool wrong parameters.
     pub fn complete(&mut self, id: CallId, anomalies: &mut Anomalies) -> Result<JsonValue, ArgumentsError> {
         let Some(call) = self.calls.get_mut(id.index()) else {
             return Ok(JsonValue::Object(Vec::new()));
         };
         call.completed = true;
+        let whole_object = call.object.is_some();
         let parsed = if let Some(object) = call.object.take() {
             Ok(ParsedArguments { value: object, repair: None })
         } else if let Some(p) = call.partial.take() {
@@ -694,6 +761,24 @@ impl Calls {
         } else {
             parse_arguments(&call.raw)
         };
+        let clean = matches!(parsed, Ok(ParsedArguments { repair: None, .. }));
+        let empty = !whole_object && call.raw.trim().is_empty();
+        if !call.lost.is_empty() && !whole_object && (empty || !clean) {
+            let state = if empty {
+                "its arguments are empty".to_owned()
+            } else if parsed.is_ok() {
+                "its arguments would need repair".to_owned()
+            } else {
+                "its arguments do not parse".to_owned()
+            };
+            let message = format!(
+                "input was lost while the call was open and {state}, so they are not repaired: {}",
+                call.lost.describe()
+            );
+            let msg = format!("arguments of call {:?} ({}) cannot be trusted: {message}", call.id, call.name);
+            anomalies.push(call.anomaly(AnomalyKind::InvalidArguments, msg).excerpt(&call.raw));
+            return Err(ArgumentsError { message, offset: None });
+        }
         match parsed {
             Ok(ParsedArguments { value, repair }) => {
                 if let Some(repair) = repair {

@@ -28,6 +28,12 @@ impl StreamErrorKind {
             StreamErrorKind::InvalidChunk => "invalid_chunk",
         }
     }
+
+    /// A limit that protects the process (line length, nesting depth): raised
+    /// even when unreadable events are skipped.
+    pub fn is_limit(self) -> bool {
+        matches!(self, StreamErrorKind::TooDeep | StreamErrorKind::LineTooLong)
+    }
 }
 
 /// An error of the processor.

@@ -54,3 +54,16 @@ pub(crate) fn truncated_event(data: &[u8]) -> Error {
 pub(crate) fn line_too_long(e: &LineTooLong) -> Error {
     Error::stream(StreamErrorKind::LineTooLong, e.to_string(), excerpt_bytes(&e.head))
 }
+
+/// Where the first JSON value of `text` ends, when more than whitespace
+/// follows it on the same line (`{...}data: [DONE]`).
+pub(crate) fn glued_value_end(text: &str) -> Option<usize> {
+    let mut values = serde_json::Deserializer::from_str(text).into_iter::<crate::chunk::lenient::Skip>();
+    match values.next() {
+        Some(Ok(_)) => {
+            let end = values.byte_offset();
+            text.get(end..).filter(|rest| !rest.trim_ascii().is_empty()).map(|_| end)
+        }
+        _ => None,
+    }
+}

@@ -10,7 +10,7 @@ use crate::chunk::{
 };
 use crate::error::{Error, StreamErrorKind};
 use crate::event_data::{
-    completeness, invalid_json, line_too_long, starts_event, truncated_event, Completeness,
+    completeness, glued_value_end, invalid_json, line_too_long, starts_event, truncated_event, Completeness,
 };
 use crate::in_band::{choice_error, provider_error_of};
 use crate::json::JsonValue;
@@ -18,6 +18,10 @@ use crate::legacy::{LegacyOutcome, LegacySimulator};
 use crate::output::Output;
 use crate::sse::{Event, Line, LineReader, DEFAULT_MAX_LINE_BYTES};
 use crate::usage::{UsageMode, UsageReport, UsageTotals};
+
+/// Events read from one line glued together (`{...}data: {...}...`); each
+/// one costs a copy of the rest of the line.
+const MAX_GLUED: usize = 16;
 
 /// How a processor behaves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,6 +35,12 @@ pub struct Options {
     /// Also follow the stream the way the legacy Discourse processor did,
     /// to count the calls it would have run (for audits).
     pub simulate_legacy: bool,
+    /// Raise a stream error for every event that cannot be read (JSON cut
+    /// short or malformed, invalid UTF-8). By default such an event is
+    /// skipped and reported (`unreadable_event`) and the stream goes on;
+    /// limits that protect the process (`max_line_bytes`, nesting depth)
+    /// raise either way.
+    pub strict: bool,
 }
 
 impl Default for Options {
@@ -40,6 +50,7 @@ impl Default for Options {
             usage_mode: UsageMode::Current,
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
             simulate_legacy: false,
+            strict: false,
         }
     }
 }
@@ -63,6 +74,13 @@ struct State {
     pending: Vec<u8>,
     /// Errors of the current line found before its own (see `on_event`).
     deferred: Vec<Error>,
+    /// What followed an event's JSON on its line (`}data: [DONE]`): read as
+    /// the next line (see `on_event`).
+    glued: Option<Vec<u8>>,
+    /// The event being applied is the head of a glued line.
+    in_glued: bool,
+    /// Values glued onto the current line so far (see `MAX_GLUED`).
+    glued_in_line: usize,
     /// The envelope of this stream's last chunk, for the scanner.
     envelope: ScanMemo,
     /// The current event is `event: error`.
@@ -81,6 +99,7 @@ struct State {
     legacy_outcome: Option<LegacyOutcome>,
     /// SSE anomalies reported once per stream.
     reported_unprefixed: bool,
+    reported_glued: bool,
     reported_fields: Vec<Vec<u8>>,
     reported_choices: bool,
     reported_usage_clamp: bool,
@@ -104,6 +123,9 @@ impl Processor {
                 out: Output::default(),
                 pending: Vec::new(),
                 deferred: Vec::new(),
+                glued: None,
+                in_glued: false,
+                glued_in_line: 0,
                 envelope: ScanMemo::default(),
                 error_event: false,
                 saw_finish_reason: false,
@@ -114,6 +136,7 @@ impl Processor {
                 legacy: options.simulate_legacy.then(LegacySimulator::default),
                 legacy_outcome: None,
                 reported_unprefixed: false,
+                reported_glued: false,
                 reported_fields: Vec::new(),
                 reported_choices: false,
                 reported_usage_clamp: false,
@@ -190,9 +213,8 @@ impl Processor {
         let mut first_error = None;
         let state = &mut self.state;
         self.reader.finish(&mut |event| state.on_event(event, &mut first_error, true));
-        if let Err(e) = self.state.flush_pending(true) {
-            self.state.note_error(e, &mut first_error, true);
-        }
+        let flushed = self.state.flush_pending(true);
+        self.state.settle(flushed, &mut first_error, true);
         let state = &mut self.state;
         if state.calls.any_open() && !state.saw_finish_reason && !state.saw_done {
             let open: Vec<String> =
@@ -275,44 +297,63 @@ impl State {
     }
 
     fn on_event(&mut self, event: Event<'_>, first_error: &mut Option<Error>, at_end: bool) {
+        self.glued_in_line = 0;
         let result = match event {
             Event::Line(line) => self.on_line(line),
             Event::TooLong(e) => {
                 self.pending.clear();
-                Err(line_too_long(&e))
+                Err(self.lost(line_too_long(&e)))
             }
         };
-        // Errors found before the line's own (a truncated earlier event).
-        if !self.deferred.is_empty() {
-            for e in std::mem::take(&mut self.deferred) {
+        self.settle(result, first_error, at_end);
+    }
+
+    /// The errors of one line: those found before its own (a truncated
+    /// earlier event), then its own. Then the rest of a glued line is read
+    /// as the next line, as long as there is one (a loop, not recursion:
+    /// `{}{}{}...` is one line).
+    fn settle(&mut self, mut result: Result<(), Error>, first_error: &mut Option<Error>, at_end: bool) {
+        loop {
+            if !self.deferred.is_empty() {
+                for e in std::mem::take(&mut self.deferred) {
+                    self.note_error(e, first_error, at_end);
+                }
+            }
+            if let Err(e) = result {
                 self.note_error(e, first_error, at_end);
             }
-        }
-        if let Err(e) = result {
-            self.note_error(e, first_error, at_end);
+            let Some(rest) = self.glued.take() else {
+                return;
+            };
+            self.glued_in_line += 1;
+            result = self.on_line(&rest);
         }
     }
 
     /// An error while decoding: the first of a read is returned; later ones,
-    /// and stream errors at the end of the stream, are recorded.
+    /// and stream errors at the end of the stream, are recorded. An event
+    /// that cannot be read is skipped and recorded unless the processor is
+    /// strict or the error is a limit that protects the process.
     fn note_error(&mut self, e: Error, first_error: &mut Option<Error>, at_end: bool) {
-        let raise = first_error.is_none() && !(at_end && matches!(e, Error::Stream { .. }));
+        let skipped = match &e {
+            Error::Stream { kind, .. } => !self.options.strict && !kind.is_limit(),
+            _ => false,
+        };
+        let raise = first_error.is_none() && !skipped && !(at_end && matches!(e, Error::Stream { .. }));
         if raise {
             *first_error = Some(e);
             return;
         }
         let anomaly = match e {
             Error::Stream { message, excerpt, .. } => {
-                let when = if at_end {
-                    "at the end of the stream"
+                let what = if skipped {
+                    "an event that could not be read was skipped"
+                } else if at_end {
+                    "an event at the end of the stream could not be read"
                 } else {
-                    "after an earlier error in the same read"
+                    "an event after an earlier error in the same read could not be read"
                 };
-                Anomaly::new(
-                    AnomalyKind::UnreadableEvent,
-                    format!("an event {when} could not be read: {message}"),
-                )
-                .excerpt(&excerpt)
+                Anomaly::new(AnomalyKind::UnreadableEvent, format!("{what}: {message}")).excerpt(&excerpt)
             }
             Error::Provider { message, .. } => Anomaly::new(
                 AnomalyKind::ProviderError,
@@ -336,6 +377,8 @@ impl State {
         self.saw_done = false;
         self.streamed_text = false;
         self.reported_unprefixed = false;
+        self.reported_glued = false;
+        self.glued = None;
         self.reported_fields.clear();
         self.reported_choices = false;
         self.reported_usage_clamp = false;
@@ -393,14 +436,14 @@ impl State {
                 let len = self.pending.len() + 1 + value.len();
                 let head = excerpt_bytes(&self.pending);
                 self.pending.clear();
-                return Err(Error::stream(
+                return Err(self.lost(Error::stream(
                     StreamErrorKind::LineTooLong,
                     format!(
                         "SSE event longer than {} bytes ({len} bytes of data lines)",
                         self.options.max_line_bytes
                     ),
                     head,
-                ));
+                )));
             }
             if starts_event(value) {
                 return self.on_data_after_pending(value);
@@ -468,8 +511,9 @@ impl State {
             }
             _ => {}
         }
-        let truncated = &joined[..truncated_len];
-        self.deferred.push(truncated_event(truncated));
+        let truncated = truncated_event(&joined[..truncated_len]);
+        let truncated = self.lost(truncated);
+        self.deferred.push(truncated);
         self.on_data(value)
     }
 
@@ -485,6 +529,8 @@ impl State {
         match self.payload(&data) {
             Ok(true) => Ok(()),
             Ok(false) if at_end => {
+                self.calls
+                    .note_lost(&format!("an event cut by the end of the stream: {}", excerpt_bytes(&data)));
                 self.anomalies.push(
                     Anomaly::new(
                         AnomalyKind::TruncatedEvent,
@@ -494,9 +540,63 @@ impl State {
                 );
                 Ok(())
             }
-            Ok(false) => Err(truncated_event(&data)),
+            Ok(false) => Err(self.lost(truncated_event(&data))),
             Err(e) => Err(e),
         }
+    }
+
+    /// An event that cannot be read (skipped, or raised): every call open
+    /// now may have lost input with it, so none of them will be repaired
+    /// (see `Calls::note_lost`).
+    fn lost(&mut self, e: Error) -> Error {
+        if let Error::Stream { kind, excerpt, .. } = &e {
+            self.calls.note_lost(&format!("an unreadable event ({}): {excerpt}", kind.name()));
+        }
+        e
+    }
+
+    /// An event's JSON value followed on its line by more than whitespace
+    /// (Discourse's mocks glue `data: [DONE]` onto the last event): the value
+    /// ends the event and the rest is read as the next line, once this
+    /// line's errors are settled. The line reader hands on whole lines, so
+    /// this does not depend on where reads split. Each rest is copied and
+    /// read again, so a line holds at most `MAX_GLUED` glued values; what
+    /// follows them is skipped as an unreadable event.
+    fn glued_event(&mut self, text: &str, end: usize) -> Result<bool, Error> {
+        let (head, rest) = text.split_at(end);
+        if self.glued_in_line >= MAX_GLUED {
+            self.calls.note_lost(&format!("the rest of a line of glued events: {}", excerpt(rest)));
+            self.anomalies.push(
+                Anomaly::new(
+                    AnomalyKind::UnreadableEvent,
+                    format!(
+                        "more than {MAX_GLUED} events glued onto one line; the rest of the line was skipped"
+                    ),
+                )
+                .excerpt(&excerpt(rest)),
+            );
+            self.in_glued = true;
+            let applied = self.payload(head.as_bytes());
+            self.in_glued = false;
+            return applied.map(|_| true);
+        }
+        if !self.reported_glued {
+            self.reported_glued = true;
+            self.anomalies.push(
+                Anomaly::new(
+                    AnomalyKind::GluedEvent,
+                    "an event's JSON was followed by more text on its line; the JSON ended the event and \
+                     the rest was read as the next line",
+                )
+                .excerpt(&excerpt(rest)),
+            );
+        }
+        self.in_glued = true;
+        let applied = self.payload(head.as_bytes());
+        self.in_glued = false;
+        self.error_event = false;
+        self.glued = Some(rest.as_bytes().to_vec());
+        applied.map(|_| true)
     }
 
     /// Parses and applies one JSON payload. `Ok(false)`: the JSON is not
@@ -510,13 +610,20 @@ impl State {
                 return self.apply_plain(&plain).map(|()| true);
             }
         }
-        let text = std::str::from_utf8(data).map_err(|e| {
-            Error::stream(
-                StreamErrorKind::InvalidUtf8,
-                format!("invalid UTF-8 at byte {} of a data line: {}", e.valid_up_to(), excerpt_bytes(data)),
-                excerpt_bytes(data),
-            )
-        })?;
+        let text = match std::str::from_utf8(data) {
+            Ok(text) => text,
+            Err(e) => {
+                return Err(self.lost(Error::stream(
+                    StreamErrorKind::InvalidUtf8,
+                    format!(
+                        "invalid UTF-8 at byte {} of a data line: {}",
+                        e.valid_up_to(),
+                        excerpt_bytes(data)
+                    ),
+                    excerpt_bytes(data),
+                )))
+            }
+        };
         // The scanner reads the usual shapes (in place: a chunk is large);
         // serde_json decides the rest.
         let mut scanned = Chunk::default();
@@ -527,17 +634,22 @@ impl State {
         let (field, text): (Field<Chunk>, &str) = match serde_json::from_str(text) {
             Ok(f) => (f, text),
             Err(e) if e.is_eof() => return Ok(false),
-            // Numbers beyond f64's range read as Infinity, as in Ruby.
-            Err(e) => match crate::json::widen_out_of_range::<crate::chunk::lenient::Skip>(text, &e) {
-                Some(w) => {
-                    widened = w;
-                    match serde_json::from_str(&widened) {
-                        Ok(f) => (f, widened.as_str()),
-                        Err(e) => return Err(invalid_json(&e, text)),
-                    }
+            Err(e) => {
+                if let (false, Some(end)) = (self.in_glued, glued_value_end(text)) {
+                    return self.glued_event(text, end);
                 }
-                None => return Err(invalid_json(&e, text)),
-            },
+                // Numbers beyond f64's range read as Infinity, as in Ruby.
+                match crate::json::widen_out_of_range::<crate::chunk::lenient::Skip>(text, &e) {
+                    Some(w) => {
+                        widened = w;
+                        match serde_json::from_str(&widened) {
+                            Ok(f) => (f, widened.as_str()),
+                            Err(e) => return Err(self.lost(invalid_json(&e, text))),
+                        }
+                    }
+                    None => return Err(self.lost(invalid_json(&e, text))),
+                }
+            }
         };
         let chunk = match field {
             Field::Value(c) | Field::Converted(c, _) => c,
@@ -605,7 +717,9 @@ impl State {
     // ---- chunks -----------------------------------------------------------
 
     fn apply_chunk(&mut self, chunk: &Chunk) -> Result<(), Error> {
-        if let Some(legacy) = self.legacy.as_mut() {
+        // The legacy decoder matched `data: {...}` up to the end of the
+        // line: it never saw the event of a glued line.
+        if let (Some(legacy), false) = (self.legacy.as_mut(), self.in_glued) {
             legacy.observe(chunk);
         }
         self.check_envelope(chunk);

@@ -36,33 +36,50 @@ fn message(p: &mut Processor, json: &str) -> Result<(), Error> {
     p.process_message(&chunk).map(|_| ())
 }
 
+fn strict() -> Processor {
+    Processor::new(Options { strict: true, ..Options::default() })
+}
+
+/// Decodes `stream` by default (the unreadable event is skipped and
+/// reported) and strictly (it is raised); the processor after each.
+fn both(stream: &str) -> [(Processor, Result<(), Error>); 2] {
+    [Processor::default(), strict()].map(|mut p| {
+        let r = p.decode(stream.as_bytes()).map(|_| ());
+        (p, r)
+    })
+}
+
 #[test]
 fn a_truncated_line_without_a_blank_line_does_not_swallow_the_next_event() {
-    let mut p = Processor::default();
     let stream = format!("data: {A}\n\ndata: {{\"choices\":[{{\"delta\":{{\"content\":\"cut\ndata: {B}\n\n");
-    let err = p.decode(stream.as_bytes()).map(|_| ()).expect_err("the truncated event is raised");
+    let [(p, skipped), (mut p_strict, raised)] = both(&stream);
+    skipped.expect("skipped by default");
+    assert_eq!(kinds(&p), [AnomalyKind::UnreadableEvent]);
+    assert_eq!(completed(&p), ["a", "b"], "b is read after the truncated line");
+    let err = raised.expect_err("the truncated event is raised when strict");
     assert!(
         matches!(err, Error::Stream { kind: StreamErrorKind::InvalidJson, ref message, .. }
         if message.contains("truncated")),
         "{err:?}"
     );
-    assert_eq!(completed(&p), ["a", "b"], "b is read after the truncated line");
-    p.finish().map(|_| ()).expect("nothing left");
+    assert_eq!(completed(&p_strict), ["a", "b"], "b is read after the truncated line");
+    p_strict.finish().map(|_| ()).expect("nothing left");
 }
 
 #[test]
 fn a_truncated_line_cut_where_the_next_event_could_continue_it() {
     // Joined, `{"choices":[` + `{...}` is valid so far: the new line alone
     // being a whole event decides.
-    let mut p = Processor::default();
     let stream = format!("data: {A}\n\ndata: {{\"choices\":[\ndata: {B}\n\ndata: [DONE]\n\n");
-    assert!(p.decode(stream.as_bytes()).is_err());
+    let [(p, skipped), (p_strict, raised)] = both(&stream);
+    assert!(skipped.is_ok() && raised.is_err());
     assert_eq!(completed(&p), ["a", "b"]);
+    assert_eq!(completed(&p_strict), ["a", "b"]);
     // [DONE] after a cut line ends the stream too.
-    let mut p = Processor::default();
     let stream = format!("data: {A}\n\ndata: {{\"choices\":[{{\"del\ndata: [DONE]\n\n");
-    assert!(p.decode(stream.as_bytes()).is_err());
-    assert!(p.state.saw_done);
+    let [(p, skipped), (p_strict, raised)] = both(&stream);
+    assert!(skipped.is_ok() && raised.is_err());
+    assert!(p.state.saw_done && p_strict.state.saw_done);
 }
 
 #[test]
@@ -80,12 +97,15 @@ fn json_split_over_data_lines_is_still_one_event() {
 }
 
 #[test]
-fn an_event_closed_by_a_blank_line_with_incomplete_json_is_an_error_and_loses_nothing() {
-    let mut p = Processor::default();
+fn an_event_closed_by_a_blank_line_with_incomplete_json_is_skipped_and_loses_nothing() {
     let stream = format!("data: {A}\n\ndata: {{\"choices\":[{{\"delta\"\n\ndata: {B}\n\n");
-    let err = p.decode(stream.as_bytes()).map(|_| ()).expect_err("raised");
-    assert!(matches!(err, Error::Stream { kind: StreamErrorKind::InvalidJson, .. }), "{err:?}");
+    let [(p, skipped), (p_strict, raised)] = both(&stream);
+    skipped.expect("skipped by default");
+    assert_eq!(kinds(&p), [AnomalyKind::UnreadableEvent]);
     assert_eq!(completed(&p), ["a", "b"]);
+    let err = raised.expect_err("raised when strict");
+    assert!(matches!(err, Error::Stream { kind: StreamErrorKind::InvalidJson, .. }), "{err:?}");
+    assert_eq!(completed(&p_strict), ["a", "b"]);
     // At the end of the stream it is recorded, not raised.
     let mut p = Processor::default();
     p.decode(format!("data: {A}\n\ndata: {{\"choices\":[").as_bytes()).map(|_| ()).unwrap();

@@ -27,10 +27,20 @@ pub enum Line<'a> {
 
 impl<'a> Line<'a> {
     /// Splits one line (without its terminator) into its SSE meaning.
+    /// Spaces or tabs before the field name are not part of it (Discourse's
+    /// SambaNova spec stream indents its `data:` lines); a line of nothing
+    /// but them stays a field with a blank name.
     pub fn parse(line: &'a [u8]) -> Line<'a> {
         if line.is_empty() {
             return Line::Blank;
         }
+        let line = match line[0] {
+            b' ' | b'\t' => match line.iter().position(|&b| b != b' ' && b != b'\t') {
+                Some(start) => &line[start..],
+                None => line,
+            },
+            _ => line,
+        };
         if line[0] == b':' {
             return Line::Comment(&line[1..]);
         }
@@ -312,6 +322,9 @@ mod tests {
         assert_eq!(Line::parse(b"data:  x"), Line::Field { name: b"data", value: b" x" });
         assert_eq!(Line::parse(b"data"), Line::Field { name: b"data", value: b"" });
         assert_eq!(Line::parse(b"event: error"), Line::Field { name: b"event", value: b"error" });
+        assert_eq!(Line::parse(b"   data: {}"), Line::Field { name: b"data", value: b"{}" });
+        assert_eq!(Line::parse(b"\t data:x"), Line::Field { name: b"data", value: b"x" });
+        assert_eq!(Line::parse(b"  "), Line::Field { name: b"  ", value: b"" });
     }
 
     #[test]

@@ -148,11 +148,11 @@ fn in_band_error_objects_in_data_lines() {
 }
 
 #[test]
-fn invalid_json_raises_naming_the_line_and_keeps_completed_calls() {
+fn strict_invalid_json_raises_naming_the_line_and_keeps_completed_calls() {
     let mistral = tool_chunk(r#"[{"id":"a","function":{"name":"f","arguments":"{}"}}]"#, Some("tool_calls"));
     let stream =
         format!("data: {mistral}\n\ndata: {{\"choices\": [oops]}}\n\ndata: {}\n\n", text_chunk("after"));
-    let mut h = Harness::new(false);
+    let mut h = Harness::with(Options { strict: true, ..Options::default() });
     match h.raw(stream.as_bytes()) {
         Err(Error::Stream { kind, message, excerpt }) => {
             assert_eq!(kind, StreamErrorKind::InvalidJson);
@@ -172,9 +172,9 @@ fn invalid_json_raises_naming_the_line_and_keeps_completed_calls() {
 }
 
 #[test]
-fn later_bad_lines_of_a_read_are_recorded_and_the_first_is_raised() {
+fn strict_later_bad_lines_of_a_read_are_recorded_and_the_first_is_raised() {
     let stream = format!("data: {{]\n\ndata: {}\n\ndata: {{x\n\n", text_chunk("between"));
-    let mut h = Harness::new(false);
+    let mut h = Harness::with(Options { strict: true, ..Options::default() });
     assert!(matches!(
         h.raw(stream.as_bytes()),
         Err(Error::Stream { kind: StreamErrorKind::InvalidJson, .. })
@@ -200,8 +200,8 @@ fn a_line_over_the_limit_raises_without_buffering_it() {
 }
 
 #[test]
-fn invalid_utf8_raises() {
-    let mut h = Harness::new(false);
+fn strict_invalid_utf8_raises() {
+    let mut h = Harness::with(Options { strict: true, ..Options::default() });
     let mut bytes = b"data: {\"choices\":[{\"delta\":{\"content\":\"a".to_vec();
     bytes.extend_from_slice(&[0xff, 0xfe]);
     bytes.extend_from_slice(b"\"}}]}\n\n");
@@ -226,7 +226,9 @@ fn json_nested_too_deep_raises() {
 #[test]
 fn a_truncated_event_at_eof_is_reported_not_raised() {
     let mut h = Harness::new(false);
-    h.raw(format!("data: {HEADER}\n\ndata: {{\"choices\":[{{\"delta\"").as_bytes()).unwrap();
+    let args =
+        r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]}}]}"#;
+    h.raw(format!("data: {HEADER}\n\ndata: {args}\n\ndata: {{\"choices\":[{{\"delta\"").as_bytes()).unwrap();
     let out = h.finish().unwrap();
     assert_eq!(ids(&out), ["c1"]);
     let kinds = h.anomaly_kinds();
@@ -290,4 +292,169 @@ fn an_unreadable_last_line_at_eof_is_recorded_and_finish_still_returns_the_calls
     h.raw(format!("data: {HEADER}\n\ndata: {{\"error\":{{\"message\":\"gone\"}}}}").as_bytes()).unwrap();
     assert!(matches!(h.finish(), Err(Error::Provider { .. })));
     assert_eq!(h.processor.output().items().count(), 1);
+}
+
+/// Decodes `bytes` whole, one byte at a time, at every single split point
+/// and at the given split points; all must give the same items, which are
+/// returned.
+fn same_at_every_split(bytes: &[u8], pieces: &[usize], options: Options) -> (Vec<Out>, Vec<AnomalyKind>) {
+    let mut h = Harness::with(options);
+    let whole = decode_all(&mut h, &[bytes]);
+    let kinds = h.anomaly_kinds();
+    let singles: Vec<&[u8]> = bytes.chunks(1).collect();
+    assert_eq!(decode_all(&mut Harness::with(options), &singles), whole, "one byte at a time");
+    for i in 0..=bytes.len() {
+        let split = decode_all(&mut Harness::with(options), &[&bytes[..i], &bytes[i..]]);
+        assert_eq!(split, whole, "split at byte {i}");
+    }
+    let mut reads = Vec::new();
+    let mut start = 0;
+    for &end in pieces.iter().chain([bytes.len()].iter()) {
+        reads.push(&bytes[start..end]);
+        start = end;
+    }
+    assert_eq!(decode_all(&mut Harness::with(options), &reads), whole, "split at {pieces:?}");
+    (whole, kinds)
+}
+
+/// Discourse's "recovers from malformed streamed payloads": an event whose
+/// JSON lacks its last brace sits between text events.
+const MALFORMED: &str = "data: {\"choices\":[{\"delta\":{\"content\":\"test,\"}}]}\n\n\
+    data: {\"choices\":[{\"delta\":{\"content\":\"test1 ,\"}}]\n\n\
+    data: {\"choices\":[{\"delta\":{\"content\":\"test2 ,\"}}]}\n\n\
+    data: {\"choices\":[{\"delta\":{\"content\":\"test3,\"}}]}\n\n\
+    data: {\"choices\":[{\"delta\":{\"content\":\"test4\"}}]}\n\n\
+    data: [DONE]";
+
+#[test]
+fn an_unreadable_event_is_skipped_and_reported_and_the_stream_goes_on() {
+    let (items, kinds) = same_at_every_split(MALFORMED.as_bytes(), &[1, 60, 120], Options::default());
+    assert_eq!(texts(&items).concat(), "test,test2 ,test3,test4");
+    assert_eq!(kinds, [AnomalyKind::UnreadableEvent]);
+    let mut h = Harness::new(false);
+    h.raw(MALFORMED.as_bytes()).expect("not raised");
+    let a = &h.processor.anomalies().all()[0];
+    assert!(a.excerpt.as_deref().is_some_and(|e| e.contains("test1 ,")), "{a:?}");
+    assert!(a.message.contains("skipped"), "{}", a.message);
+
+    // Calls on both sides, and malformed (not only cut) JSON, invalid UTF-8.
+    let before =
+        tool_chunk(r#"[{"index":0,"id":"a","function":{"name":"f","arguments":"{\"x\":1}"}}]"#, None);
+    let after =
+        tool_chunk(r#"[{"index":1,"id":"b","function":{"name":"g","arguments":"{}"}}]"#, Some("tool_calls"));
+    let mut bytes =
+        format!("data: {before}\n\ndata: {{\"choices\": [oops]}}\n\ndata: {{\"a\":\"").into_bytes();
+    bytes.extend_from_slice(b"\xff\"}\n\n");
+    bytes.extend_from_slice(format!("data: {after}\n\ndata: [DONE]\n\n").as_bytes());
+    let (items, kinds) = same_at_every_split(&bytes, &[], Options::default());
+    assert_eq!(ids(&items), ["a", "b"]);
+    assert_eq!(final_calls(&items)[0].params, json!({"x": 1}));
+    assert_eq!(kinds, [AnomalyKind::UnreadableEvent, AnomalyKind::UnreadableEvent]);
+}
+
+#[test]
+fn strict_mode_raises_for_an_unreadable_event() {
+    let mut h = Harness::with(Options { strict: true, ..Options::default() });
+    match h.raw(MALFORMED.as_bytes()) {
+        Err(Error::Stream { kind: StreamErrorKind::InvalidJson, message, .. }) => {
+            assert!(message.contains("truncated"), "{message}")
+        }
+        other => panic!("expected a stream error, got {other:?}"),
+    }
+    // The rest of the read was still decoded.
+    assert_eq!(h.processor.output().items().count(), 4);
+}
+
+/// Discourse's endpoint-compliance mocks glue `data: [DONE]` onto the last
+/// event's line; here the last event carries the end of the arguments.
+#[test]
+fn an_event_glued_to_the_next_line_ends_at_its_json() {
+    let header =
+        tool_chunk(r#"[{"index":0,"id":"tool_0","function":{"name":"get_weather","arguments":""}}]"#, None);
+    let start = tool_chunk(r#"[{"index":0,"function":{"arguments":"{\"location\":\"Sydney\""}}]"#, None);
+    let end = tool_chunk(r#"[{"index":0,"function":{"arguments":",\"unit\":\"c\"}"}}]"#, Some("tool_calls"));
+    let stream = format!("data: {header}\n\ndata: {start}\n\ndata: {end}data: [DONE]");
+    let (items, kinds) = same_at_every_split(stream.as_bytes(), &[40, 200], Options::default());
+    assert_eq!(final_calls(&items)[0].params, json!({"location": "Sydney", "unit": "c"}));
+    assert_eq!(kinds, [AnomalyKind::GluedEvent]);
+    // Text events too, with a space before the glued line, and several
+    // values on one line.
+    let stream = format!("data: {}data: {} data: [DONE]\n\n", text_chunk("a"), text_chunk("b"));
+    let (items, _) = same_at_every_split(stream.as_bytes(), &[], Options::default());
+    assert_eq!(texts(&items), ["a", "b"]);
+    // At most 16 values glued onto one line are read (each costs a copy of
+    // the rest of the line); the rest of the line is skipped and reported.
+    let many = format!("data: {}{}\n\n", text_chunk("x").repeat(20), "{}".repeat(100_000));
+    let mut h = Harness::new(false);
+    let items = decode_all(&mut h, &[many.as_bytes()]);
+    assert_eq!(texts(&items).concat(), "x".repeat(17));
+    assert_eq!(
+        h.anomaly_kinds(),
+        [AnomalyKind::GluedEvent, AnomalyKind::UnprefixedData, AnomalyKind::UnreadableEvent]
+    );
+}
+
+/// Discourse's SambaNova spec stream indents its first `data:` line.
+#[test]
+fn leading_spaces_before_data_are_not_part_of_the_field_name() {
+    let stream =
+        format!("    data: {}\n\n\t data: {}\n\ndata: [DONE]\n", text_chunk("I am"), text_chunk(" a bot"));
+    let (items, kinds) = same_at_every_split(stream.as_bytes(), &[2, 7], Options::default());
+    assert_eq!(texts(&items), ["I am", " a bot"]);
+    assert!(kinds.is_empty(), "{kinds:?}");
+}
+
+/// Issue 17: repairing `{"location":"Sydney"` after `,"unit":"c"}` was lost
+/// hands the tool plausible but wrong parameters.
+#[test]
+fn a_call_open_when_an_event_was_lost_is_never_repaired() {
+    let header =
+        tool_chunk(r#"[{"index":0,"id":"tool_0","function":{"name":"get_weather","arguments":""}}]"#, None);
+    let start = tool_chunk(r#"[{"index":0,"function":{"arguments":"{\"location\":\"Sydney\""}}]"#, None);
+    let lost = r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":",\"unit\":\"c\"}"}}]}}]"#;
+    for (label, tail) in [
+        ("malformed", format!("data: {lost}\n\ndata: {}\n\n", finish_chunk("tool_calls"))),
+        ("cut at the end of the stream", format!("data: {}", &lost[..40])),
+    ] {
+        for partial in [false, true] {
+            let stream = format!("data: {header}\n\ndata: {start}\n\n{tail}");
+            let mut h = Harness::new(partial);
+            let result = h.raw(stream.as_bytes()).and_then(|_| h.finish());
+            match result {
+                Err(Error::Arguments { id, raw, message, .. }) => {
+                    assert_eq!(id, "tool_0");
+                    assert_eq!(raw, r#"{"location":"Sydney""#);
+                    assert!(message.contains("lost"), "{label}: {message}");
+                    assert!(
+                        message.contains("unreadable event (invalid_json)")
+                            || message.contains("cut by the end of the stream"),
+                        "{label}: {message}"
+                    );
+                }
+                other => panic!("{label}: expected an arguments error, got {other:?}"),
+            }
+            assert!(!h.anomaly_kinds().contains(&AnomalyKind::RepairedArguments), "{label}");
+        }
+    }
+    // Nor is it `{}` when its arguments are empty: the lost event may have
+    // held them all.
+    let mut h = Harness::new(false);
+    h.raw(format!("data: {HEADER}\n\ndata: {{\"choices\":[{{\"delta\"").as_bytes()).unwrap();
+    match h.finish() {
+        Err(Error::Arguments { id, message, .. }) => {
+            assert_eq!(id, "c1");
+            assert!(message.contains("empty") && message.contains("cut by the end"), "{message}");
+        }
+        other => panic!("expected an arguments error, got {other:?}"),
+    }
+    // Arguments that parse as they are come out; so does a call that
+    // started after the lost event.
+    let whole = tool_chunk(r#"[{"index":0,"id":"a","function":{"name":"f","arguments":"{\"q\":1"}}]"#, None);
+    let rest = tool_chunk(r#"[{"index":0,"function":{"arguments":"}"}}]"#, None);
+    let later = tool_chunk(r#"[{"index":1,"id":"b","function":{"name":"g","arguments":"{\"r\":2"}}]"#, None);
+    let stream =
+        format!("data: {whole}\n\ndata: {{oops}}\n\ndata: {rest}\n\ndata: {later}\n\ndata: [DONE]\n\n");
+    let items = decode_all(&mut Harness::new(false), &[stream.as_bytes()]);
+    let calls = final_calls(&items);
+    assert_eq!((calls[0].params.clone(), calls[1].params.clone()), (json!({"q": 1}), json!({"r": 2})));
 }

@@ -8,8 +8,11 @@ use openai_stream::processor::{Options, Processor};
 /// A line that is a clear error (invalid JSON), 9 bytes with its LF.
 const BAD_LINE: &[u8] = b"data: {]\n";
 
+/// A strict processor: these findings are about the errors a read returns
+/// and records, and only a strict processor raises for an unreadable event
+/// (by default each one is skipped and recorded).
 fn processor(max_line_bytes: usize) -> Processor {
-    Processor::new(Options { max_line_bytes, ..Options::default() })
+    Processor::new(Options { max_line_bytes, strict: true, ..Options::default() })
 }
 
 /// sse_decode: `decode` used to stop at a failed line and keep the rest of
@@ -51,6 +54,15 @@ fn every_line_of_the_backlog_is_read_by_finish() {
     let raised = raised as u64;
     assert_eq!(raised, 100, "one error returned per read");
     assert_eq!(raised + recorded, 1000);
+    // By default every one is skipped and recorded.
+    let mut p = Processor::new(Options { max_line_bytes: 64, ..Options::default() });
+    for _ in 0..100 {
+        assert!(p.decode(&read).is_ok());
+    }
+    assert!(p.finish().is_ok());
+    let recorded: u64 =
+        p.anomalies().all().iter().filter(|a| a.kind == AnomalyKind::UnreadableEvent).map(|a| a.count).sum();
+    assert_eq!(recorded, 1000);
 }
 
 /// sse_decode: a bad line left in the backlog used to be read by `finish`

@@ -308,6 +308,22 @@ fn rule_8_a_changed_id_on_an_arguments_only_delta_is_a_continuation() {
     assert!(h.anomaly_kinds().contains(&AnomalyKind::IdChanged));
 }
 
+/// A delta that carries an id and nothing else before its call's header
+/// (Discourse's compliance mocks open with `{"id":"tool_0","function":{}}`)
+/// drops nothing: no `orphan_fragment`, and the call comes out whole.
+#[test]
+fn an_empty_delta_before_the_header_is_not_an_orphan() {
+    let mut h = Harness::new(false);
+    let items = h.stream(&[
+        &tool_chunk(r#"[{"id":"tool_0","function":{}}]"#, None),
+        &tool_chunk(r#"[{"id":"tool_0","function":{"name":"get_weather","arguments":""}}]"#, None),
+        &tool_chunk(r#"[{"id":"tool_0","function":{"arguments":"{\"city\":\"Oslo\"}"}}]"#, None),
+        &finish_chunk("tool_calls"),
+    ]);
+    assert_eq!(final_calls(&items)[0].params, json!({"city": "Oslo"}));
+    assert_eq!(h.anomaly_kinds(), Vec::<AnomalyKind>::new());
+}
+
 #[test]
 fn rule_8_an_unknown_id_after_complete_arguments_belongs_to_no_call() {
     for partial in [false, true] {
@@ -716,6 +732,51 @@ fn an_orphan_fragment_is_reported_with_its_text() {
     let a = &h.processor.anomalies().all()[0];
     assert_eq!(a.kind, AnomalyKind::OrphanFragment);
     assert_eq!(a.excerpt.as_deref(), Some(r#"{"lost":1}"#));
+}
+
+/// Arguments: a call that ends with empty arguments while fragments that
+/// matched no call were dropped during its life is an error naming them,
+/// not `{}` (issue 21). Calls whose arguments parse are unaffected, and a
+/// fragment dropped before a call started is not that call's.
+#[test]
+fn arguments_never_empty_after_fragments_were_dropped_while_the_call_was_open() {
+    // call_a's arguments are complete, so a fragment with an unknown id at
+    // its index belongs to no call (rule 8) and is dropped while call_w is
+    // open with empty arguments.
+    let first = tool_chunk(
+        r#"[{"index":0,"id":"call_a","function":{"name":"lookup","arguments":"{\"a\":1}"}}]"#,
+        None,
+    );
+    let header =
+        tool_chunk(r#"[{"index":1,"id":"call_w","function":{"name":"weather","arguments":""}}]"#, None);
+    let orphan =
+        tool_chunk(r#"[{"index":0,"id":"zz","function":{"arguments":"{\"city\":\"Oslo\"}"}}]"#, None);
+    for partial in [false, true] {
+        let mut h = Harness::new(partial);
+        h.chunk(&first).unwrap();
+        h.chunk(&header).unwrap();
+        h.chunk(&orphan).unwrap();
+        match h.chunk(&finish_chunk("tool_calls")) {
+            Err(Error::Arguments { id, message, .. }) => {
+                assert_eq!(id, "call_w");
+                assert!(
+                    message.contains("empty") && message.contains(r#"dropped: {"city":"Oslo"}"#),
+                    "{message}"
+                );
+            }
+            other => panic!("expected an arguments error, got {other:?}"),
+        }
+        let kinds = h.anomaly_kinds();
+        assert_eq!(kinds, [AnomalyKind::OrphanFragment, AnomalyKind::InvalidArguments], "partial={partial}");
+    }
+    // Arguments that parse: unaffected (call_a's too, though it was open).
+    let args = tool_chunk(r#"[{"index":1,"function":{"arguments":"{}"}}]"#, None);
+    let items = Harness::new(false).stream(&[&first, &header, &orphan, &args, &finish_chunk("tool_calls")]);
+    let calls = final_calls(&items);
+    assert_eq!((calls[0].params.clone(), calls[1].params.clone()), (json!({"a": 1}), json!({})));
+    // Dropped before the call started: not during its life.
+    let items = Harness::new(false).stream(&[&first, &orphan, &header, &finish_chunk("tool_calls")]);
+    assert_eq!(final_calls(&items)[1].params, json!({}));
 }
 
 #[test]

@@ -3,23 +3,22 @@
 require_relative "conformance_helpers"
 
 # Declares the examples of one upstream stream: the Hash path and every way
-# of splitting the raw body, each its own example so that one waiting for a
-# fix can carry `awaiting: "17.N"` alone (`awaiting:` maps :hash, :whole,
-# :bytes, :pieces to the item). The block holds the expectations; it runs in
-# the example with `steps`, `processor` and `way` (:hash, :whole, ...).
+# of splitting the raw body, each its own example. The block holds the
+# expectations; it runs in the example with `steps`, `processor` and `way`
+# (:hash, :whole, ...).
 # rubocop:disable RSpec/NoExpectationExample -- the expectations are in the block
 module StreamCases
-  def stream(title, payloads:, body: nil, pieces: nil, partial: false, awaiting: {}, &check)
+  def stream(title, payloads:, body: nil, pieces: nil, partial: false, &check)
     wire = body || ConformanceHelpers.sse_body(payloads)
     describe(title) do
-      it "on the Hash path", **tag(awaiting[:hash]) do
+      it "on the Hash path" do
         processor = DiscourseAiStream::OpenAiMessageProcessor.new(partial_tool_calls: partial)
         steps = hash_steps(processor, payloads)
         instance_exec(steps, processor, :hash, &check)
       end
 
       reads_by_way(wire, pieces: pieces).each do |way, reads|
-        it "on the raw path, #{ConformanceHelpers::WAYS.fetch(way)}", **tag(awaiting[way]) do
+        it "on the raw path, #{ConformanceHelpers::WAYS.fetch(way)}" do
           processor = DiscourseAiStream::OpenAiMessageProcessor.new(partial_tool_calls: partial)
           steps = raw_steps(processor, reads)
           instance_exec(steps, processor, way, &check)
@@ -39,10 +38,6 @@ module StreamCases
       expect(result.grep_v(String)).to all(have_attributes(partial?: false))
       expect(usage_of(processor).slice(*usage.keys)).to eq(usage) if usage
     end
-  end
-
-  def tag(item)
-    item ? { awaiting: item } : {}
   end
 
   include ConformanceHelpers
