@@ -32,8 +32,12 @@ module Bench
     module_function
 
     def processor(workload)
-      DiscourseAiStream::OpenAiMessageProcessor.new(partial_tool_calls: workload.partial,
-                                                    tool_call_class: DiscourseAiStream::ToolCall)
+      klass = if workload.responses?
+                DiscourseAiStream::OpenAiResponsesMessageProcessor
+              else
+                DiscourseAiStream::OpenAiMessageProcessor
+              end
+      klass.new(partial_tool_calls: workload.partial, tool_call_class: DiscourseAiStream::ToolCall)
     end
 
     # decode_chunk on each 512-byte read.
@@ -71,8 +75,16 @@ module Bench
     # The stock Ruby processor on the Hash path, when one was loaded (see
     # bench/README.md).
     def stock(workload)
-      stock = ::DiscourseAi::Completions::OpenAiMessageProcessor
+      stock = stock_class(workload)
       hash(workload, -> { stock.new(partial_tool_calls: workload.partial) })
+    end
+
+    # The stock class for the workload's protocol, when one was loaded.
+    def stock_class(workload)
+      name = workload.responses? ? :OpenAiResponsesMessageProcessor : :OpenAiMessageProcessor
+      return unless defined?(::DiscourseAi::Completions) && ::DiscourseAi::Completions.const_defined?(name)
+
+      ::DiscourseAi::Completions.const_get(name)
     end
   end
 end

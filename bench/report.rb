@@ -123,7 +123,9 @@ module Bench
     end
 
     def speedups
-      [["text_2k", 10], ["tools_4k", 15], ["tools_4k_partial", 10]].map do |name, floor|
+      # The Responses API workloads have the chat processor's targets.
+      [["text_2k", 10], ["tools_4k", 15], ["tools_4k_partial", 10], ["responses_text_2k", 10],
+       ["responses_tools_4k", 15], ["responses_tools_4k_partial", 10]].map do |name, floor|
         next mark(nil, "raw #{name} >= #{floor}x the floor: not run") unless @results[name]
 
         x = @report.speedup(@results[name][1], :raw)
@@ -132,7 +134,8 @@ module Bench
     end
 
     def allocations
-      [["text_2k", 2.0, "<="], ["tools_4k", 0.1, "<"]].map do |name, limit, op|
+      [["text_2k", 2.0, "<="], ["tools_4k", 0.1, "<"], ["responses_text_2k", 2.0, "<="],
+       ["responses_tools_4k", 0.1, "<"]].map do |name, limit, op|
         next mark(nil, "raw #{name} allocations: not run") unless @results[name]
 
         workload, paths = @results[name]
@@ -143,7 +146,8 @@ module Bench
     end
 
     def hash_shares
-      %w[text_2k tools_4k tools_4k_partial].filter_map do |name|
+      %w[text_2k tools_4k tools_4k_partial
+         responses_text_2k responses_tools_4k responses_tools_4k_partial].filter_map do |name|
         next unless @results[name]
 
         workload, paths = @results[name]

@@ -62,7 +62,7 @@ module Bench
 
     def paths(workload)
       list = %i[raw hash floor]
-      list << :stock if @stock && workload.name != "recorded"
+      list << :stock if @stock && workload.name != "recorded" && Paths.stock_class(workload)
       list
     end
 

@@ -5,7 +5,12 @@ require "json"
 module Bench
   # One benchmark input: whole SSE response bodies (usually one), each
   # already cut into the reads a caller would get from the HTTP body.
-  Workload = Struct.new(:name, :description, :streams, :partial, keyword_init: true) do
+  # `protocol`: :chat (the default) or :responses (the Responses API).
+  Workload = Struct.new(:name, :description, :streams, :partial, :protocol, keyword_init: true) do
+    def responses?
+      protocol == :responses
+    end
+
     # Per stream, its 512-byte reads (the raw path's input), binary like Net::HTTP's.
     def reads(size = 512)
       @reads ||= {}
@@ -29,7 +34,7 @@ module Bench
         streams.map { |stream| whole.byteslice(at, stream.bytesize).tap { at += stream.bytesize }.freeze }
       end
       Workload.new(name: "#{name} x#{times}", description: "#{description}, #{times} copies",
-                   streams: copies, partial: partial)
+                   streams: copies, partial: partial, protocol: protocol)
     end
 
     def bytes
@@ -155,8 +160,9 @@ module Bench
                    streams: paths.map { |p| File.binread(p).freeze }, partial: true)
     end
 
-    def build(name, description, sse, partial)
-      Workload.new(name: name, description: description, streams: [sse.b.freeze], partial: partial)
+    def build(name, description, sse, partial, protocol: :chat)
+      Workload.new(name: name, description: description, streams: [sse.b.freeze], partial: partial,
+                   protocol: protocol)
     end
 
     # The suite, in table order. `scale: false` leaves out the large members
@@ -168,7 +174,8 @@ module Bench
         tools("tools_4k_partial", "the same, partial_tool_calls", calls: 3, size: 4096, partial: true),
         tools("args_40k_partial", "1 call, 40 KB args, partial", calls: 1, size: 40_960, partial: true),
         mistral,
-        recorded(root)
+        recorded(root),
+        *ResponsesWorkloads.all
       ].compact
       return list unless scale
 
@@ -196,3 +203,5 @@ module Bench
     end
   end
 end
+
+require_relative "responses_workloads"

@@ -16,7 +16,10 @@ end
 require_relative "discourse_ai_stream/errors"
 require_relative "discourse_ai_stream/config"
 require_relative "discourse_ai_stream/tool_call"
+require_relative "discourse_ai_stream/thinking"
+require_relative "discourse_ai_stream/processor_support"
 require_relative "discourse_ai_stream/open_ai_message_processor"
+require_relative "discourse_ai_stream/open_ai_responses_message_processor"
 require_relative "discourse_ai_stream/discourse"
 require_relative "discourse_ai_stream/audit"
 require_relative "discourse_ai_stream/railtie" if defined?(::Rails::Railtie)

@@ -47,6 +47,19 @@ RSpec.describe "bin/bench" do
       expect(described_class.named(root, "no_such")).to be_nil
     end
 
+    it "builds Responses API workloads whose calls come out whole through both paths" do
+      workload = described_class.all(root, scale: false).find { |w| w.name == "responses_tools_4k_partial" }
+      expect(workload).to be_responses
+      raw = Bench::Paths.processor(workload)
+      calls = workload.reads.first.flat_map { |read| raw.decode_chunk(read) } + raw.finish
+      finals = calls.reject(&:partial?).uniq(&:object_id)
+      expect(finals.map(&:id)).to eq(%w[call_bench0 call_bench1 call_bench2])
+      expect(finals.map { |c| c.parameters[:body].bytesize }).to all(be > 4000)
+      expect(raw.anomalies).to eq([])
+      text = described_class.all(root, scale: false).find { |w| w.name == "responses_text_2k" }
+      expect(text.events).to eq(2_002)
+    end
+
     it "puts each large workload right after its small one" do
       names = described_class.all(root).map(&:name)
 

@@ -18,6 +18,17 @@ RSpec.describe "examples/repro.rb (bin/repro)" do
     expect(text).to end_with("every call came out\n")
   end
 
+  it "prints the Responses API cases: calls added before either is done, deltas interleaved" do
+    io = StringIO.new
+    expect(Repro.report(io)).to be(true)
+    text = io.string
+    expect(text).to include("stock Responses processor: not loaded")
+    ["events", "raw SSE", "whole"].each do |label|
+      expect(text.scan(/^  responses #{label}: +(\d) of (\d) -> /)).to eq([%w[2 2], %w[2 2], %w[3 3], %w[3 3]]), label
+    end
+    expect(text).not_to include("wrong")
+  end
+
   it "shows a site's stock processor beside the gem's when one is loaded" do
     # Stands in for the legacy processor's behaviour on this chunk: it keeps
     # tool_calls[0] and nothing else.
@@ -86,6 +97,8 @@ RSpec.describe "examples/repro.rb (bin/repro)" do
       expect(out.scan(/^  non-streamed: (\d) of (\d) -> /)).to eq([%w[2 2], %w[2 2], %w[3 3], %w[3 3]])
       expect(out).to include(%(  streamed:     3 of 3 -> ["call_1", "call_2", "call_3"]))
       expect(out.scan(/^  stock streamed:     (\d) of (\d) -> (.*)$/).first).to eq(["1", "2", '["call_1"]'])
+      expect(out.scan(/^  stock responses: +(\d) of (\d) -> (.*)$/).first).to eq(["0", "2", '["raised NoMethodError"]'])
+      expect(out.scan(/^  responses raw SSE: +(\d) of (\d)/)).to eq([%w[2 2], %w[2 2], %w[3 3], %w[3 3]])
       expect(out).to end_with("every call came out\n")
     end
 

@@ -385,6 +385,7 @@ impl State {
                     let server_id = (!call.id_generated).then(|| call.id.clone());
                     self.completed.push((id.0, server_id, call.name.clone(), V::of(params)));
                 }
+                Item::Thinking { .. } => panic!("the chat processor returned a thinking item"),
             }
         }
         // Calls that failed: an invalid_arguments anomaly names them (by

@@ -160,6 +160,7 @@ fn collect(p: &Processor, seen: &mut Vec<Seen>, completed: &mut HashSet<u32>) {
                 let server_id = (!call.id_generated).then(|| call.id.clone());
                 seen.push(Seen::Completed(id.0, server_id, call.name.clone(), V::of(params)));
             }
+            Item::Thinking { .. } => panic!("the chat processor returned a thinking item"),
         }
     }
 }

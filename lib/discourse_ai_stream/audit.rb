@@ -17,7 +17,12 @@ module DiscourseAiStream
     PROVIDERS = %w[OpenAI Mistral Vllm OpenRouter SambaNova].freeze
     DEFAULT_DAYS = 30
     WORST_ROWS = 5
-    BATCH_SIZE = 500
+    # Rows per query. A batch's payloads (up to some 50 KB each) are in
+    # memory two or three times over while it is read (libpq's result,
+    # ActiveRecord's, the rows), so a batch sets the audit's memory: 100
+    # keeps it a few MB above the process's own, whatever the table holds,
+    # for a query per 100 rows that costs well under a millisecond.
+    BATCH_SIZE = 100
     # A payload is a stream when a line starts with an SSE field.
     STREAM_LINE = /^(?:\xEF\xBB\xBF)?(?:data|event):/n
     QUIET = ->(_anomaly) {}
@@ -80,13 +85,15 @@ module DiscourseAiStream
       items.filter_map { |item| item.id.to_s if item.respond_to?(:parameters) && !item.partial? }
     end
 
-    # Walks `scope` (an ActiveRecord relation, or anything with find_each,
-    # in_batches or each) and adds every row to a Report.
-    def run(scope, provider_names: {}, batch_size: BATCH_SIZE, report: Report.new)
+    # Walks `scope` (an Audit::Table, an ActiveRecord relation, or anything
+    # with find_each, in_batches or each) and adds every row to a Report;
+    # `progress` (an Audit::Progress) counts the rows.
+    def run(scope, provider_names: {}, batch_size: BATCH_SIZE, report: Report.new, progress: nil)
       each_row(scope, batch_size) do |row|
         provider = field(row, :provider_id)
         name = provider_names.fetch(provider) { "provider #{provider.inspect}" }
         report.add(name, field(row, :id), analyze(field(row, :raw_response_payload)))
+        progress&.advance
       end
       report
     end
@@ -113,13 +120,21 @@ module DiscourseAiStream
       PROVIDERS.select { |name| provider.const_defined?(name, false) }.to_h { |name| [provider.const_get(name), name] }
     end
 
-    # The rows worth decoding: OpenAI-compatible providers, created since
-    # `since` (nil: all), with something that looks like SSE in the payload.
-    # Only the three columns the audit reads are loaded.
-    def scope(model, since:, provider_ids: provider_names(model).keys)
-      relation = model.where(provider_id: provider_ids)
-      relation = relation.where("created_at >= ?", since) if since
-      relation.where("raw_response_payload LIKE ?", "%data:%").select(:id, :provider_id, :raw_response_payload)
+    # The rows to decode (an Audit::Table): the given providers' rows
+    # created since `since` (nil: all).
+    def table(model, since:, provider_ids: provider_names(model).keys, batch_size: BATCH_SIZE)
+      Table.new(model, since: since, provider_ids: provider_ids, batch_size: batch_size)
+    end
+
+    # PROVIDER of the rake task: nil or empty for every OpenAI-compatible
+    # provider, else one of their names (any case).
+    def select_providers(names, provider)
+      return names if provider.to_s.strip.empty?
+
+      chosen = names.select { |_id, name| name.casecmp?(provider.to_s.strip) }
+      return chosen unless chosen.empty?
+
+      raise ArgumentError, "PROVIDER must be one of #{names.values.join(", ")}; got #{provider.inspect}"
     end
 
     # SINCE of the rake task: a date or time, "30d" (days back), "all", or
@@ -135,18 +150,25 @@ module DiscourseAiStream
       raise ArgumentError, "SINCE must be a date or time, a number of days like 30d, or all; got #{value.inspect}"
     end
 
-    # The rake task: audit `model` (AiApiAuditLog) and print the report.
-    def run_task(model:, since: nil, io: $stdout, batch_size: BATCH_SIZE)
+    # The rake task: audit `model` (AiApiAuditLog), show progress on
+    # `progress_io` and print the report on `io`.
+    def run_task(model:, since: nil, provider: nil, io: $stdout, progress_io: $stderr, batch_size: BATCH_SIZE,
+                 every: Progress::EVERY)
       from = parse_since(since)
-      names = provider_names(model)
+      names = select_providers(provider_names(model), provider)
       io.puts "discourse_ai_stream audit: streamed responses of #{names.values.join(", ")} " \
               "#{from ? "since #{from.utc.iso8601}" : "of all time"}"
-      report = run(scope(model, since: from, provider_ids: names.keys), provider_names: names, batch_size: batch_size)
+      rows = table(model, since: from, provider_ids: names.keys, batch_size: batch_size)
+      progress = Progress.new(io: progress_io, total: rows.estimate, every: every)
+      report = run(rows, provider_names: names, progress: progress)
+      progress.finish
       report.lines.each { |line| io.puts line }
       report
     end
   end
 end
 
+require_relative "audit/progress"
 require_relative "audit/report"
 require_relative "audit/stock_decoder"
+require_relative "audit/table"

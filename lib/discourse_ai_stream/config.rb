@@ -21,6 +21,22 @@ module DiscourseAiStream
     # nil restores the automatic choice.
     attr_writer :tool_call_class
 
+    # The Thinking class for new Responses processors, resolved as the
+    # ToolCall class is: set explicitly, else DiscourseAi::Completions::Thinking
+    # when Discourse has defined it, else DiscourseAiStream::Thinking.
+    def thinking_class
+      return @thinking_class if @thinking_class
+
+      if defined?(::DiscourseAi::Completions::Thinking)
+        ::DiscourseAi::Completions::Thinking
+      else
+        DiscourseAiStream::Thinking
+      end
+    end
+
+    # nil restores the automatic choice.
+    attr_writer :thinking_class
+
     # Receives every anomaly of every processor without its own hook.
     attr_accessor :on_anomaly
 

@@ -12,14 +12,16 @@ module DiscourseAiStream
   # Every endpoint class under DiscourseAi::Completions::Endpoints that has a
   # `processor` method gets a patch module prepended. The patch lets the
   # endpoint build its processor as before and, when the result is the stock
-  # OpenAiMessageProcessor, hands out the gem's processor instead (one per
-  # stock instance, so per request). Other processors (the Responses API
-  # one, Anthropic's, ...) pass through untouched. Nothing here needs
-  # Discourse to be loaded until install! is called.
+  # OpenAiMessageProcessor or OpenAiResponsesMessageProcessor (the Responses
+  # API), hands out the gem's matching processor instead (one per stock
+  # instance, so per request). Other processors (Anthropic's, ...) pass
+  # through untouched. Nothing here needs Discourse to be loaded until
+  # install! is called.
   module Discourse
     NAMESPACE = "DiscourseAi::Completions"
     ENDPOINTS = "#{NAMESPACE}::Endpoints".freeze
     STOCK_PROCESSOR = "#{NAMESPACE}::OpenAiMessageProcessor".freeze
+    STOCK_RESPONSES_PROCESSOR = "#{NAMESPACE}::OpenAiResponsesMessageProcessor".freeze
 
     class << self
       # Patches every endpoint class defined now (after a code reload: the
@@ -55,6 +57,12 @@ module DiscourseAiStream
 
       def fast_decode?
         installed? && @fast_decode != false
+      end
+
+      # The stock processor classes (by name) that patched endpoints replace,
+      # with the gem's class that stands in for each.
+      def replaced_processors
+        Session::REPLACED
       end
 
       # Endpoint classes of the current namespace that carry the patch.

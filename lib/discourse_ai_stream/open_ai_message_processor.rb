@@ -5,6 +5,8 @@ module DiscourseAiStream
   # The decoding lives in Rust (defined by the native extension); this file
   # adds the Ruby-side conveniences.
   class OpenAiMessageProcessor
+    include ProcessorSupport
+
     USAGE_MODES = %i[current legacy].freeze
 
     # partial_tool_calls: stream tool parameters as they arrive (the same
@@ -35,8 +37,6 @@ module DiscourseAiStream
       __setup(!!partial_tool_calls, usage, Integer(max_line_bytes), klass, !!simulate_legacy, !!strict)
     end
 
-    attr_accessor :on_anomaly
-
     def inspect
       "#<#{self.class.name} partial_tool_calls=#{partial_tool_calls?} usage=#{usage_mode} " \
       "anomalies=#{anomalies.size}>"
@@ -44,28 +44,6 @@ module DiscourseAiStream
       # Busy (inspected from a callback or another thread) or stopped: the
       # state cannot be read now, and inspect must not raise.
       "#<#{self.class.name} (busy or stopped)>"
-    end
-
-    private
-
-    # The stream state lives in native memory that dup and clone do not
-    # copy; a copy would be an object with no state at all.
-    def initialize_copy(_other)
-      raise TypeError, "#{self.class.name} cannot be copied (dup/clone): it holds one stream's state; " \
-                       "create a new processor instead"
-    end
-
-    # Called by the native code with the anomalies a call recorded.
-    def __deliver_anomalies(list)
-      hook = @on_anomaly || DiscourseAiStream.on_anomaly
-      return unless hook
-
-      list.each do |anomaly|
-        hook.call(anomaly)
-      rescue StandardError => e
-        warn "discourse_ai_stream: on_anomaly hook raised #{e.class}: #{e.message}"
-      end
-      nil
     end
   end
 end

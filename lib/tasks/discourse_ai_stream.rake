@@ -2,9 +2,9 @@
 
 namespace :discourse_ai_stream do
   desc "Count the streamed tool calls the legacy OpenAiMessageProcessor dropped, per provider " \
-       "(SINCE: a date, 30d or all; default 30 days)"
-  task :audit, [:since] => :environment do |_task, args|
+       "(SINCE: a date, 30d or all, default 30 days; PROVIDER: one of them, like Mistral, default all)"
+  task :audit, %i[since provider] => :environment do |_task, args|
     require "discourse_ai_stream"
-    DiscourseAiStream::Audit.run_task(model: AiApiAuditLog, since: args[:since])
+    DiscourseAiStream::Audit.run_task(model: AiApiAuditLog, since: args[:since], provider: args[:provider])
   end
 end

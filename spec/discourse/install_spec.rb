@@ -141,13 +141,12 @@ RSpec.describe "DiscourseAiStream::Discourse.install!", gc_stress: false do
         expect(samba.instance_variable_get(:@json_decoder)).to be_a(DiscourseAi::Completions::JsonStreamDecoder)
       end
 
-      it "leaves the Responses API processor and other providers' processors alone" do
+      it "swaps the Responses API processor too, where OpenAi builds it; other providers' pass through" do
         integration.install!
         responses = endpoint("OpenAi", "open_ai", enable_responses_api: true)
         events = %w[Hel lo].map { |text| "data: #{JSON.generate(type: "response.output_text.delta", delta: text)}\n\n" }
         expect(responses.perform_stream(events)).to eq(%w[Hel lo])
-        expect(responses.send(:processor))
-          .to be_an_instance_of(DiscourseAi::Completions::OpenAiResponsesMessageProcessor)
+        expect(responses.send(:processor)).to be_an_instance_of(DiscourseAiStream::OpenAiResponsesMessageProcessor)
 
         anthropic = endpoint("Anthropic")
         expect(anthropic.perform_stream(["data: {\"delta\":{\"text\":\"hi\"}}\n\n"])).to eq(["hi"])
@@ -189,7 +188,8 @@ RSpec.describe "DiscourseAiStream::Discourse.install!", gc_stress: false do
     it "patches the endpoint classes that define what it wraps, and reports them" do
       patched = integration.install!
       expect(patched).to contain_exactly(endpoints::OpenAi, endpoints::Vllm, endpoints::OpenRouter,
-                                         endpoints::OlderOpenAi, endpoints::SambaNova, endpoints::Anthropic)
+                                         endpoints::OlderOpenAi, endpoints::SambaNova, endpoints::Anthropic,
+                                         endpoints::OpenAiResponses)
       expect(integration.patched_classes).to match_array(patched)
       expect(patches_of(endpoints::Mistral)).to eq([])
       expect(integration).to be_installed

@@ -14,7 +14,7 @@ use magnus::{
     DataTypeFunctions, Error, KwArgs, RArray, RHash, RString, Ruby, Symbol, TryConvert, TypedData, Value,
 };
 use openai_stream::anomaly::{Anomaly, AnomalyKind};
-use openai_stream::calls::CallId;
+use openai_stream::calls::{CallId, Calls};
 use openai_stream::chunk::Chunk;
 use openai_stream::json::JsonValue;
 use openai_stream::output::Item;
@@ -31,7 +31,7 @@ use crate::view;
 /// The frozen empty Array every call that produced no items returns: most
 /// reads of a stream of argument fragments produce nothing, and a fresh
 /// Array for each was most of what the raw path allocated.
-static NO_ITEMS: Lazy<RArray> = Lazy::new(|ruby| {
+pub(crate) static NO_ITEMS: Lazy<RArray> = Lazy::new(|ruby| {
     let items = ruby.ary_new_capa(0);
     items.freeze();
     items
@@ -426,6 +426,8 @@ impl RbProcessor {
                         }
                     }
                 }
+                // Only the Responses processor returns thinking.
+                Item::Thinking { .. } => None,
             };
             if let Some(value) = value {
                 // SAFETY: `items` is a new, unfrozen Array of ours, so the push
@@ -616,7 +618,7 @@ pub struct FailedToolCall {
 
 /// True for what a callback raised that is not the ToolCall class failing
 /// (see [`Built::passthrough`]).
-fn passes_through(ruby: &Ruby, e: &Error) -> bool {
+pub(crate) fn passes_through(ruby: &Ruby, e: &Error) -> bool {
     if !e.is_kind_of(ruby.exception_standard_error()) {
         return true;
     }
@@ -656,7 +658,7 @@ fn tool_call_entry(calls: RArray, call: CallId) -> Result<Option<RArray>, Error>
 
 /// Stops the partial updates of a call: its open containers may be out of
 /// step with the parser now. The ToolCall, if any, is kept for completion.
-fn detach(ruby: &Ruby, calls: RArray, call: CallId) -> Result<(), Error> {
+pub(crate) fn detach(ruby: &Ruby, calls: RArray, call: CallId) -> Result<(), Error> {
     let tool_call = match tool_call_entry(calls, call)? {
         Some(entry) => entry.entry(0)?,
         None => ruby.qnil().as_value(),
@@ -664,29 +666,48 @@ fn detach(ruby: &Ruby, calls: RArray, call: CallId) -> Result<(), Error> {
     calls.store(call.0 as isize, ruby.ary_new_from_values(&[tool_call, ruby.qfalse().as_value()]))
 }
 
-fn new_tool_call(
+/// What the ToolCall builders need of a core: its calls, and the
+/// `provider_data` of each call (none for the chat protocol).
+pub trait CallSource {
+    fn call_list(&self) -> &Calls;
+
+    fn provider_data(&self, _ruby: &Ruby, _call: CallId) -> Result<Option<RHash>, Error> {
+        Ok(None)
+    }
+}
+
+impl CallSource for Processor {
+    fn call_list(&self) -> &Calls {
+        self.calls()
+    }
+}
+
+fn new_tool_call<C: CallSource>(
     ruby: &Ruby,
     class: Value,
-    core: &Processor,
+    core: &C,
     call: CallId,
     params: Option<RHash>,
 ) -> Result<Value, Error> {
     let info =
-        core.calls().get(call).ok_or_else(|| errors::internal(ruby, "an item names an unknown call"))?;
+        core.call_list().get(call).ok_or_else(|| errors::internal(ruby, "an item names an unknown call"))?;
     let kwargs = ruby.hash_new();
     kwargs.aset(ruby.to_symbol("id"), ruby.str_new(&info.id))?;
     kwargs.aset(ruby.to_symbol("name"), ruby.str_new(&info.name))?;
     if let Some(params) = params {
         kwargs.aset(ruby.to_symbol("parameters"), params)?;
     }
+    if let Some(data) = core.provider_data(ruby, call)? {
+        kwargs.aset(ruby.to_symbol("provider_data"), data)?;
+    }
     class.funcall("new", (KwArgs(kwargs),))
 }
 
 /// The partial ToolCall of a call whose visible parameters changed, or None
 /// when its partial updates have stopped.
-fn progress(
+pub(crate) fn progress<C: CallSource>(
     ruby: &Ruby,
-    core: &Processor,
+    core: &C,
     class: Value,
     calls: RArray,
     call: CallId,
@@ -711,15 +732,15 @@ fn progress(
     let Some(stack) = RArray::from_value(entry.entry(1)?) else {
         return Ok(None);
     };
-    if let Some(events) = core.calls().get(call).and_then(|c| c.view()) {
+    if let Some(events) = core.call_list().get(call).and_then(|c| c.view()) {
         view::apply(ruby, stack, events)?;
     }
     Ok(Some(tool_call))
 }
 
-fn completed(
+pub(crate) fn completed<C: CallSource>(
     ruby: &Ruby,
-    core: &Processor,
+    core: &C,
     class: Value,
     calls: RArray,
     call: CallId,

@@ -73,6 +73,14 @@ pub enum AnomalyKind {
     /// A streamed event repeated the whole message after its deltas
     /// (`object: "chat.completion"` with `message`); nothing emitted twice.
     EchoedMessage,
+    /// Responses API: the `done` item's whole arguments differ from the
+    /// streamed deltas; the whole arguments were used.
+    ArgumentsMismatch,
+    /// Responses API: the response ended incomplete (`max_output_tokens`...).
+    IncompleteResponse,
+    /// Responses API: an event or output item of a type the processor does
+    /// not read was skipped.
+    IgnoredEvent,
 }
 
 impl AnomalyKind {
@@ -107,6 +115,9 @@ impl AnomalyKind {
             AnomalyKind::AnomalyLimit => "anomaly_limit",
             AnomalyKind::ToolCallFailed => "tool_call_failed",
             AnomalyKind::EchoedMessage => "echoed_message",
+            AnomalyKind::ArgumentsMismatch => "arguments_mismatch",
+            AnomalyKind::IncompleteResponse => "incomplete_response",
+            AnomalyKind::IgnoredEvent => "ignored_event",
         }
     }
 }

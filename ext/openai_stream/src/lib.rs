@@ -1,7 +1,7 @@
 //! `openai_stream`: the pure Rust core of `discourse_ai_stream`.
 //!
 //! Everything that decides what comes out of an OpenAI-compatible chat
-//! completion stream lives here, with no Ruby in sight: SSE framing, the
+//! completion stream, or of a Responses API stream (`responses`), lives here, with no Ruby in sight: SSE framing, the
 //! chunk model, tool-call accumulation, argument parsing (complete and
 //! incremental) and usage. The Ruby binding only converts values.
 
@@ -16,6 +16,7 @@ pub mod json;
 pub mod legacy;
 pub mod output;
 pub mod processor;
+pub mod responses;
 pub mod sse;
 pub mod usage;
 pub mod utf8;

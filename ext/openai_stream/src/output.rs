@@ -13,6 +13,7 @@ use crate::json::JsonValue;
 enum Slot {
     Text { start: u32, end: u32 },
     Call { call: CallId, completed: Option<u32> },
+    Thinking { start: u32, end: u32, reasoning: Option<u32> },
 }
 
 /// One item of an output.
@@ -24,6 +25,10 @@ pub enum Item<'a> {
     Progress(CallId),
     /// A completed call with its final parameters.
     Completed(CallId, &'a JsonValue),
+    /// Reasoning text (the Responses API's reasoning summaries): a partial
+    /// delta (`reasoning: None`), or the whole summary of the finished
+    /// reasoning item with that number.
+    Thinking { text: &'a str, reasoning: Option<u32> },
 }
 
 /// The items of one processor call.
@@ -63,6 +68,9 @@ impl Output {
             Slot::Text { start, end } => Item::Text(&self.text[start as usize..end as usize]),
             Slot::Call { call, completed: None } => Item::Progress(call),
             Slot::Call { call, completed: Some(p) } => Item::Completed(call, &self.params[p as usize]),
+            Slot::Thinking { start, end, reasoning } => {
+                Item::Thinking { text: &self.text[start as usize..end as usize], reasoning }
+            }
         })
     }
 
@@ -81,6 +89,12 @@ impl Output {
         if self.text.len() as u32 > start {
             self.slots.push(Slot::Text { start, end: self.text.len() as u32 });
         }
+    }
+
+    pub(crate) fn push_thinking(&mut self, text: &str, reasoning: Option<u32>) {
+        let start = self.text.len() as u32;
+        self.text.push_str(text);
+        self.slots.push(Slot::Thinking { start, end: self.text.len() as u32, reasoning });
     }
 
     pub(crate) fn push_progress(&mut self, call: CallId) {

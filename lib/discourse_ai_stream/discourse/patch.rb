@@ -9,8 +9,9 @@ module DiscourseAiStream
     # own. Each wrapper keeps the visibility of the method it wraps.
     #
     # Wrappers:
-    # - processor: call the original; a stock OpenAiMessageProcessor is
-    #   swapped for the gem's (see Session), anything else passes through.
+    # - processor: call the original; a stock OpenAiMessageProcessor or
+    #   OpenAiResponsesMessageProcessor is swapped for the gem's (see
+    #   Session), anything else passes through.
     # - decode_chunk: where the original is the stock one and the processor
     #   is the gem's, the processor decodes the raw bytes itself (fast path);
     #   otherwise the original runs, talking to the gem's processor.
@@ -23,7 +24,9 @@ module DiscourseAiStream
       WRAPPED = %i[processor decode_chunk decode_chunk_finish decode].freeze
       # Owners of the stock decode_chunk: the class in older Discourse, the
       # shared module it was moved to later.
-      STOCK_DECODE_OWNERS = ["#{ENDPOINTS}::OpenAi", "#{ENDPOINTS}::OpenAiShared"].freeze
+      # OpenAiResponses: the Responses API endpoint's own decode_chunk.
+      STOCK_DECODE_OWNERS = ["#{ENDPOINTS}::OpenAi", "#{ENDPOINTS}::OpenAiShared",
+                             "#{ENDPOINTS}::OpenAiResponses"].freeze
 
       class << self
         # A class worth patching: it has a processor method (own or inherited).

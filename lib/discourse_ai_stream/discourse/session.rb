@@ -12,6 +12,12 @@ module DiscourseAiStream
     # Discourse: `decode_chunk_finish` calls `@processor.finish`).
     class Session
       IVAR = :@discourse_ai_stream_session
+      # The gem's processor for each stock processor class name.
+      REPLACED = {
+        STOCK_PROCESSOR => DiscourseAiStream::OpenAiMessageProcessor,
+        STOCK_RESPONSES_PROCESSOR => DiscourseAiStream::OpenAiResponsesMessageProcessor
+      }.freeze
+      GEM_PROCESSORS = REPLACED.values.freeze
 
       attr_reader :stock, :processor, :reporter
       # An error decode_chunk caught, to raise on the next call.
@@ -19,10 +25,11 @@ module DiscourseAiStream
 
       class << self
         # What the patched `processor` returns: the gem's processor in place
-        # of a stock OpenAiMessageProcessor, anything else unchanged.
+        # of a stock OpenAiMessageProcessor or OpenAiResponsesMessageProcessor,
+        # anything else unchanged.
         def processor_for(endpoint, candidate)
           return candidate unless Discourse.installed?
-          return candidate if candidate.is_a?(DiscourseAiStream::OpenAiMessageProcessor)
+          return candidate if ours(candidate)
 
           session = of(endpoint)
           return session.processor if session&.stock.equal?(candidate)
@@ -36,7 +43,7 @@ module DiscourseAiStream
 
         # `processor` when it is the gem's, else nil.
         def ours(processor)
-          processor if processor.is_a?(DiscourseAiStream::OpenAiMessageProcessor)
+          processor if GEM_PROCESSORS.any? { |klass| processor.is_a?(klass) }
         end
 
         # Runs the block; a provider error is logged (once) and raised on.
@@ -60,9 +67,9 @@ module DiscourseAiStream
         end
 
         # By name, so that it holds across code reloads (new class objects)
-        # and excludes subclasses and the Responses API processor.
+        # and excludes subclasses.
         def stock?(candidate)
-          candidate.class.name == STOCK_PROCESSOR # rubocop:disable Style/ClassEqualityComparison
+          REPLACED.key?(candidate.class.name)
         end
 
         # "mistral (DiscourseAi::Completions::Endpoints::Mistral)".
@@ -88,12 +95,7 @@ module DiscourseAiStream
       def initialize(endpoint, stock)
         @stock = stock
         @reporter = Reporter.new(self.class.label(endpoint))
-        @processor = DiscourseAiStream::OpenAiMessageProcessor.new(
-          partial_tool_calls: partial_tool_calls(endpoint, stock),
-          usage: Discourse.generation(stock.class) == :legacy ? :legacy : :current,
-          tool_call_class: tool_call_class,
-          on_anomaly: @reporter.method(:anomaly)
-        )
+        @processor = build(endpoint, stock)
       end
 
       # Replaces the stock instance with the gem's processor in every ivar
@@ -108,16 +110,45 @@ module DiscourseAiStream
 
       private
 
-      # The stock processor was built with the endpoint's setting: read it
-      # back from there, else from the endpoint.
-      def partial_tool_calls(endpoint, stock)
-        if stock.instance_variable_defined?(:@partial_tool_calls)
-          stock.instance_variable_get(:@partial_tool_calls) ? true : false
-        elsif endpoint.respond_to?(:partial_tool_calls, true)
-          endpoint.send(:partial_tool_calls) ? true : false
+      def build(endpoint, stock)
+        partial = partial_tool_calls(endpoint, stock)
+        if REPLACED[stock.class.name] == DiscourseAiStream::OpenAiResponsesMessageProcessor
+          return DiscourseAiStream::OpenAiResponsesMessageProcessor.new(
+            partial_tool_calls: partial, output_thinking: setting(endpoint, stock, :output_thinking),
+            tool_call_class: tool_call_class, thinking_class: thinking_class, on_anomaly: @reporter.method(:anomaly)
+          )
+        end
+
+        DiscourseAiStream::OpenAiMessageProcessor.new(
+          partial_tool_calls: partial,
+          usage: Discourse.generation(stock.class) == :legacy ? :legacy : :current,
+          tool_call_class: tool_call_class,
+          on_anomaly: @reporter.method(:anomaly)
+        )
+      end
+
+      # A setting the stock processor was built with (its ivar), else the
+      # endpoint's, else false.
+      def setting(endpoint, stock, name)
+        ivar = :"@#{name}"
+        if stock.instance_variable_defined?(ivar)
+          stock.instance_variable_get(ivar) ? true : false
+        elsif endpoint.respond_to?(name, true)
+          endpoint.send(name) ? true : false
         else
           false
         end
+      end
+
+      def thinking_class
+        klass = Discourse.lookup("#{NAMESPACE}::Thinking")
+        klass.is_a?(Class) ? klass : DiscourseAiStream.thinking_class
+      end
+
+      # The stock processor was built with the endpoint's setting: read it
+      # back from there, else from the endpoint.
+      def partial_tool_calls(endpoint, stock)
+        setting(endpoint, stock, :partial_tool_calls)
       end
 
       # The bot and the endpoints test `is_a?(DiscourseAi::Completions::ToolCall)`.

@@ -94,24 +94,120 @@ module DiscourseAi
       end
     end
 
-    # Not the gem's business: must reach the endpoint untouched.
-    class OpenAiResponsesMessageProcessor
-      attr_reader :prompt_tokens, :completion_tokens, :cache_read_tokens, :cache_write_tokens, :cached_tokens
+    # Shaped as the contract describes DiscourseAi::Completions::Thinking.
+    class Thinking
+      attr_accessor :message, :partial, :provider_info
 
-      def initialize(partial_tool_calls: false)
-        @partial_tool_calls = partial_tool_calls
+      def initialize(message:, partial: false, provider_info: {})
+        @message = message
+        @partial = partial
+        @provider_info = provider_info
       end
 
-      def process_streamed_message(json)
-        json[:delta] if json[:type] == "response.output_text.delta"
+      def partial?
+        @partial ? true : false
+      end
+
+      def ==(other)
+        other.is_a?(Thinking) &&
+          [message, partial, provider_info] == [other.message, other.partial, other.provider_info]
+      end
+    end
+
+    # The Responses API processor as docs/discourse-contract.md describes
+    # it, defects included: one open call at a time (a second
+    # output_item.added replaces the first; the first's done then appends to
+    # arguments already consumed: NoMethodError), arguments that do not
+    # parse leave the parameters {}, a usage without input_tokens raises
+    # NoMethodError, and the first usage wins.
+    class OpenAiResponsesMessageProcessor
+      attr_reader :prompt_tokens, :completion_tokens, :cache_read_tokens
+      # Read by the legacy endpoint's final_log_update (never set here).
+      attr_reader :cached_tokens
+
+      def initialize(partial_tool_calls: false, output_thinking: false)
+        @partial_tool_calls = partial_tool_calls
+        @output_thinking = output_thinking
+        @tool = nil
+        @arguments = +""
       end
 
       def process_message(json)
-        Array(json[:output_text])
+        items = Array(json[:output]).filter_map do |item|
+          case item[:type]
+          when "function_call" then build(item, parameters: parse(item[:arguments].to_s, strict: true))
+          when "message" then texts(item)
+          end
+        end
+        record_usage(json)
+        items
+      end
+
+      def process_streamed_message(json)
+        result = nil
+        case json[:type]
+        when "response.output_text.delta"
+          result = json[:delta] unless json[:delta].to_s.empty?
+        when "response.output_item.added"
+          if json.dig(:item, :type) == "function_call"
+            @tool = build(json[:item])
+            @arguments = +""
+          end
+        when "response.output_item.done"
+          result = complete(json[:item]) if json.dig(:item, :type) == "function_call"
+        end
+        record_usage(json)
+        result
       end
 
       def finish
-        []
+        return [] unless @tool
+
+        tool = @tool
+        @tool = nil
+        tool.parameters = parse(@arguments.to_s) unless @arguments.to_s.empty?
+        [tool]
+      end
+
+      private
+
+      def build(item, parameters: nil)
+        ToolCall.new(id: item[:call_id], name: item[:name], parameters: parameters,
+                     provider_data: { open_ai_responses: { id: item[:id], call_id: item[:call_id] }.compact })
+      end
+
+      def complete(item)
+        @arguments << item[:arguments].to_s
+        @tool.parameters = parse(@arguments) unless @arguments.empty?
+        @arguments = nil
+        tool = @tool
+        @tool = nil
+        tool
+      end
+
+      def parse(text, strict: false)
+        return {} if text.empty?
+
+        JSON.parse(text, symbolize_names: true)
+      rescue JSON::ParserError
+        raise if strict
+
+        {}
+      end
+
+      def texts(item)
+        Array(item[:content]).select { |part| part[:type] == "output_text" }.map { |part| part[:text] }.join
+      end
+
+      def record_usage(json)
+        usage = json.dig(:response, :usage) || json[:usage]
+        return unless usage
+
+        cached = usage.dig(:input_tokens_details, :cached_tokens).to_i
+        @cache_read_tokens ||= cached
+        @completion_tokens ||= usage[:output_tokens]
+        @prompt_tokens ||= usage[:input_tokens] - cached
+        nil
       end
     end
 
@@ -135,7 +231,7 @@ module DiscourseAi
       # processor: every read of the body goes to decode_chunk, then
       # decode_chunk_finish, then final_log_update writes the audit log.
       class Base
-        attr_reader :partial_tool_calls, :llm_model
+        attr_reader :partial_tool_calls, :output_thinking, :llm_model
 
         def initialize(llm_model)
           @llm_model = llm_model
@@ -144,8 +240,9 @@ module DiscourseAi
         # reads: the Strings read from the HTTP body. Returns every item in
         # order, and hands each to the block as soon as it is decoded (as
         # Discourse hands partials to the caller's block).
-        def perform_stream(reads, log: AiApiAuditLog.new, partial_tool_calls: false, &blk)
+        def perform_stream(reads, log: AiApiAuditLog.new, partial_tool_calls: false, output_thinking: false, &blk)
           @partial_tool_calls = partial_tool_calls
+          @output_thinking = output_thinking
           raw = String.new(encoding: Encoding::BINARY)
           items = []
           deliver = ->(decoded) { decoded.each { |item| items << item.tap { blk&.call(item) } } }

@@ -11,7 +11,7 @@ module DiscourseAi
       # a fixed list, with each class's can_contact?. There is no Azure
       # class: OpenAi answers for "azure" too.
       class Base
-        PICKED_FROM = %w[OpenAi Vllm SambaNova Mistral OpenRouter Anthropic].freeze
+        PICKED_FROM = %w[OpenAi Vllm SambaNova Mistral OpenRouter Anthropic OpenAiResponses].freeze
 
         def self.endpoint_for(provider)
           found = PICKED_FROM.map { |name| Endpoints.const_get(name) }.detect { |klass| klass.can_contact?(provider) }
@@ -141,6 +141,47 @@ module DiscourseAi
         def decode_chunk(raw)
           @json_decoder ||= JsonStreamDecoder.new
           (@json_decoder << raw).flat_map { |json| Array(processor.process_streamed_message(json)) }
+        end
+
+        def decode_chunk_finish
+          processor.finish
+        end
+      end
+
+      # The Responses API endpoint (an OpenAI model whose URL is
+      # /v1/responses): its own processor, memoized, and its own decode_chunk
+      # over JsonStreamDecoder (the `event:` lines are not read).
+      class OpenAiResponses < Base
+        def self.can_contact?(provider)
+          provider == "open_ai_responses"
+        end
+
+        def provider_id
+          AiApiAuditLog::Provider::OpenAI
+        end
+
+        def final_log_update(log)
+          log.request_tokens = processor.prompt_tokens if processor.prompt_tokens
+          log.response_tokens = processor.completion_tokens if processor.completion_tokens
+          log.cache_read_tokens = processor.cache_read_tokens if processor.cache_read_tokens
+        end
+
+        private
+
+        def processor
+          @processor ||= OpenAiResponsesMessageProcessor.new(partial_tool_calls: partial_tool_calls,
+                                                             output_thinking: output_thinking)
+        end
+
+        def decode(raw)
+          processor.process_message(JSON.parse(raw, symbolize_names: true))
+        end
+
+        def decode_chunk(raw)
+          @decoder ||= JsonStreamDecoder.new
+          items = (@decoder << raw).map { |json| processor.process_streamed_message(json) }.flatten.compact
+          seen = Set.new.compare_by_identity
+          items.select { |item| !item.is_a?(ToolCall) || seen.add?(item) }
         end
 
         def decode_chunk_finish

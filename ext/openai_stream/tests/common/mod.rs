@@ -155,6 +155,8 @@ impl Harness {
                     mirror.call.partial = false;
                     items.push(Out::Call(mirror.call.clone()));
                 }
+                // Only the Responses processor returns thinking.
+                Item::Thinking { .. } => panic!("the chat processor returned a thinking item"),
             }
         }
         result.map(|()| items)

@@ -1,0 +1,456 @@
+//! `DiscourseAiStream::OpenAiResponsesMessageProcessor`: the core's Responses
+//! API processor held in a Ruby object. Ruby-facing conveniences (keyword
+//! arguments, the Thinking class, hooks) live in
+//! lib/discourse_ai_stream/open_ai_responses_message_processor.rb. The
+//! ToolCall objects are built by the same helpers as the chat processor's.
+
+use std::cell::{Cell, RefCell};
+
+use magnus::gc::Marker;
+use magnus::prelude::*;
+use magnus::typed_data::Obj;
+use magnus::value::{Opaque, ReprValue};
+use magnus::{DataTypeFunctions, Error, RArray, RHash, RString, Ruby, TypedData, Value};
+use openai_stream::anomaly::{Anomaly, AnomalyKind};
+use openai_stream::calls::{CallId, Calls};
+use openai_stream::json::JsonValue;
+use openai_stream::output::Item;
+use openai_stream::responses::{DeltaEvent, Options, ResponsesProcessor};
+use serde::Deserialize;
+
+use crate::convert::anomaly_to_ruby;
+use crate::errors;
+use crate::guard::guard;
+use crate::processor::{
+    completed, describe, detach, passes_through, progress, CallSource, FailedToolCall, NO_ITEMS,
+};
+use crate::ruby_de::{RubyDe, Unsupported};
+
+/// Slots of the `objects` Array.
+const TOOL_CALL_CLASS: isize = 0;
+/// `calls[i]`: `[tool_call, stack]` of `CallId(i)`, as in the chat processor.
+const CALLS: isize = 1;
+/// `thinkings[n]`: the finished Thinking of reasoning item `n` (its
+/// `next_message_id` arrives later).
+const THINKINGS: isize = 2;
+
+#[derive(TypedData, Default)]
+#[magnus(class = "DiscourseAiStream::OpenAiResponsesMessageProcessor", free_immediately, mark)]
+pub struct RbResponsesProcessor {
+    core: RefCell<Option<ResponsesProcessor>>,
+    objects: Cell<Option<Opaque<RArray>>>,
+    poisoned: Cell<bool>,
+}
+
+impl DataTypeFunctions for RbResponsesProcessor {
+    fn mark(&self, marker: &Marker) {
+        if let Some(objects) = self.objects.get() {
+            marker.mark(objects);
+        }
+    }
+}
+
+impl CallSource for ResponsesProcessor {
+    fn call_list(&self) -> &Calls {
+        self.calls()
+    }
+
+    /// `{ open_ai_responses: { id:, call_id: } }`, without absent ids.
+    fn provider_data(&self, ruby: &Ruby, call: CallId) -> Result<Option<RHash>, Error> {
+        let Some((id, call_id)) = self.call_item(call) else { return Ok(None) };
+        let inner = ruby.hash_new();
+        if let Some(id) = id {
+            inner.aset(ruby.to_symbol("id"), ruby.str_new(id))?;
+        }
+        if let Some(call_id) = call_id {
+            inner.aset(ruby.to_symbol("call_id"), ruby.str_new(call_id))?;
+        }
+        let data = ruby.hash_new();
+        data.aset(ruby.to_symbol("open_ai_responses"), inner)?;
+        Ok(Some(data))
+    }
+}
+
+enum Shape {
+    Streamed,
+    Array,
+    Finish,
+}
+
+type Me = Obj<RbResponsesProcessor>;
+
+impl RbResponsesProcessor {
+    /// `__setup(partial_tool_calls, output_thinking, max_line_bytes, tool_call_class, strict)`.
+    pub fn setup(
+        ruby: &Ruby,
+        rb_self: Me,
+        partial: bool,
+        output_thinking: bool,
+        max_line_bytes: usize,
+        tool_call_class: Value,
+        strict: bool,
+    ) -> Result<(), Error> {
+        guard(ruby, || {
+            if max_line_bytes == 0 {
+                return Err(Error::new(ruby.exception_arg_error(), "max_line_bytes must be positive"));
+            }
+            let options = Options { partial_tool_calls: partial, output_thinking, max_line_bytes, strict };
+            let mut core = rb_self.core.try_borrow_mut().map_err(|_| errors::busy(ruby))?;
+            let objects = ruby.ary_new_from_values(&[
+                tool_call_class,
+                ruby.ary_new().as_value(),
+                ruby.ary_new().as_value(),
+            ]);
+            rb_self.objects.set(Some(objects.into()));
+            *core = Some(ResponsesProcessor::new(options));
+            Ok(())
+        })
+    }
+
+    pub fn process_streamed_message(ruby: &Ruby, rb_self: Me, event: Value) -> Result<Value, Error> {
+        if RHash::from_value(event).is_some() {
+            // The commonest events (text and arguments deltas) are read
+            // without building the whole value; anything else fails here
+            // and is read whole below.
+            let unsupported = Unsupported::default();
+            let delta =
+                guard(ruby, || Ok(DeltaEvent::deserialize(RubyDe::new(ruby, event, &unsupported)).ok()))?;
+            let clean = unsupported.borrow().is_empty();
+            if let (Some(delta), true) = (delta, clean) {
+                return Self::run(ruby, rb_self, Shape::Streamed, Some(event), |core| {
+                    core.process_delta(&delta).map(|_| ())
+                });
+            }
+        }
+        Self::with_value(ruby, rb_self, event, Shape::Streamed, |core, v| core.process_event(v).map(|_| ()))
+    }
+
+    pub fn process_message(ruby: &Ruby, rb_self: Me, response: Value) -> Result<Value, Error> {
+        Self::with_value(ruby, rb_self, response, Shape::Array, |core, v| core.process_message(v).map(|_| ()))
+    }
+
+    pub fn decode_chunk(ruby: &Ruby, rb_self: Me, raw: Value) -> Result<Value, Error> {
+        let Some(raw) = RString::from_value(raw) else {
+            return Err(errors::type_error(
+                ruby,
+                format!("decode_chunk expects a String of response bytes, got {}", unsafe {
+                    raw.classname()
+                }),
+            ));
+        };
+        Self::run(ruby, rb_self, Shape::Array, None, |core| {
+            // SAFETY: no Ruby code runs while the core reads the bytes.
+            let bytes = unsafe { raw.as_slice() };
+            core.decode(bytes).map(|_| ())
+        })
+    }
+
+    pub fn finish(ruby: &Ruby, rb_self: Me) -> Result<Value, Error> {
+        Self::run(ruby, rb_self, Shape::Finish, None, |core| core.finish().map(|_| ()))
+    }
+
+    /// A parsed event or response (a Hash with Symbol or String keys).
+    fn with_value(
+        ruby: &Ruby,
+        rb_self: Me,
+        value: Value,
+        shape: Shape,
+        f: impl FnOnce(&mut ResponsesProcessor, &JsonValue) -> Result<(), openai_stream::error::Error>,
+    ) -> Result<Value, Error> {
+        if RHash::from_value(value).is_none() {
+            return Err(errors::type_error(
+                ruby,
+                format!("expected a Hash (a parsed event), got {}", unsafe { value.classname() }),
+            ));
+        }
+        let unsupported = Unsupported::default();
+        let json = guard(ruby, || {
+            JsonValue::deserialize(RubyDe::new(ruby, value, &unsupported)).map_err(|e| {
+                let err = openai_stream::error::Error::Stream {
+                    kind: openai_stream::error::StreamErrorKind::InvalidChunk,
+                    message: e.to_string(),
+                    excerpt: String::new(),
+                };
+                errors::from_core(ruby, &err, ruby.ary_new(), None)
+            })
+        })?;
+        Self::run(ruby, rb_self, shape, Some(value), move |core| {
+            for anomaly in unsupported.into_inner() {
+                core.push_anomaly(anomaly);
+            }
+            f(core, &json)
+        })
+    }
+
+    fn enter<T>(
+        ruby: &Ruby,
+        this: &RbResponsesProcessor,
+        f: impl FnOnce(&mut ResponsesProcessor) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        if this.poisoned.get() {
+            return Err(errors::internal(ruby, "this processor stopped after an earlier internal error"));
+        }
+        let result = guard(ruby, || {
+            let mut borrow = this.core.try_borrow_mut().map_err(|_| errors::busy(ruby))?;
+            let core =
+                borrow.as_mut().ok_or_else(|| errors::internal(ruby, "processor used before initialize"))?;
+            f(core)
+        });
+        if let Err(e) = &result {
+            if is_internal(ruby, e) {
+                this.poisoned.set(true);
+            }
+        }
+        result
+    }
+
+    fn run(
+        ruby: &Ruby,
+        rb_self: Me,
+        shape: Shape,
+        payload: Option<Value>,
+        f: impl FnOnce(&mut ResponsesProcessor) -> Result<(), openai_stream::error::Error>,
+    ) -> Result<Value, Error> {
+        let this: &RbResponsesProcessor = &rb_self;
+        let (result, anomalies) = Self::enter(ruby, this, |core| {
+            let outcome = f(core);
+            let built = this.build_items(ruby, rb_self, core);
+            if matches!(shape, Shape::Finish) {
+                for slot in [CALLS, THINKINGS] {
+                    if let Some(list) = this.list(ruby, slot) {
+                        list.clear()?;
+                    }
+                }
+            }
+            let Built { items, notes, tool_call_errors, first_exception, passthrough } = built?;
+            for note in notes {
+                core.push_anomaly(note);
+            }
+            if outcome.is_err() || passthrough.is_some() {
+                for failed in &tool_call_errors {
+                    let note = call_anomaly(
+                        core,
+                        failed.call,
+                        AnomalyKind::ToolCallFailed,
+                        format!("the tool call class raised {}; the call is not returned", failed.error),
+                    );
+                    core.push_anomaly(note);
+                }
+            }
+            let anomalies = new_anomalies(ruby, core)?;
+            if let Some(e) = passthrough {
+                return Ok((Err(e), anomalies));
+            }
+            let result = match outcome {
+                Err(e) => Err(errors::from_core(ruby, &e, items, payload)),
+                Ok(()) if !tool_call_errors.is_empty() => {
+                    Err(errors::tool_call(ruby, &tool_call_errors, first_exception, items))
+                }
+                Ok(()) => Ok(match shape {
+                    Shape::Array | Shape::Finish => items.as_value(),
+                    Shape::Streamed => match items.len() {
+                        0 => ruby.qnil().as_value(),
+                        1 => items.entry(0)?,
+                        _ => items.as_value(),
+                    },
+                }),
+            };
+            Ok((result, anomalies))
+        })?;
+        if let Some(anomalies) = anomalies {
+            let _: Value = rb_self.as_value().funcall("__deliver_anomalies", (anomalies,))?;
+        }
+        result
+    }
+
+    fn list(&self, ruby: &Ruby, slot: isize) -> Option<RArray> {
+        let objects = ruby.get_inner(self.objects.get()?);
+        objects.entry::<RArray>(slot).ok()
+    }
+
+    /// The Ruby items of the core's output, then the `next_message_id` of
+    /// thinking items returned earlier.
+    fn build_items(&self, ruby: &Ruby, rb_self: Me, core: &ResponsesProcessor) -> Result<Built, Error> {
+        let out = core.output();
+        let mut built = Built {
+            items: ruby.get_inner(&NO_ITEMS),
+            notes: Vec::new(),
+            tool_call_errors: Vec::new(),
+            first_exception: None,
+            passthrough: None,
+        };
+        // The shared frozen empty Array when nothing came out (most
+        // argument deltas), as in the chat processor.
+        if out.is_empty() && core.linked_reasonings().is_empty() {
+            return Ok(built);
+        }
+        built.items = ruby.ary_new_capa(out.len());
+        let objects = ruby.get_inner(self.objects.get().ok_or_else(|| errors::internal(ruby, "no setup"))?);
+        let class: Value = objects.entry(TOOL_CALL_CLASS)?;
+        let calls: RArray = objects.entry(CALLS)?;
+        let thinkings: RArray = objects.entry(THINKINGS)?;
+        let me = rb_self.as_value();
+        for item in out.items() {
+            let value = match item {
+                Item::Text(text) => Some(ruby.str_new(text).as_value()),
+                Item::Thinking { text, reasoning: None } => {
+                    Some(me.funcall("__thinking", (text, true, ruby.qnil(), ruby.qnil()))?)
+                }
+                Item::Thinking { text, reasoning: Some(n) } => {
+                    let info = core.reasoning(n);
+                    let id = info.and_then(|r| r.id.as_deref());
+                    let encrypted = info.and_then(|r| r.encrypted_content.as_deref());
+                    let thinking: Value = me.funcall("__thinking", (text, false, id, encrypted))?;
+                    thinkings.store(n as isize, thinking)?;
+                    Some(thinking)
+                }
+                Item::Progress(call) => match progress(ruby, core, class, calls, call) {
+                    Ok(value) => value,
+                    Err(e) => {
+                        detach(ruby, calls, call)?;
+                        if passes_through(ruby, &e) {
+                            built.passthrough = Some(e);
+                            break;
+                        }
+                        built.notes.push(call_anomaly(
+                            core,
+                            call,
+                            AnomalyKind::PartialArgumentsBroken,
+                            format!(
+                                "partial updates stopped for this call: the ToolCall raised {}; \
+                                 it is completed at the end as usual",
+                                describe(&e)
+                            ),
+                        ));
+                        None
+                    }
+                },
+                Item::Completed(call, params) => match completed(ruby, core, class, calls, call, params) {
+                    Ok(value) => Some(value),
+                    Err(e) => {
+                        let _ = calls.store(call.0 as isize, ruby.qnil());
+                        if passes_through(ruby, &e) {
+                            built.passthrough = Some(e);
+                            break;
+                        }
+                        let info = core.calls().get(call);
+                        if built.first_exception.is_none() {
+                            built.first_exception = e.value();
+                        }
+                        built.tool_call_errors.push(FailedToolCall {
+                            call,
+                            id: info.map(|c| c.id.clone()).unwrap_or_default(),
+                            name: info.map(|c| c.name.clone()).unwrap_or_default(),
+                            error: describe(&e),
+                        });
+                        None
+                    }
+                },
+            };
+            if let Some(value) = value {
+                built.items.push(value)?;
+            }
+        }
+        for &n in core.linked_reasonings() {
+            let Some(message_id) = core.reasoning(n).and_then(|r| r.next_message_id.as_deref()) else {
+                continue;
+            };
+            let thinking: Value = thinkings.entry(n as isize)?;
+            if !thinking.is_nil() {
+                let _: Value = me.funcall("__link_thinking", (thinking, message_id))?;
+            }
+        }
+        Ok(built)
+    }
+
+    fn read<T>(ruby: &Ruby, rb_self: &Self, f: impl FnOnce(&ResponsesProcessor) -> T) -> Result<T, Error> {
+        Self::enter(ruby, rb_self, |core| Ok(f(core)))
+    }
+
+    pub fn prompt_tokens(ruby: &Ruby, rb_self: &Self) -> Result<Option<u64>, Error> {
+        Self::read(ruby, rb_self, |c| c.usage().prompt_tokens)
+    }
+
+    pub fn completion_tokens(ruby: &Ruby, rb_self: &Self) -> Result<Option<u64>, Error> {
+        Self::read(ruby, rb_self, |c| c.usage().completion_tokens)
+    }
+
+    pub fn cache_read_tokens(ruby: &Ruby, rb_self: &Self) -> Result<Option<u64>, Error> {
+        Self::read(ruby, rb_self, |c| c.usage().cache_read_tokens)
+    }
+
+    /// The legacy reader: cache reads, nil unless the server sent a count.
+    pub fn cached_tokens(ruby: &Ruby, rb_self: &Self) -> Result<Option<u64>, Error> {
+        Self::read(ruby, rb_self, |c| c.usage().cached_tokens)
+    }
+
+    pub fn cache_write_tokens(ruby: &Ruby, rb_self: &Self) -> Result<Option<u64>, Error> {
+        Self::read(ruby, rb_self, |c| c.usage().cache_write_tokens)
+    }
+
+    pub fn partial_tool_calls(ruby: &Ruby, rb_self: &Self) -> Result<bool, Error> {
+        Self::read(ruby, rb_self, |c| c.options().partial_tool_calls)
+    }
+
+    pub fn output_thinking(ruby: &Ruby, rb_self: &Self) -> Result<bool, Error> {
+        Self::read(ruby, rb_self, |c| c.options().output_thinking)
+    }
+
+    pub fn max_line_bytes(ruby: &Ruby, rb_self: &Self) -> Result<usize, Error> {
+        Self::read(ruby, rb_self, |c| c.options().max_line_bytes)
+    }
+
+    pub fn anomalies(ruby: &Ruby, rb_self: &Self) -> Result<RArray, Error> {
+        Self::enter(ruby, rb_self, |core| {
+            let list = ruby.ary_new_capa(core.anomalies().len());
+            for a in core.anomalies().all() {
+                list.push(anomaly_to_ruby(ruby, a)?)?;
+            }
+            Ok(list)
+        })
+    }
+
+    pub fn dropped_anomalies(ruby: &Ruby, rb_self: &Self) -> Result<u64, Error> {
+        Self::read(ruby, rb_self, |c| c.anomalies().dropped())
+    }
+}
+
+struct Built {
+    items: RArray,
+    notes: Vec<Anomaly>,
+    tool_call_errors: Vec<FailedToolCall>,
+    /// Lives on the stack (seen by the GC) until raised.
+    first_exception: Option<Value>,
+    passthrough: Option<Error>,
+}
+
+fn new_anomalies(ruby: &Ruby, core: &mut ResponsesProcessor) -> Result<Option<RArray>, Error> {
+    if !core.anomalies_mut().has_new() {
+        return Ok(None);
+    }
+    let fresh = core.anomalies_mut().take_new();
+    let list = ruby.ary_new_capa(fresh.len());
+    for a in fresh {
+        list.push(anomaly_to_ruby(ruby, a)?)?;
+    }
+    Ok(Some(list))
+}
+
+fn call_anomaly(core: &ResponsesProcessor, call: CallId, kind: AnomalyKind, message: String) -> Anomaly {
+    match core.calls().get(call) {
+        Some(info) => info.anomaly(kind, message),
+        None => Anomaly::new(kind, message),
+    }
+}
+
+fn is_internal(ruby: &Ruby, e: &Error) -> bool {
+    let Some(value) = e.value() else { return false };
+    let class = ruby
+        .class_object()
+        .const_get::<_, magnus::RModule>("DiscourseAiStream")
+        .and_then(|m| m.const_get::<_, magnus::RClass>("InternalError"));
+    match class {
+        Ok(c) => value.is_kind_of(c),
+        Err(_) => false,
+    }
+}

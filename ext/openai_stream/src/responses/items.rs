@@ -1,0 +1,695 @@
+//! State per output item of a Responses stream, keyed by `output_index` and
+//! item id: each function call is its own entry (so calls added before
+//! either is done, and their interleaved deltas, stay apart), each reasoning
+//! item keeps its own summary.
+
+use super::event::{array_at, str_at, DeltaEvent, Event, ItemKind, OutputItem, Place, Status};
+use super::State;
+use crate::anomaly::{excerpt, Anomaly, AnomalyKind};
+use crate::calls::CallId;
+use crate::chunk::{Field, Kind, PromptTokensDetails, Tokens, Usage};
+use crate::error::Error;
+use crate::json::JsonValue;
+
+/// What an output item is, as far as the processor follows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    Call(CallId),
+    Reasoning(u32),
+    Message,
+    Other,
+}
+
+#[derive(Debug)]
+struct Entry {
+    output_index: Option<i64>,
+    item_id: Option<String>,
+    slot: Slot,
+    done: bool,
+}
+
+/// A reasoning item.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Reasoning {
+    /// The item id (`rs_...`).
+    pub id: Option<String>,
+    pub encrypted_content: Option<String>,
+    /// The summary streamed so far (the whole summary once finished).
+    pub summary: String,
+    /// The id of the message item that followed it, once known.
+    pub next_message_id: Option<String>,
+    pub finished: bool,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Items {
+    entries: Vec<Entry>,
+    reasonings: Vec<Reasoning>,
+    /// Per call: the item's (`id`, `call_id`).
+    call_items: Vec<(Option<String>, Option<String>)>,
+    /// Finished reasoning items waiting for the next message's id.
+    waiting: Vec<u32>,
+    /// Reasonings linked to a message during the current call.
+    linked: Vec<u32>,
+    /// A summary part finished in this stream: the next part starts after a
+    /// blank line.
+    part_done: bool,
+    /// How the response ended, and the incomplete reason.
+    ending: Option<(Status, Option<String>)>,
+    reported_events: Vec<String>,
+}
+
+impl Items {
+    pub(super) fn begin(&mut self) {
+        self.linked.clear();
+    }
+
+    pub(super) fn clear(&mut self) {
+        *self = Items::default();
+    }
+
+    pub(super) fn call_item(&self, call: CallId) -> Option<(Option<&str>, Option<&str>)> {
+        self.call_items.get(call.index()).map(|(id, call_id)| (id.as_deref(), call_id.as_deref()))
+    }
+
+    pub(super) fn reasoning(&self, n: u32) -> Option<&Reasoning> {
+        self.reasonings.get(n as usize)
+    }
+
+    pub(super) fn linked(&self) -> &[u32] {
+        &self.linked
+    }
+
+    pub(super) fn ending(&self) -> Option<(Status, Option<&str>)> {
+        self.ending.as_ref().map(|(s, r)| (*s, r.as_deref()))
+    }
+
+    /// The entry an event belongs to: by item id first, else by
+    /// `output_index` (the newest entry there).
+    fn find(&self, at: Place, id: Option<&str>) -> Option<usize> {
+        let id = id.or(at.item_id);
+        if let Some(id) = id {
+            if let Some(i) = self.entries.iter().rposition(|e| e.item_id.as_deref() == Some(id)) {
+                return Some(i);
+            }
+        }
+        let index = at.output_index?;
+        self.entries.iter().rposition(|e| e.output_index == Some(index))
+    }
+
+    fn add(&mut self, at: Place, id: Option<&str>, slot: Slot) -> usize {
+        self.entries.push(Entry {
+            output_index: at.output_index,
+            item_id: id.map(str::to_owned),
+            slot,
+            done: false,
+        });
+        self.entries.len() - 1
+    }
+
+    fn new_reasoning(&mut self, item: Option<&OutputItem>) -> u32 {
+        self.reasonings.push(Reasoning {
+            id: item.and_then(|i| i.id).map(str::to_owned),
+            encrypted_content: item.and_then(|i| i.encrypted_content()).map(str::to_owned),
+            ..Reasoning::default()
+        });
+        (self.reasonings.len() - 1) as u32
+    }
+}
+
+impl State {
+    /// One streamed event object.
+    pub(super) fn apply_event(&mut self, value: &JsonValue) -> Result<(), Error> {
+        let event = Event::read(value);
+        if let Some(delta) =
+            value.get("delta").filter(|d| !matches!(d, JsonValue::String(_) | JsonValue::Null))
+        {
+            let kind = kind_of(delta);
+            self.anomalies.push(
+                Anomaly::new(AnomalyKind::IgnoredField, format!("delta was {}; ignored", kind.described()))
+                    .field("delta")
+                    .excerpt(&delta.to_json()),
+            );
+        }
+        let result = match event {
+            Event::TextDelta { delta } => {
+                if !delta.is_empty() {
+                    self.out.push_text(delta);
+                }
+                Ok(())
+            }
+            Event::ItemAdded { at, item } => self.item_added(at, &item),
+            Event::ItemDone { at, item } => self.item_done(at, &item),
+            Event::ArgumentsDelta { at, delta } => {
+                self.arguments_delta(at, delta);
+                Ok(())
+            }
+            Event::ArgumentsDone { at, arguments } => {
+                if let (Some(call), Some(text)) = (self.call_at(at, None), arguments) {
+                    self.settle_arguments(call, text);
+                }
+                Ok(())
+            }
+            Event::SummaryPartAdded { at } => {
+                if self.items.part_done {
+                    self.summary_text(at, "\n\n");
+                }
+                Ok(())
+            }
+            Event::SummaryDelta { at, delta } => {
+                self.summary_text(at, delta);
+                Ok(())
+            }
+            Event::SummaryPartDone { .. } => {
+                self.items.part_done = true;
+                Ok(())
+            }
+            Event::Response { status, response } => self.response_status(status, response),
+            Event::Error { body } => Err(provider_error(body)),
+            Event::Bookkeeping => Ok(()),
+            Event::Other { kind } => {
+                self.ignored_event(kind);
+                Ok(())
+            }
+        };
+        // Usage may ride on any event's response envelope; the last wins.
+        if let Some(usage) = value.get("response").and_then(|r| r.get("usage")) {
+            self.apply_usage(usage);
+        }
+        result
+    }
+
+    /// A text or arguments delta (the fast reading of the two commonest
+    /// events; the same as through [`State::apply_event`]).
+    pub(super) fn apply_delta(&mut self, event: &DeltaEvent) {
+        if event.arguments {
+            self.arguments_delta(event.place(), &event.delta);
+        } else if !event.delta.is_empty() {
+            self.out.push_text(&event.delta);
+        }
+    }
+
+    fn ignored_event(&mut self, kind: Option<&str>) {
+        let name = kind.unwrap_or("").to_owned();
+        if self.items.reported_events.len() >= 16 || self.items.reported_events.contains(&name) {
+            return;
+        }
+        let what = if name.is_empty() { "without a type".to_owned() } else { format!("of type {name:?}") };
+        self.items.reported_events.push(name);
+        self.anomalies.push(Anomaly::new(
+            AnomalyKind::IgnoredEvent,
+            format!("an event {what} carries nothing this processor returns; skipped (reported once)"),
+        ));
+    }
+
+    fn item_added(&mut self, at: Place, item: &OutputItem) -> Result<(), Error> {
+        // The same item announced again (a relay that repeats events): the
+        // first stays, so no second, empty call appears.
+        if let Some(id) = item.id {
+            if self.items.entries.iter().any(|e| e.item_id.as_deref() == Some(id)) {
+                self.anomalies.push(Anomaly::new(
+                    AnomalyKind::DuplicateId,
+                    format!("output_item.added for item {id:?} came again; the first is kept"),
+                ));
+                return Ok(());
+            }
+        }
+        match item.kind {
+            ItemKind::FunctionCall => {
+                let call = self.open_call(item);
+                self.items.add(at, item.id, Slot::Call(call));
+                // Some servers send the arguments with the item itself.
+                if let Some(text) = item.arguments().filter(|t| !t.is_empty()) {
+                    self.feed(call, text);
+                }
+            }
+            ItemKind::Reasoning => {
+                let n = self.items.new_reasoning(Some(item));
+                self.items.add(at, item.id, Slot::Reasoning(n));
+            }
+            ItemKind::Message => {
+                self.items.add(at, item.id, Slot::Message);
+            }
+            ItemKind::Other => {
+                self.items.add(at, item.id, Slot::Other);
+                self.ignored_item(item);
+            }
+        }
+        Ok(())
+    }
+
+    /// An output item of a type this processor does not return (a web
+    /// search call...): reported once per type.
+    fn ignored_item(&mut self, item: &OutputItem) {
+        let name = format!("item:{}", item.type_name().unwrap_or(""));
+        if self.items.reported_events.len() >= 16 || self.items.reported_events.contains(&name) {
+            return;
+        }
+        let what = item.type_name().map_or("without a type".to_owned(), |t| format!("of type {t:?}"));
+        self.items.reported_events.push(name);
+        self.anomalies.push(Anomaly::new(
+            AnomalyKind::IgnoredEvent,
+            format!("an output item {what} carries nothing this processor returns; skipped (reported once)"),
+        ));
+    }
+
+    fn open_call(&mut self, item: &OutputItem) -> CallId {
+        let name = item.name().unwrap_or("");
+        if name.is_empty() {
+            self.anomalies.push(
+                Anomaly::new(
+                    AnomalyKind::IgnoredField,
+                    "a function_call item without a name; its name is empty",
+                )
+                .field("item.name"),
+            );
+        }
+        let call = self.calls.open_call(item.call_id().unwrap_or(""), name, &mut self.anomalies);
+        let slot = call.index();
+        if self.items.call_items.len() <= slot {
+            self.items.call_items.resize(slot + 1, (None, None));
+        }
+        self.items.call_items[slot] = (item.id.map(str::to_owned), item.call_id().map(str::to_owned));
+        call
+    }
+
+    /// The open call an event belongs to.
+    fn call_at(&self, at: Place, id: Option<&str>) -> Option<CallId> {
+        let i = self.items.find(at, id)?;
+        match self.items.entries[i].slot {
+            Slot::Call(call) => Some(call),
+            _ => None,
+        }
+    }
+
+    fn feed(&mut self, call: CallId, text: &str) {
+        if self.calls.append_text(call, text, &mut self.anomalies) {
+            self.out.push_progress(call);
+            self.shown_views.push(call);
+        }
+    }
+
+    fn arguments_delta(&mut self, at: Place, delta: &str) {
+        match self.call_at(at, None) {
+            Some(call) => self.feed(call, delta),
+            None if delta.is_empty() => {}
+            None => {
+                let mut a = Anomaly::new(
+                    AnomalyKind::OrphanFragment,
+                    format!(
+                        "an arguments delta for output item {} matched no function_call item; skipped",
+                        describe_place(at)
+                    ),
+                )
+                .excerpt(delta);
+                a.index = at.output_index;
+                self.anomalies.push(a);
+                // It may have been an open call's: none of them is repaired.
+                self.calls.note_lost(&format!("an arguments delta that matched no item: {}", excerpt(delta)));
+            }
+        }
+    }
+
+    /// The whole arguments of a call, sent at its end: they win over the
+    /// deltas; a difference is reported.
+    fn settle_arguments(&mut self, call: CallId, whole: &str) {
+        let Some(c) = self.calls.get(call) else { return };
+        if c.is_completed() {
+            return;
+        }
+        let streamed = c.raw_arguments();
+        if streamed.is_empty() {
+            if !whole.is_empty() {
+                self.feed(call, whole);
+            }
+            return;
+        }
+        if streamed == whole {
+            return;
+        }
+        let msg = format!(
+            "the whole arguments of call {:?} differ from its streamed deltas ({} vs {} bytes); the whole arguments were used",
+            c.id,
+            whole.len(),
+            streamed.len()
+        );
+        let a = c.anomaly(AnomalyKind::ArgumentsMismatch, msg).excerpt(streamed);
+        self.anomalies.push(a);
+        self.calls.replace_text(call, whole);
+    }
+
+    fn item_done(&mut self, at: Place, item: &OutputItem) -> Result<(), Error> {
+        let found = self.items.find(at, item.id);
+        match item.kind {
+            ItemKind::FunctionCall => {
+                let call = match found.map(|i| (i, self.items.entries[i].slot)) {
+                    Some((i, Slot::Call(call))) => {
+                        self.items.entries[i].done = true;
+                        call
+                    }
+                    // A call announced only by its done item: whole.
+                    _ => {
+                        let call = self.open_call(item);
+                        let i = self.items.add(at, item.id, Slot::Call(call));
+                        self.items.entries[i].done = true;
+                        call
+                    }
+                };
+                if self.calls.get(call).is_some_and(|c| c.is_completed()) {
+                    let c = self.calls.get(call);
+                    if let Some(c) = c {
+                        let msg = format!("output_item.done for call {:?} came again; ignored", c.id);
+                        self.anomalies.push(c.anomaly(AnomalyKind::FragmentAfterCompletion, msg));
+                    }
+                    return Ok(());
+                }
+                if let Some(call_id) = item.call_id() {
+                    self.calls.learn_id(call, call_id, &mut self.anomalies);
+                    if let Some(slot) = self.items.call_items.get_mut(call.index()) {
+                        slot.1.get_or_insert_with(|| call_id.to_owned());
+                        if slot.0.is_none() {
+                            slot.0 = item.id.map(str::to_owned);
+                        }
+                    }
+                }
+                if let Some(whole) = item.arguments() {
+                    self.settle_arguments(call, whole);
+                }
+                self.complete(call)
+            }
+            ItemKind::Reasoning => {
+                let n = match found.map(|i| (i, self.items.entries[i].slot)) {
+                    Some((i, Slot::Reasoning(n))) => {
+                        self.items.entries[i].done = true;
+                        n
+                    }
+                    _ => {
+                        let n = self.items.new_reasoning(Some(item));
+                        let i = self.items.add(at, item.id, Slot::Reasoning(n));
+                        self.items.entries[i].done = true;
+                        n
+                    }
+                };
+                self.finish_reasoning(n, item);
+                Ok(())
+            }
+            ItemKind::Message => {
+                if let Some(i) = found {
+                    self.items.entries[i].done = true;
+                }
+                if let Some(id) = item.id {
+                    self.link_reasonings(id);
+                }
+                Ok(())
+            }
+            ItemKind::Other => {
+                if let Some(i) = found {
+                    self.items.entries[i].done = true;
+                }
+                if found.is_none() {
+                    self.ignored_item(item);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Streamed summary text of a reasoning item: kept for its final
+    /// thinking item, and returned as a partial one.
+    fn summary_text(&mut self, at: Place, text: &str) {
+        if let Some(i) = self.items.find(at, None) {
+            if let Slot::Reasoning(n) = self.items.entries[i].slot {
+                if let Some(r) = self.items.reasonings.get_mut(n as usize) {
+                    r.summary.push_str(text);
+                }
+            }
+        }
+        if self.options.output_thinking && !text.is_empty() {
+            self.out.push_thinking(text, None);
+        }
+    }
+
+    /// A reasoning item is done: its whole summary (the streamed one, else
+    /// the item's own) is returned as a finished thinking item.
+    fn finish_reasoning(&mut self, n: u32, item: &OutputItem) {
+        let Some(r) = self.items.reasonings.get_mut(n as usize) else { return };
+        if r.finished {
+            return;
+        }
+        r.finished = true;
+        if r.id.is_none() {
+            r.id = item.id.map(str::to_owned);
+        }
+        if let Some(e) = item.encrypted_content() {
+            r.encrypted_content = Some(e.to_owned());
+        }
+        if r.summary.is_empty() {
+            r.summary = item.summary_texts().collect::<Vec<_>>().join("\n\n");
+        }
+        if self.options.output_thinking {
+            let text = r.summary.clone();
+            self.out.push_thinking(&text, Some(n));
+            self.items.waiting.push(n);
+        }
+    }
+
+    /// The message after finished reasoning items: they learn its id.
+    fn link_reasonings(&mut self, message_id: &str) {
+        for n in std::mem::take(&mut self.items.waiting) {
+            if let Some(r) = self.items.reasonings.get_mut(n as usize) {
+                r.next_message_id = Some(message_id.to_owned());
+                self.items.linked.push(n);
+            }
+        }
+    }
+
+    fn response_status(&mut self, status: Status, response: Option<&JsonValue>) -> Result<(), Error> {
+        match status {
+            Status::InProgress => Ok(()),
+            Status::Completed => {
+                self.items.ending = Some((status, None));
+                self.calls_only_in_output(response)
+            }
+            Status::Incomplete => {
+                let reason = response
+                    .and_then(|r| r.get("incomplete_details"))
+                    .and_then(|d| str_at(d, "reason"))
+                    .map(str::to_owned);
+                let what = reason.as_deref().map_or("no reason given".to_owned(), |r| format!("reason: {r}"));
+                self.anomalies.push(Anomaly::new(
+                    AnomalyKind::IncompleteResponse,
+                    format!("the response ended incomplete ({what})"),
+                ));
+                self.items.ending = Some((status, reason));
+                self.calls_only_in_output(response)
+            }
+            Status::Failed => {
+                self.items.ending = Some((status, None));
+                let error = response.and_then(|r| r.get("error")).filter(|e| !matches!(e, JsonValue::Null));
+                Err(match error {
+                    Some(e) => provider_error(e),
+                    None => Error::Provider {
+                        message: "the response failed (response.failed without an error)".to_owned(),
+                        payload: response.cloned(),
+                    },
+                })
+            }
+        }
+    }
+
+    /// The final response lists every output item. A function call in it
+    /// that the stream never announced (neither by item id nor by call id)
+    /// would be lost: it is completed from there, and reported.
+    fn calls_only_in_output(&mut self, response: Option<&JsonValue>) -> Result<(), Error> {
+        let Some(response) = response else { return Ok(()) };
+        let mut result = Ok(());
+        for (i, value) in array_at(response, "output").iter().enumerate() {
+            let item = OutputItem::read(value);
+            if item.kind != ItemKind::FunctionCall {
+                continue;
+            }
+            let known_item =
+                item.id.is_some_and(|id| self.items.entries.iter().any(|e| e.item_id.as_deref() == Some(id)));
+            let known_call = item
+                .call_id()
+                .is_some_and(|cid| self.items.call_items.iter().any(|(_, c)| c.as_deref() == Some(cid)));
+            if known_item || known_call {
+                continue;
+            }
+            let at = Place { output_index: Some(i as i64), item_id: None };
+            let call = self.open_call(&item);
+            let n = self.items.add(at, item.id, Slot::Call(call));
+            self.items.entries[n].done = true;
+            if let Some(text) = item.arguments() {
+                let _ = self.calls.append_text(call, text, &mut self.anomalies);
+            }
+            if let Some(c) = self.calls.get(call) {
+                let msg = format!(
+                    "call {:?} ({}) came only in the final response's output, never streamed; completed from there",
+                    c.id, c.name
+                );
+                let a = c.anomaly(AnomalyKind::Truncated, msg);
+                self.anomalies.push(a);
+            }
+            if let Err(e) = self.complete(call) {
+                if result.is_ok() {
+                    result = Err(e);
+                }
+            }
+        }
+        result
+    }
+
+    // ---- whole responses ---------------------------------------------------
+
+    /// A non-streamed response: every item of `output`, in order, then usage.
+    pub(super) fn apply_message(&mut self, response: &JsonValue) -> Result<(), Error> {
+        if !response.is_object() {
+            return Err(Error::stream(
+                crate::error::StreamErrorKind::InvalidChunk,
+                format!("expected a response object, got {}", response.kind()),
+                String::new(),
+            ));
+        }
+        // A response that is wrapped (`{"response": {...}}`) is read inside.
+        let body = match response.get("output") {
+            Some(_) => response,
+            None => response.get("response").filter(|r| r.is_object()).unwrap_or(response),
+        };
+        let mut result = Ok(());
+        let mut waiting: Vec<u32> = Vec::new();
+        for (i, value) in array_at(body, "output").iter().enumerate() {
+            if !value.is_object() {
+                continue;
+            }
+            let item = OutputItem::read(value);
+            let at = Place { output_index: Some(i as i64), item_id: None };
+            match item.kind {
+                ItemKind::FunctionCall => {
+                    let call = self.open_call(&item);
+                    self.items.add(at, item.id, Slot::Call(call));
+                    if let Some(text) = item.arguments() {
+                        let _ = self.calls.append_text(call, text, &mut self.anomalies);
+                    }
+                    if let Err(e) = self.complete(call) {
+                        if result.is_ok() {
+                            result = Err(e);
+                        }
+                    }
+                }
+                ItemKind::Reasoning => {
+                    let n = self.items.new_reasoning(Some(&item));
+                    self.items.add(at, item.id, Slot::Reasoning(n));
+                    self.finish_reasoning(n, &item);
+                    waiting.append(&mut self.items.waiting);
+                }
+                ItemKind::Message => {
+                    let texts: Vec<&str> = item.output_texts().collect();
+                    self.out.push_text_parts(texts.into_iter());
+                    if let Some(id) = item.id {
+                        self.items.waiting = std::mem::take(&mut waiting);
+                        self.link_reasonings(id);
+                    }
+                }
+                ItemKind::Other => self.ignored_item(&item),
+            }
+        }
+        self.items.waiting = waiting;
+        if let Some(usage) = body.get("usage") {
+            self.apply_usage(usage);
+        }
+        if let Some(e) = body.get("error").filter(|e| !matches!(e, JsonValue::Null)) {
+            return Err(provider_error(e));
+        }
+        if str_at(body, "status") == Some("incomplete") {
+            self.response_status(Status::Incomplete, Some(body))?;
+        }
+        result
+    }
+}
+
+fn describe_place(at: Place) -> String {
+    match (at.item_id, at.output_index) {
+        (Some(id), Some(i)) => format!("{id:?} (output_index {i})"),
+        (Some(id), None) => format!("{id:?}"),
+        (None, Some(i)) => format!("at output_index {i}"),
+        (None, None) => "without id or output_index".to_owned(),
+    }
+}
+
+/// The provider error of an `error` event, a failed response's `error`, or
+/// an `event: error` payload: its `message` (also nested in `error`).
+pub(super) fn provider_error(body: &JsonValue) -> Error {
+    let message = str_at(body, "message")
+        .or_else(|| body.get("error").and_then(|e| str_at(e, "message")))
+        .or_else(|| body.get("response").and_then(|r| r.get("error")).and_then(|e| str_at(e, "message")))
+        .map(str::to_owned)
+        .or_else(|| body.as_str().map(str::to_owned))
+        .unwrap_or_else(|| format!("error event: {}", excerpt(&body.to_json())));
+    Error::Provider { message, payload: Some(body.clone()) }
+}
+
+/// A Responses usage object as the shared usage fields.
+pub(super) fn usage_of(usage: &JsonValue) -> Option<Usage> {
+    if !usage.is_object() {
+        return None;
+    }
+    let details = match usage.get("input_tokens_details") {
+        None => Field::Missing,
+        Some(JsonValue::Null) => Field::Null,
+        Some(d @ JsonValue::Object(_)) => Field::Value(PromptTokensDetails {
+            cached_tokens: tokens(d.get("cached_tokens")),
+            cache_write_tokens: tokens(d.get("cache_write_tokens")),
+            ..PromptTokensDetails::default()
+        }),
+        Some(other) => Field::Wrong(kind_of(other)),
+    };
+    Some(Usage {
+        prompt_tokens: tokens(usage.get("input_tokens")),
+        completion_tokens: tokens(usage.get("output_tokens")),
+        prompt_tokens_details: details,
+        ..Usage::default()
+    })
+}
+
+fn tokens(value: Option<&JsonValue>) -> Field<Tokens> {
+    match value {
+        None => Field::Missing,
+        Some(JsonValue::Null) => Field::Null,
+        Some(v @ JsonValue::Number(n)) => match n.as_i64() {
+            Some(count) => Field::Value(Tokens::Count(count)),
+            None => Field::Value(Tokens::Bad(kind_of(v), n.to_string())),
+        },
+        Some(JsonValue::String(s)) => match s.parse::<i64>() {
+            Ok(v) if s.bytes().all(|b| b.is_ascii_digit()) => {
+                Field::Converted(Tokens::Count(v), Kind::String)
+            }
+            _ => Field::Value(Tokens::Bad(Kind::String, excerpt(s))),
+        },
+        Some(other) => Field::Value(Tokens::Bad(kind_of(other), excerpt(&other.to_json()))),
+    }
+}
+
+fn kind_of(value: &JsonValue) -> Kind {
+    match value {
+        JsonValue::Null => Kind::Null,
+        JsonValue::Bool(_) => Kind::Boolean,
+        JsonValue::Number(n) if n.is_integer() => Kind::Integer,
+        JsonValue::Number(_) => Kind::Float,
+        JsonValue::String(_) => Kind::String,
+        JsonValue::Array(_) => Kind::Array,
+        JsonValue::Object(_) => Kind::Object,
+    }
+}
+
+/// The shared usage field names in this protocol's words.
+pub(super) fn responses_field_name(field: &'static str) -> &'static str {
+    match field {
+        "usage.prompt_tokens" => "usage.input_tokens",
+        "usage.completion_tokens" => "usage.output_tokens",
+        "usage.prompt_tokens_details" => "usage.input_tokens_details",
+        "usage.prompt_tokens_details.cached_tokens" => "usage.input_tokens_details.cached_tokens",
+        "usage.prompt_tokens_details.cache_write_tokens" => "usage.input_tokens_details.cache_write_tokens",
+        other => other,
+    }
+}

@@ -1,0 +1,376 @@
+use super::*;
+use crate::output::Item;
+
+fn sse(events: &[&str]) -> String {
+    let mut s = String::new();
+    for e in events {
+        let v: serde_json::Value = serde_json::from_str(e).expect("test JSON");
+        s.push_str(&format!("event: {}\ndata: {}\n\n", v["type"].as_str().unwrap_or(""), e));
+    }
+    s
+}
+
+/// (texts, completed calls as (id, name, params JSON), thinking texts) of one output.
+#[derive(Debug, Default, PartialEq)]
+struct Seen {
+    text: String,
+    calls: Vec<(String, String, String)>,
+    thinking: Vec<(String, bool)>,
+    progress: usize,
+}
+
+fn collect(p: &ResponsesProcessor, seen: &mut Seen) {
+    for item in p.output().items() {
+        match item {
+            Item::Text(t) => seen.text.push_str(t),
+            Item::Progress(_) => seen.progress += 1,
+            Item::Completed(c, params) => {
+                let call = p.calls().get(c).expect("a call");
+                seen.calls.push((call.id.clone(), call.name.clone(), params.to_json()));
+            }
+            Item::Thinking { text, reasoning } => seen.thinking.push((text.to_owned(), reasoning.is_some())),
+        }
+    }
+}
+
+/// Decodes `stream` split into reads of `step` bytes, then finishes.
+fn decode(options: Options, stream: &str, step: usize) -> (ResponsesProcessor, Seen, Option<Error>) {
+    let mut p = ResponsesProcessor::new(options);
+    let mut seen = Seen::default();
+    let mut error = None;
+    for piece in stream.as_bytes().chunks(step.max(1)) {
+        let r = p.decode(piece).err();
+        collect(&p, &mut seen);
+        error = error.or(r);
+    }
+    let r = p.finish().err();
+    collect(&p, &mut seen);
+    (p, seen, error.or(r))
+}
+
+fn kinds(p: &ResponsesProcessor) -> Vec<AnomalyKind> {
+    p.anomalies().all().iter().map(|a| a.kind).collect()
+}
+
+const ADD_A: &str = r#"{"type":"response.output_item.added","output_index":0,"item":{"id":"fc_a","type":"function_call","call_id":"call_a","name":"search","arguments":""}}"#;
+const ADD_B: &str = r#"{"type":"response.output_item.added","output_index":1,"item":{"id":"fc_b","type":"function_call","call_id":"call_b","name":"lookup","arguments":""}}"#;
+
+#[test]
+fn two_calls_added_before_either_is_done_with_interleaved_deltas_both_come_out_whole() {
+    let stream = sse(&[
+        ADD_A,
+        ADD_B,
+        r#"{"type":"response.function_call_arguments.delta","output_index":0,"item_id":"fc_a","delta":"{\"q\":"}"#,
+        r#"{"type":"response.function_call_arguments.delta","output_index":1,"item_id":"fc_b","delta":"{\"id\":"}"#,
+        r#"{"type":"response.function_call_arguments.delta","output_index":0,"item_id":"fc_a","delta":"\"rust\"}"}"#,
+        r#"{"type":"response.function_call_arguments.delta","output_index":1,"item_id":"fc_b","delta":"7}"}"#,
+        r#"{"type":"response.output_item.done","output_index":1,"item":{"id":"fc_b","type":"function_call","call_id":"call_b","name":"lookup","arguments":"{\"id\":7}"}}"#,
+        r#"{"type":"response.output_item.done","output_index":0,"item":{"id":"fc_a","type":"function_call","call_id":"call_a","name":"search","arguments":"{\"q\":\"rust\"}"}}"#,
+        r#"{"type":"response.completed","response":{"usage":{"input_tokens":10,"output_tokens":4,"input_tokens_details":{"cached_tokens":3}}}}"#,
+    ]);
+    for step in [1, 7, stream.len()] {
+        for partial in [false, true] {
+            let options = Options { partial_tool_calls: partial, ..Options::default() };
+            let (p, mut seen, error) = decode(options, &stream, step);
+            assert_eq!(error, None);
+            // (In one read, a call that streamed comes out at its first position.)
+            seen.calls.sort();
+            assert_eq!(
+                seen.calls,
+                [
+                    ("call_a".into(), "search".into(), r#"{"q":"rust"}"#.into()),
+                    ("call_b".into(), "lookup".into(), r#"{"id":7}"#.into())
+                ]
+            );
+            assert_eq!(p.call_item(CallId(0)), Some((Some("fc_a"), Some("call_a"))));
+            assert!(kinds(&p).is_empty(), "{:?}", p.anomalies().all());
+            let usage = p.usage();
+            assert_eq!(
+                (usage.prompt_tokens, usage.completion_tokens, usage.cache_read_tokens),
+                (Some(7), Some(4), Some(3))
+            );
+            if partial && step == 1 {
+                assert!(seen.progress > 0);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_stream_cut_before_done_is_reported_and_unparseable_arguments_raise() {
+    let stream = sse(&[
+        ADD_A,
+        r#"{"type":"response.function_call_arguments.delta","output_index":0,"item_id":"fc_a","delta":"{\"q\":\"ru"}"#,
+    ]);
+    let (p, seen, error) = decode(Options::default(), &stream, 5);
+    assert!(seen.calls.is_empty());
+    assert!(matches!(error, Some(Error::Arguments { ref id, .. }) if id == "call_a"), "{error:?}");
+    assert!(kinds(&p).contains(&AnomalyKind::Truncated));
+    assert!(kinds(&p).contains(&AnomalyKind::InvalidArguments));
+}
+
+#[test]
+fn a_cut_call_whose_arguments_are_whole_is_completed_with_an_anomaly() {
+    let stream = sse(&[
+        ADD_A,
+        r#"{"type":"response.function_call_arguments.delta","output_index":0,"item_id":"fc_a","delta":"{\"q\":1}"}"#,
+        r#"{"type":"response.incomplete","response":{"status":"incomplete","incomplete_details":{"reason":"max_output_tokens"}}}"#,
+    ]);
+    let (p, seen, error) = decode(Options::default(), &stream, 1000);
+    assert_eq!(error, None);
+    assert_eq!(seen.calls, [("call_a".into(), "search".into(), r#"{"q":1}"#.into())]);
+    assert_eq!(kinds(&p), [AnomalyKind::IncompleteResponse, AnomalyKind::Truncated]);
+    assert!(p.anomalies().all()[1].message.contains("max_output_tokens"));
+}
+
+#[test]
+fn whole_arguments_of_the_done_item_win_over_different_deltas() {
+    let stream = sse(&[
+        ADD_A,
+        r#"{"type":"response.function_call_arguments.delta","output_index":0,"item_id":"fc_a","delta":"{\"q\":\"rus\"}"}"#,
+        r#"{"type":"response.output_item.done","output_index":0,"item":{"id":"fc_a","type":"function_call","call_id":"call_a","name":"search","arguments":"{\"q\":\"rust\"}"}}"#,
+    ]);
+    for partial in [false, true] {
+        let options = Options { partial_tool_calls: partial, ..Options::default() };
+        let (p, seen, error) = decode(options, &stream, 3);
+        assert_eq!(error, None);
+        assert_eq!(seen.calls, [("call_a".into(), "search".into(), r#"{"q":"rust"}"#.into())]);
+        assert_eq!(kinds(&p), [AnomalyKind::ArgumentsMismatch]);
+    }
+}
+
+#[test]
+fn usage_without_input_tokens_is_read_and_the_last_usage_wins() {
+    let mut p = ResponsesProcessor::default();
+    let ev = |s: &str| serde_json::from_str::<JsonValue>(s).expect("json");
+    p.process_event(&ev(r#"{"type":"response.in_progress","response":{"usage":{"output_tokens":2}}}"#))
+        .unwrap();
+    assert_eq!((p.usage().prompt_tokens, p.usage().completion_tokens), (None, Some(2)));
+    p.process_event(&ev(
+        r#"{"type":"response.completed","response":{"usage":{"input_tokens":9,"output_tokens":5,"input_tokens_details":{"cached_tokens":4}}}}"#,
+    ))
+    .unwrap();
+    let u = p.usage();
+    assert_eq!((u.prompt_tokens, u.completion_tokens, u.cache_read_tokens), (Some(5), Some(5), Some(4)));
+}
+
+#[test]
+fn error_events_and_failed_responses_raise_the_providers_message() {
+    let (_, _, error) = decode(
+        Options::default(),
+        "event: error\ndata: {\"type\":\"error\",\"code\":\"rate_limit\",\"message\":\"slow down\"}\n\n",
+        4,
+    );
+    assert!(
+        matches!(error, Some(Error::Provider { ref message, .. }) if message == "slow down"),
+        "{error:?}"
+    );
+    let failed = sse(&[
+        r#"{"type":"response.failed","response":{"status":"failed","error":{"code":"server_error","message":"boom"}}}"#,
+    ]);
+    let (_, _, error) = decode(Options::default(), &failed, 1000);
+    assert!(matches!(error, Some(Error::Provider { ref message, .. }) if message == "boom"), "{error:?}");
+}
+
+#[test]
+fn reasoning_summaries_are_thinking_items_when_asked_for() {
+    let stream = sse(&[
+        r#"{"type":"response.output_item.added","output_index":0,"item":{"id":"rs_1","type":"reasoning","encrypted_content":"ENC","summary":[]}}"#,
+        r#"{"type":"response.reasoning_summary_part.added","item_id":"rs_1","output_index":0,"summary_index":0}"#,
+        r#"{"type":"response.reasoning_summary_text.delta","item_id":"rs_1","output_index":0,"delta":"Think"}"#,
+        r#"{"type":"response.reasoning_summary_part.done","item_id":"rs_1","output_index":0}"#,
+        r#"{"type":"response.reasoning_summary_part.added","item_id":"rs_1","output_index":0,"summary_index":1}"#,
+        r#"{"type":"response.reasoning_summary_text.delta","item_id":"rs_1","output_index":0,"delta":"ing"}"#,
+        r#"{"type":"response.output_item.done","output_index":0,"item":{"id":"rs_1","type":"reasoning","encrypted_content":"ENC","summary":[]}}"#,
+        r#"{"type":"response.output_item.added","output_index":1,"item":{"id":"msg_1","type":"message","content":[]}}"#,
+        r#"{"type":"response.output_text.delta","item_id":"msg_1","output_index":1,"delta":"hi"}"#,
+        r#"{"type":"response.output_item.done","output_index":1,"item":{"id":"msg_1","type":"message","content":[{"type":"output_text","text":"hi"}]}}"#,
+    ]);
+    let (p, seen, error) = decode(Options { output_thinking: true, ..Options::default() }, &stream, 1000);
+    assert_eq!(error, None);
+    assert_eq!(seen.text, "hi");
+    assert_eq!(
+        seen.thinking,
+        [
+            ("Think".into(), false),
+            ("\n\n".into(), false),
+            ("ing".into(), false),
+            ("Think\n\ning".into(), true)
+        ]
+    );
+    let r = p.reasoning(0).expect("reasoning");
+    assert_eq!((r.id.as_deref(), r.encrypted_content.as_deref()), (Some("rs_1"), Some("ENC")));
+    assert_eq!(r.next_message_id.as_deref(), Some("msg_1"));
+    let (_, off, _) = decode(Options::default(), &stream, 1000);
+    assert!(off.thinking.is_empty());
+}
+
+#[test]
+fn a_whole_response_gives_texts_calls_and_thinking_in_order() {
+    let body: JsonValue = serde_json::from_str(
+        r#"{"output":[
+            {"id":"rs_1","type":"reasoning","summary":[{"type":"summary_text","text":"a"},{"type":"summary_text","text":"b"}]},
+            {"id":"fc_1","type":"function_call","call_id":"call_1","name":"echo","arguments":"{\"s\":\"x\"}"},
+            {"id":"msg_1","type":"message","content":[{"type":"output_text","text":"done"}]}
+        ],"usage":{"input_tokens":5,"output_tokens":1}}"#,
+    )
+    .unwrap();
+    let mut p = ResponsesProcessor::new(Options { output_thinking: true, ..Options::default() });
+    p.process_message(&body).unwrap();
+    let mut seen = Seen::default();
+    collect(&p, &mut seen);
+    assert_eq!(seen.thinking, [("a\n\nb".into(), true)]);
+    assert_eq!(seen.calls, [("call_1".into(), "echo".into(), r#"{"s":"x"}"#.into())]);
+    assert_eq!(seen.text, "done");
+    assert_eq!(p.linked_reasonings(), [0]);
+    assert_eq!(p.usage().prompt_tokens, Some(5));
+}
+
+#[test]
+fn a_whole_call_with_bad_arguments_raises() {
+    let body: JsonValue = serde_json::from_str(
+        r#"{"output":[{"id":"fc_1","type":"function_call","call_id":"call_1","name":"echo","arguments":"{\"s\":"}]}"#,
+    )
+    .unwrap();
+    let mut p = ResponsesProcessor::default();
+    assert!(matches!(p.process_message(&body), Err(Error::Arguments { .. })));
+}
+
+#[test]
+fn a_delta_for_no_known_item_is_an_orphan() {
+    let stream = sse(&[
+        r#"{"type":"response.function_call_arguments.delta","output_index":3,"item_id":"fc_x","delta":"{}"}"#,
+    ]);
+    let (p, _, error) = decode(Options::default(), &stream, 1000);
+    assert_eq!(error, None);
+    assert_eq!(kinds(&p), [AnomalyKind::OrphanFragment]);
+}
+
+#[test]
+fn a_call_only_in_the_final_output_is_not_lost() {
+    let stream = sse(&[
+        r#"{"type":"response.completed","response":{"status":"completed","output":[{"id":"fc_z","type":"function_call","call_id":"call_z","name":"late","arguments":"{\"a\":1}"}]}}"#,
+    ]);
+    let (p, seen, error) = decode(Options::default(), &stream, 1000);
+    assert_eq!(error, None);
+    assert_eq!(seen.calls, [("call_z".into(), "late".into(), r#"{"a":1}"#.into())]);
+    assert_eq!(kinds(&p), [AnomalyKind::Truncated]);
+    // Streamed calls listed again in the final output are not repeated.
+    let stream = sse(&[
+        ADD_A,
+        r#"{"type":"response.output_item.done","output_index":0,"item":{"id":"fc_a","type":"function_call","call_id":"call_a","name":"search","arguments":"{}"}}"#,
+        r#"{"type":"response.completed","response":{"output":[{"id":"fc_a","type":"function_call","call_id":"call_a","name":"search","arguments":"{}"}]}}"#,
+    ]);
+    let (p, seen, _) = decode(Options::default(), &stream, 1000);
+    assert_eq!(seen.calls.len(), 1);
+    assert!(kinds(&p).is_empty());
+}
+
+#[test]
+fn a_call_id_that_comes_only_with_the_done_item_replaces_the_generated_one() {
+    let stream = sse(&[
+        r#"{"type":"response.output_item.added","output_index":0,"item":{"id":"fc_q","type":"function_call","name":"search"}}"#,
+        r#"{"type":"response.function_call_arguments.delta","output_index":0,"delta":"{}"}"#,
+        r#"{"type":"response.output_item.done","output_index":0,"item":{"id":"fc_q","type":"function_call","call_id":"call_q","name":"search","arguments":"{}"}}"#,
+    ]);
+    let (p, seen, _) = decode(Options::default(), &stream, 1000);
+    assert_eq!(seen.calls, [("call_q".into(), "search".into(), "{}".into())]);
+    assert_eq!(p.call_item(CallId(0)), Some((Some("fc_q"), Some("call_q"))));
+    assert_eq!(kinds(&p), [AnomalyKind::GeneratedId]);
+}
+
+#[test]
+fn the_fast_reading_of_delta_events_agrees_with_the_full_one() {
+    fn fast(s: &str) -> Option<DeltaEvent<'_>> {
+        serde_json::from_str(s).ok()
+    }
+    let d = fast(r#"{"type":"response.function_call_arguments.delta","sequence_number":3,"item_id":"fc_a","output_index":0,"delta":"{\"q\\n\":","obfuscation":"x"}"#)
+        .expect("a delta event");
+    assert_eq!(
+        (d.arguments, &*d.delta, d.item_id.as_deref(), d.output_index),
+        (true, "{\"q\\n\":", Some("fc_a"), Some(0))
+    );
+    let t =
+        fast(r#"{"type":"response.output_text.delta","delta":"hi","logprobs":[]}"#).expect("a text delta");
+    assert_eq!((t.arguments, &*t.delta), (false, "hi"));
+    // Anything else is left to the full reading.
+    for other in [
+        r#"{"type":"response.output_text.delta","delta":{"a":1}}"#,
+        r#"{"type":"response.output_text.delta","delta":null}"#,
+        r#"{"type":"response.output_text.delta","output_index":"1","delta":"x"}"#,
+        r#"{"type":"response.output_text.delta","delta":"x","response":{"usage":{"output_tokens":1}}}"#,
+        r#"{"type":"response.completed","delta":"x"}"#,
+        r#"{"delta":"x"}"#,
+    ] {
+        assert_eq!(fast(other), None, "{other}");
+    }
+    // The same stream read both ways gives the same calls and anomalies.
+    let stream = [
+        ADD_A,
+        r#"{"type":"response.function_call_arguments.delta","output_index":0,"item_id":"fc_a","delta":"{\"q\":1}"}"#,
+        r#"{"type":"response.function_call_arguments.delta","output_index":7,"delta":"orphan"}"#,
+        r#"{"type":"response.output_text.delta","delta":"text"}"#,
+    ];
+    let mut full = ResponsesProcessor::default();
+    let mut quick = ResponsesProcessor::default();
+    let (mut a, mut b) = (Seen::default(), Seen::default());
+    for e in stream {
+        let v: JsonValue = serde_json::from_str(e).unwrap();
+        full.process_event(&v).unwrap();
+        collect(&full, &mut a);
+        match fast(e) {
+            Some(d) => quick.process_delta(&d).map(|_| ()).unwrap(),
+            None => quick.process_event(&v).map(|_| ()).unwrap(),
+        }
+        collect(&quick, &mut b);
+    }
+    full.finish().unwrap();
+    quick.finish().unwrap();
+    collect(&full, &mut a);
+    collect(&quick, &mut b);
+    assert_eq!(a, b);
+    assert_eq!(full.anomalies().all(), quick.anomalies().all());
+    assert_eq!(a.calls.len(), 1);
+}
+
+#[test]
+fn an_output_item_of_another_type_is_reported_once() {
+    let stream = sse(&[
+        r#"{"type":"response.output_item.added","output_index":0,"item":{"id":"ws_1","type":"web_search_call","status":"in_progress"}}"#,
+        r#"{"type":"response.output_item.done","output_index":0,"item":{"id":"ws_1","type":"web_search_call","status":"completed"}}"#,
+        r#"{"type":"response.output_item.added","output_index":1,"item":{"id":"ws_2","type":"web_search_call"}}"#,
+    ]);
+    let (p, seen, error) = decode(Options::default(), &stream, 1000);
+    assert_eq!((error, seen), (None, Seen::default()));
+    assert_eq!(kinds(&p), [AnomalyKind::IgnoredEvent]);
+    assert!(p.anomalies().all()[0].message.contains("web_search_call"));
+}
+
+#[test]
+fn an_item_announced_twice_is_one_call() {
+    let stream = sse(&[
+        ADD_A,
+        ADD_A,
+        r#"{"type":"response.function_call_arguments.delta","output_index":0,"item_id":"fc_a","delta":"{\"q\":2}"}"#,
+    ]);
+    let (p, seen, error) = decode(Options::default(), &stream, 1000);
+    assert_eq!(error, None);
+    assert_eq!(seen.calls, [("call_a".into(), "search".into(), r#"{"q":2}"#.into())]);
+    assert_eq!(kinds(&p), [AnomalyKind::DuplicateId, AnomalyKind::Truncated]);
+}
+
+#[test]
+fn an_unreadable_event_is_skipped_and_reported_unless_strict() {
+    let stream = format!(
+        "{}data: {{\"type\":\"response.function_call_arguments.delta\",\"output_index\":0,\"delta\":\"{{\\\"q\\\"\" oops}}\n\n{}",
+        sse(&[ADD_A]),
+        sse(&[r#"{"type":"response.output_text.delta","delta":"after"}"#])
+    );
+    let (p, seen, error) = decode(Options::default(), &stream, 7);
+    // The event was lost: the open call is not repaired into something else.
+    assert!(matches!(error, Some(Error::Arguments { .. })), "{error:?}");
+    assert_eq!(seen.text, "after");
+    assert!(kinds(&p).contains(&AnomalyKind::UnreadableEvent));
+    let (_, _, strict) = decode(Options { strict: true, ..Options::default() }, &stream, 7);
+    assert!(matches!(strict, Some(Error::Stream { .. })), "{strict:?}");
+}

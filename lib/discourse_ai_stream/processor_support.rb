@@ -1,0 +1,31 @@
+# frozen_string_literal: true
+
+module DiscourseAiStream
+  # What both processors (chat completions and Responses API) share on the
+  # Ruby side: the anomaly hook, and refusing copies of native state.
+  module ProcessorSupport
+    attr_accessor :on_anomaly
+
+    private
+
+    # The stream state lives in native memory that dup and clone do not
+    # copy; a copy would be an object with no state at all.
+    def initialize_copy(_other)
+      raise TypeError, "#{self.class.name} cannot be copied (dup/clone): it holds one stream's state; " \
+                       "create a new processor instead"
+    end
+
+    # Called by the native code with the anomalies a call recorded.
+    def __deliver_anomalies(list)
+      hook = @on_anomaly || DiscourseAiStream.on_anomaly
+      return unless hook
+
+      list.each do |anomaly|
+        hook.call(anomaly)
+      rescue StandardError => e
+        warn "discourse_ai_stream: on_anomaly hook raised #{e.class}: #{e.message}"
+      end
+      nil
+    end
+  end
+end
