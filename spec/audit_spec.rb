@@ -128,6 +128,18 @@ RSpec.describe DiscourseAiStream::Audit do
         expect(result.ran).to eq([])
       end
 
+      it "counts every call as lost after a line nested deeper than JSON.parse's 100 levels, which the gem reads" do
+        [101, 127].each do |depth|
+          deep = "{\"choices\":[],\"extra\":#{"[" * (depth - 1)}0#{"]" * (depth - 1)}}"
+          result = described_class.analyze("data: #{deep}\n\n#{good_chunk}data: [DONE]\n\n")
+          expect(result.errors).to eq([])
+          expect(result.requested).to eq(%w[call_ok])
+          expect(result.ran).to eq([]), "nested #{depth} deep"
+        end
+        shallow = "{\"choices\":[],\"extra\":#{"[" * 99}0#{"]" * 99}}"
+        expect(described_class.analyze("data: #{shallow}\n\n#{good_chunk}data: [DONE]\n\n").ran).to eq(%w[call_ok])
+      end
+
       it "lets a bad last line through, as the stock decoder kept it in its buffer" do
         expect(described_class.analyze("#{good_chunk}data: {\"cut\": ").ran).to eq(%w[call_ok])
         expect(described_class.analyze("#{good_chunk}data: {\"cut\": }\n").ran).to eq(%w[call_ok])

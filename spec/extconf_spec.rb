@@ -4,6 +4,7 @@ require "fileutils"
 require "open3"
 require "rbconfig"
 require "tmpdir"
+require_relative "support/child_process"
 
 # The Makefile extconf.rb writes without the rb_sys gem: which cargo, which
 # profile and which files `make` would use, read from `make -n` (nothing is
@@ -20,10 +21,7 @@ RSpec.describe "ext/discourse_ai_stream/extconf.rb without rb_sys" do
   # The caller's CARGO_TARGET_DIR (bin/with-ruby sets one per Ruby) is not
   # what these examples are about: only those that pass one get one.
   def run!(env, *command)
-    output, status = Open3.capture2e({ "RUBYOPT" => nil, "CARGO_TARGET_DIR" => nil }.merge(env), *command, chdir: dir)
-    raise "`#{command.join(" ")}` failed (#{status}):\n#{output}" unless status.success?
-
-    output
+    ChildProcess.run!({ "CARGO_TARGET_DIR" => nil }.merge(env), *command, chdir: dir)
   end
 
   # A stand-in cargo: extconf.rb only checks that it exists and is executable.

@@ -131,10 +131,6 @@ RSpec.describe "Hash path: the fast chunk walker" do
     shapes.each { |shape| expect(checked(shape)).not_to be_nil, "declined #{shape.inspect}" }
   end
 
-  it "reads small Hashes in place on Ruby 3.1, where their layout was checked at load" do
-    expect(DiscourseAiStream::Native::SMALL_HASHES_READ_IN_PLACE).to be(RUBY_VERSION.start_with?("3.1."))
-  end
-
   it "reads Hashes with deleted pairs, re-added keys and Ruby's larger table as Ruby iterates them" do
     # Deleting a pair leaves a hole in a small Hash's table; one that grew
     # past 8 pairs keeps Ruby's other table when it shrinks again.

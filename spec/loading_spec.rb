@@ -1,9 +1,8 @@
 # frozen_string_literal: true
 
 require "fileutils"
-require "open3"
-require "rbconfig"
 require "tmpdir"
+require_relative "support/child_process"
 
 # lib/discourse_ai_stream.rb loads the build for this Ruby's minor version
 # (lib/discourse_ai_stream/<major.minor>/, what a precompiled gem ships) before
@@ -19,11 +18,7 @@ RSpec.describe "loading the native extension" do
   end
 
   def run_ruby(*load_dirs, code)
-    args = load_dirs.flat_map { |dir| ["-I", dir] }
-    output, status = Open3.capture2e({ "RUBYOPT" => nil }, RbConfig.ruby, *args, "-e", code)
-    raise "ruby failed (#{status}):\n#{output}" unless status.success?
-
-    output.lines.last.strip
+    ChildProcess.ruby!({}, *load_dirs.flat_map { |dir| ["-I", dir] }, "-e", code)
   end
 
   it "prefers lib/discourse_ai_stream/<major.minor>/ when it is there" do

@@ -323,6 +323,16 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor do
       DiscourseAiStream.on_anomaly = nil
     end
 
+    it "hands a repeat of an anomaly already delivered to the hook again, once a call, with its count" do
+      seen = []
+      p = described_class.new(on_anomaly: ->(a) { seen << [a[:kind], a.fetch(:count, 1)] })
+      p.decode_chunk("data: not json\n\n")
+      p.decode_chunk("data: not json\n\n")
+      p.decode_chunk("data: not json\n\ndata: not json\n\n")
+      expect(seen).to eq([[:non_json_data, 1], [:non_json_data, 2], [:non_json_data, 4]])
+      expect(p.anomalies.map { |a| [a[:kind], a[:count]] }).to eq([[:non_json_data, 4]])
+    end
+
     it "keeps the stream going when a hook raises" do
       noisy = described_class.new(on_anomaly: ->(_) { raise "logger down" })
       expect { noisy.process_streamed_message(tool_chunk([fragment(3, "x")])) }

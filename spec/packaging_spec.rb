@@ -2,10 +2,10 @@
 
 require "fileutils"
 require "json"
-require "open3"
 require "rbconfig"
 require "rubygems/package"
 require "tmpdir"
+require_relative "support/child_process"
 
 # Builds the source gem and installs it the way a user would, once per rspec
 # run (the first example that asks pays for it; the compile takes a while).
@@ -84,21 +84,10 @@ module PackagingBuild
 
     private
 
-    # `gem` is run by this ruby. Bundler's environment is dropped, or its
-    # setup (RUBYOPT=-rbundler/setup) would put this checkout's lib/ on the
-    # load path of the child processes.
+    # `gem` is run by this ruby.
     def run!(env, *command, chdir: ROOT)
       command = [RbConfig.ruby, "-S", *command] if command.first == "gem"
-      output, status = unbundled do
-        Open3.capture2e({ "RUBYOPT" => nil, "RUBYLIB" => nil }.merge(env), *command, chdir: chdir)
-      end
-      raise "`#{command.join(" ")}` failed (#{status}):\n#{output}" unless status.success?
-
-      output
-    end
-
-    def unbundled(&)
-      defined?(Bundler) ? Bundler.with_unbundled_env(&) : yield
+      ChildProcess.run!(env, *command, chdir: chdir)
     end
   end
 end

@@ -288,6 +288,25 @@ RSpec.describe "bad input" do
     expect(processor.anomalies.map { |a| a[:kind] }).to eq([:ignored_field])
   end
 
+  it "huge numbers: the largest finite Float stays one, and any number of them beyond it cost nothing" do
+    beyond = Array.new(70) { |i| "\\\"k#{i}\\\":1e400" }.join(",")
+    raw = "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"h\",\"function\":{\"name\":\"f\"," \
+          "\"arguments\":{\"max\":1.7976931348623157e308}}}]},\"finish_reason\":\"stop\"}]," \
+          "\"x\":[#{"1e400," * 69}1e400]}\n\n" \
+          "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":1,\"id\":\"i\",\"function\":{\"name\":\"f\"," \
+          "\"arguments\":\"{#{beyond}}\"}}]},\"finish_reason\":\"stop\"}]}\n\n"
+    decoded = DiscourseAiStream::OpenAiMessageProcessor.new.decode_chunk(raw)
+    hashed = DiscourseAiStream::OpenAiMessageProcessor.new
+    hashed = raw.scan(/^data: (.*)$/).flat_map do |(data)|
+      Array(hashed.process_streamed_message(JSON.parse(data, symbolize_names: true)))
+    end
+    [decoded, hashed].each do |calls|
+      expect(calls.map(&:id)).to eq(%w[h i])
+      expect(calls[0].parameters).to eq(max: Float::MAX)
+      expect(calls[1].parameters.values.uniq).to eq([Float::INFINITY])
+    end
+  end
+
   describe "huge numbers read the same through decode_chunk and process_streamed_message" do
     # Generated ids differ between processors by design.
     normalize = ->(text) { text.to_s.gsub(/call_das_\h+_\d+/, "call_das_N") }

@@ -1,10 +1,9 @@
 # frozen_string_literal: true
 
 require "json"
-require "open3"
-require "rbconfig"
 require_relative "../spec_helper"
 require_relative "../support/chunks"
+require_relative "../support/child_process"
 
 # A panic in Rust must never reach Ruby as `fatal` (which ends the process):
 # it becomes DiscourseAiStream::InternalError, and the processor it happened
@@ -35,9 +34,7 @@ RSpec.describe "panic guard" do
   end
 
   define_method(:run_child) do |body|
-    out, status = Open3.capture2e(hooks_env, RbConfig.ruby, "-I", lib, "-e", self.class.child_script(body))
-    expect(status).to be_success, out
-    JSON.parse(out.lines.last)
+    JSON.parse(ChildProcess.ruby!(hooks_env, "-I", lib, "-e", self.class.child_script(body)))
   end
 
   it "defines no panic hook in a normal process" do
@@ -59,26 +56,31 @@ RSpec.describe "panic guard" do
     expect(results).to eq([panicked, panicked, panicked, ["ok", '["ok"]']])
   end
 
-  it "poisons the processor a panic happened in, every entry point of it, and only that one" do
+  it "poisons the processor a panic happened in, every entry point of it but the anomaly readers, and only that one" do
     results = run_child(<<~RUBY)
       broken = DiscourseAiStream::OpenAiMessageProcessor.new
       healthy = DiscourseAiStream::OpenAiMessageProcessor.new
+      broken.process_streamed_message({ choices: [{ delta: { tool_calls: [{ index: 3, function: { arguments: "x" } }] } }] })
       calls = { process_streamed_message: [text_chunk("x")], process_message: [message([])],
                 decode_chunk: ["data: {}\\n\\n"], finish: [], prompt_tokens: [], completion_tokens: [],
                 cache_read_tokens: [], cache_write_tokens: [], cached_tokens: [], partial_tool_calls?: [],
-                max_line_bytes: [], usage_mode: [], anomalies: [], dropped_anomalies: [],
-                legacy_tool_call_ids: [] }
+                max_line_bytes: [], usage_mode: [], legacy_tool_call_ids: [] }
       { panic: outcome { broken.__send__(:__panic_for_tests) },
         after: calls.to_h { |name, args| [name, outcome { broken.public_send(name, *args) }[0..1]] },
+        anomalies: outcome { broken.anomalies.map { |a| a[:kind] } },
+        dropped: outcome { broken.dropped_anomalies },
         inspect: broken.inspect,
         healthy: outcome { healthy.process_streamed_message(text_chunk("x")) } }
     RUBY
     expect(results["panic"]).to eq(["DiscourseAiStream::InternalError",
                                     "internal error in discourse_ai_stream: deliberate panic for tests", true, true])
-    expect(results["after"].keys.size).to eq(15)
+    expect(results["after"].keys.size).to eq(13)
     expect(results["after"].values.uniq).to eq([["DiscourseAiStream::InternalError",
                                                  "internal error in discourse_ai_stream: " \
                                                  "this processor stopped after an earlier internal error"]])
+    # What it recorded before the error stays readable: it explains the error.
+    expect(results["anomalies"]).to eq(["ok", "[:orphan_fragment]"])
+    expect(results["dropped"]).to eq(%w[ok 0])
     expect(results["inspect"]).to eq("#<DiscourseAiStream::OpenAiMessageProcessor (busy or stopped)>")
     expect(results["healthy"]).to eq(["ok", '"x"'])
   end

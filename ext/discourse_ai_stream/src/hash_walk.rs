@@ -14,16 +14,21 @@
 //! anomalies, conversions and errors stay exactly those of the serde path
 //! (spec/hash_walk_spec.rb compares both on every fixture and on odd shapes).
 //!
-//! Why it exists: on a text event the serde path (a visitor per value, the
-//! name of every Symbol key read as text, a `kind_of?` check per value)
-//! cost more than the stock Ruby processor's whole `process_streamed_message`.
-//! Here keys are matched by identity against Symbols interned once (a Symbol
+//! Why there are two readers: serde reads every shape (content parts,
+//! object arguments, error payloads, keys of any class, other encodings),
+//! and alone it misses issue 8's Hash-path target (the processor's own cost
+//! at most a third of the stock processor's) by far: a visitor per value,
+//! the name of every Symbol key read as text, a `kind_of?` check per value.
+//! In instructions per event beyond the floor (`bench/count`, Ruby 3.4 with
+//! YJIT), text_2k costs 8.62k with serde alone and 1.16k with this walker,
+//! where the stock processor costs 2.22k; tools_4k 11.6k and 2.65k, stock
+//! 13.7k. Teaching the walker every shape serde reads would make it a
+//! second serde. Here keys are matched by identity against Symbols interned once (a Symbol
 //! is unique per name), types are read from the object header, nil, true and
 //! false are compared as constants, and Strings are borrowed, not copied.
 //! Each Hash is iterated once, noting the values of the known keys
 //! ([`Found`]); those are read afterwards, in one plain function per
-//! struct. Small Hashes are read in place where Ruby's layout is known and
-//! checked ([`crate::ar_table`]); others through Ruby's iteration.
+//! struct.
 //!
 //! Nothing here calls Ruby code or allocates Ruby objects, so no collection
 //! can run while it reads, and no Ruby exception can unwind through it.
@@ -37,8 +42,6 @@ use openai_stream::chunk::{
     Arguments, Choice, Chunk, Content, Delta, Field, Function, Id, Int, List, Text, ToolCallDelta,
 };
 use rb_sys::{ruby_special_consts, ruby_value_type, VALUE};
-
-use crate::ar_table;
 
 /// The keys the walker knows.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -98,8 +101,6 @@ struct Keys {
     multiplier: u64,
     /// `rb_hash_stlike_foreach`, when this Ruby exports it.
     foreach: Option<StlikeForeach>,
-    /// Small Hashes are read in place ([`crate::ar_table`]).
-    direct: bool,
 }
 
 impl Keys {
@@ -109,9 +110,8 @@ impl Keys {
 
     /// A table of `entries`: None when no multiplier tried spreads them
     /// over distinct slots (then the walker stands aside).
-    fn new(entries: &[(VALUE, K)], foreach: Option<StlikeForeach>, direct: bool) -> Option<Keys> {
-        let mut keys =
-            Keys { symbols: [0; SLOTS], codes: [K::Skipped; SLOTS], multiplier: 0, foreach, direct };
+    fn new(entries: &[(VALUE, K)], foreach: Option<StlikeForeach>) -> Option<Keys> {
+        let mut keys = Keys { symbols: [0; SLOTS], codes: [K::Skipped; SLOTS], multiplier: 0, foreach };
         // Odd multipliers, from the golden ratio's: with 27 keys in 128
         // slots, about one in fifteen spreads them all.
         'try_next: for attempt in 0..4096u64 {
@@ -145,11 +145,21 @@ type StlikeForeach = unsafe extern "C" fn(VALUE, Option<PairCallback>, VALUE) ->
 /// Ruby's `rb_hash_stlike_foreach`, looked up at run time: the iteration
 /// `rb_hash_foreach` wraps in `rb_ensure` (and a modification check per
 /// pair) for the sake of Ruby code that might change the Hash meanwhile.
-/// The walker runs no Ruby code, so the bare iteration is enough, and the
-/// wrapper cost more than reading the pairs. It is not part of Ruby's
-/// public API (Ruby 3.1 and 3.2 export it for their JITs): where it is
-/// missing, `rb_hash_foreach` is used.
+/// The walker runs no Ruby code, so the bare iteration is enough. It is not
+/// part of Ruby's public API: it is looked up only on the Rubies of the
+/// matrix (3.1, 3.3 and 3.4, which export it with the signature below; the
+/// extension only loads into the Ruby it was built for), elsewhere
+/// `rb_hash_foreach` is used.
+///
+/// What it saves, in instructions per event of the Hash path beyond the
+/// floor (`bench/count`, YJIT on): on 3.4, text_2k 1.16k instead of 2.05k and
+/// tools_4k 2.65k instead of 3.93k, where the stock processor's are 2.22k
+/// and 13.7k; on 3.3, 1.20k instead of 2.10k and 2.90k instead of 4.24k,
+/// stock 3.30k and 14.5k.
 fn fast_foreach() -> Option<StlikeForeach> {
+    if !(rb_sys::RUBY_API_VERSION_MAJOR == 3 && matches!(rb_sys::RUBY_API_VERSION_MINOR, 1 | 3 | 4)) {
+        return None;
+    }
     #[cfg(unix)]
     {
         extern "C" {
@@ -184,16 +194,16 @@ const fn bit(k: K) -> u32 {
     1 << k as u32
 }
 
-/// The keys one struct reads (what `lenient_struct!` declares in the
-/// core's chunk module): a Symbol of one of these names that is not the
-/// interned one is left to the serde path.
+/// The keys one struct reads (`FIELDS`, declared by `lenient_struct!` in
+/// the core's chunk module): a Symbol of one of these names that is not
+/// the interned one is left to the serde path.
 type Names = &'static [&'static str];
 
-const CHUNK: Names = &["choices", "usage", "x_groq", "error", "object", "message"];
-const CHOICE: Names = &["delta", "message", "finish_reason", "error", "usage", "native_finish_reason"];
-const DELTA: Names = &["content", "tool_calls"];
-const TOOL_CALL: Names = &["index", "id", "function"];
-const FUNCTION: Names = &["name", "arguments", "id"];
+/// The structs the walker reads, by their keys: each must be in [`KNOWN`],
+/// or the walker stands aside (a field added to the core and not here is
+/// read by serde, never skipped).
+const READ: [Names; 5] =
+    [Chunk::FIELDS, Choice::FIELDS, Delta::FIELDS, ToolCallDelta::FIELDS, Function::FIELDS];
 
 /// Keys no struct reads that servers send on every event, interned so that
 /// skipping them costs a comparison.
@@ -231,12 +241,16 @@ fn intern(name: &str) -> VALUE {
 
 fn keys() -> Option<&'static Keys> {
     KEYS.get_or_init(|| {
+        let known = |name: &&str| KNOWN.iter().any(|(k, _)| k == name);
+        if !READ.iter().all(|names| names.iter().all(known)) {
+            return None;
+        }
         let entries: Vec<(VALUE, K)> = KNOWN
             .iter()
             .map(|&(name, k)| (intern(name), k))
             .chain(SKIPPED_NAMES.iter().map(|name| (intern(name), K::Skipped)))
             .collect();
-        Keys::new(&entries, fast_foreach(), ar_table::enabled())
+        Keys::new(&entries, fast_foreach())
     })
     .as_ref()
 }
@@ -361,6 +375,23 @@ impl Found {
         (self.present & bit(k) != 0).then(|| unsafe { self.values[k as usize].assume_init() })
     }
 
+    /// Runs `read` on the value of `k` if it was there; true when it was not.
+    fn with(&self, k: K, read: impl FnOnce(VALUE) -> bool) -> bool {
+        self.get(k).is_none_or(read)
+    }
+
+    /// Sets `field` from the value of `k` read by `read`, if it was there
+    /// (None from `read`: the serde path decides).
+    fn set<T>(&self, k: K, field: &mut Field<T>, read: impl FnOnce(VALUE) -> Option<Field<T>>) -> bool {
+        self.with(k, |v| match read(v) {
+            Some(value) => {
+                put(field, value);
+                true
+            }
+            None => false,
+        })
+    }
+
     /// Notes one pair; false when the serde path must read the Hash (see
     /// [`unread_symbol`]).
     #[inline(always)]
@@ -376,27 +407,16 @@ impl Found {
     }
 }
 
-/// Notes the pairs of `hash` whose keys are known in `found` (a new one);
-/// false when a key must be left to the serde path. `names`: the keys of
-/// the struct the Hash is read into.
+/// The values of the known keys of `hash`; None when a key must be left to
+/// the serde path. `names`: the keys of the struct the Hash is read into.
 ///
 /// # Safety
 ///
 /// `hash` is a Hash that no Ruby code changes while this runs.
 #[inline(always)]
-unsafe fn collect(keys: &Keys, hash: VALUE, names: Names, found: &mut Found) -> bool {
-    if keys.direct {
-        // SAFETY: a Hash, unchanged meanwhile (above).
-        if let Some(pairs) = unsafe { ar_table::pairs(hash) } {
-            for &[key, value] in pairs {
-                if key != ar_table::DELETED && !unsafe { found.note(keys, key, value, names) } {
-                    return false;
-                }
-            }
-            return true;
-        }
-    }
-    let mut c = Collect { keys, names, found, ok: true };
+unsafe fn collect(keys: &Keys, hash: VALUE, names: Names) -> Option<Found> {
+    let mut found = Found::new();
+    let mut c = Collect { keys, names, found: &mut found, ok: true };
     let arg = &mut c as *mut Collect as VALUE;
     // SAFETY: the callback only reads the pairs (no Ruby call, no
     // allocation, no exception, no panic), and `c` outlives the call.
@@ -408,7 +428,7 @@ unsafe fn collect(keys: &Keys, hash: VALUE, names: Names, found: &mut Found) -> 
             None => rb_sys::rb_hash_foreach(hash, Some(collect_pair), arg),
         }
     }
-    c.ok
+    c.ok.then_some(found)
 }
 
 /// The state of an iteration by Ruby.
@@ -446,11 +466,6 @@ unsafe fn unread_symbol(key: VALUE, names: &[&str]) -> bool {
     matches!(unsafe { symbol_name(key) }, Some(name) if !names.contains(&name))
 }
 
-/// Runs `read` on the value of a key that was there; true when it was not.
-fn each(value: Option<VALUE>, read: impl FnOnce(VALUE) -> bool) -> bool {
-    value.is_none_or(read)
-}
-
 /// The text of a String when it is UTF-8 (whatever its encoding says, as the
 /// serde path reads it), borrowed.
 ///
@@ -475,17 +490,6 @@ unsafe fn text<'a>(v: VALUE) -> Option<Field<Text<'a>>> {
     Some(Field::Value(Text(Cow::Borrowed(unsafe { string_text(v) }?))))
 }
 
-/// Sets a field from `value` read by `read` (None: the serde path decides).
-fn set<T>(field: &mut Field<T>, value: Option<Field<T>>) -> bool {
-    match value {
-        Some(value) => {
-            put(field, value);
-            true
-        }
-        None => false,
-    }
-}
-
 /// Puts `value` in a field of a new struct. The field held its default,
 /// absent (each key is read once), which owns nothing: it is forgotten
 /// rather than dropped, which saves a call of the drop glue per field.
@@ -508,6 +512,32 @@ fn null<T>(v: VALUE) -> Option<Field<T>> {
     (v == NIL).then_some(Field::Null)
 }
 
+/// A field that holds an object of the Ruby type `t` (read by `fill` into
+/// the value `empty` makes, in place), or nil.
+#[inline(always)]
+unsafe fn nil_or<T>(
+    v: VALUE,
+    t: ruby_value_type,
+    field: &mut Field<T>,
+    empty: impl FnOnce() -> T,
+    fill: impl FnOnce(&mut T) -> bool,
+) -> bool {
+    if v == NIL {
+        put(field, Field::Null);
+        return true;
+    }
+    if !unsafe { is(v, t) } {
+        return false;
+    }
+    // Built in place: a list of one keeps its element inline, and moving it
+    // would copy a few hundred bytes.
+    put(field, Field::Value(empty()));
+    match field {
+        Field::Value(value) => fill(value),
+        _ => false,
+    }
+}
+
 /// A list: an Array of Hashes (or nils), each read in place by `fill`, or
 /// nil.
 unsafe fn list<T: Default>(
@@ -515,32 +545,20 @@ unsafe fn list<T: Default>(
     field: &mut Field<List<T>>,
     mut fill: impl FnMut(VALUE, &mut T) -> bool,
 ) -> bool {
-    if v == NIL {
-        put(field, Field::Null);
-        return true;
+    unsafe {
+        nil_or(v, ruby_value_type::RUBY_T_ARRAY, field, List::new, |items| {
+            let Ok(len) = usize::try_from(rb_sys::RARRAY_LEN(v)) else { return false };
+            (0..len).all(|i| {
+                // SAFETY: `i` is below the length; nothing changes the Array.
+                let e = rb_sys::RARRAY_AREF(v, i as isize);
+                if e == NIL {
+                    items.push(Field::Null);
+                    return true;
+                }
+                is(e, ruby_value_type::RUBY_T_HASH) && fill(e, items.push_default())
+            })
+        })
     }
-    if !unsafe { is(v, ruby_value_type::RUBY_T_ARRAY) } {
-        return false;
-    }
-    let Ok(len) = usize::try_from(unsafe { rb_sys::RARRAY_LEN(v) }) else { return false };
-    // Built in place: a list of one keeps its element inline, and moving it
-    // would copy a few hundred bytes.
-    put(field, Field::Value(List::new()));
-    let Field::Value(items) = field else { return false };
-    for i in 0..len {
-        // SAFETY: `i` is below the length; nothing changes the Array.
-        let e = unsafe { rb_sys::RARRAY_AREF(v, i as isize) };
-        if e == NIL {
-            items.push(Field::Null);
-        } else if unsafe { is(e, ruby_value_type::RUBY_T_HASH) } {
-            if !fill(e, items.push_default()) {
-                return false;
-            }
-        } else {
-            return false;
-        }
-    }
-    true
 }
 
 /// A struct field: a Hash read in place by `fill`, or nil.
@@ -549,18 +567,7 @@ unsafe fn object<T: Default>(
     field: &mut Field<T>,
     fill: impl FnOnce(VALUE, &mut T) -> bool,
 ) -> bool {
-    if v == NIL {
-        put(field, Field::Null);
-        return true;
-    }
-    if !unsafe { is(v, ruby_value_type::RUBY_T_HASH) } {
-        return false;
-    }
-    put(field, Field::Value(T::default()));
-    match field {
-        Field::Value(value) => fill(v, value),
-        _ => false,
-    }
+    unsafe { nil_or(v, ruby_value_type::RUBY_T_HASH, field, T::default, |value| fill(v, value)) }
 }
 
 /// A Symbol's name when it is UTF-8 (as `ruby_de::symbol_text` reads it).
@@ -592,10 +599,8 @@ pub unsafe fn read_text<'a>(hash: VALUE) -> Option<(&'a str, Option<ContentStrin
     const OTHER_CHUNK_FIELDS: u32 = bit(K::Usage) | bit(K::XGroq) | bit(K::Error) | bit(K::Message);
     const OTHER_CHOICE_FIELDS: u32 = bit(K::Message) | bit(K::Error) | bit(K::Usage);
     let keys = keys()?;
-    let mut top = Found::new();
-    if !unsafe { collect(keys, hash, CHUNK, &mut top) } || top.present & OTHER_CHUNK_FIELDS != 0 {
-        return None;
-    }
+    let top =
+        unsafe { collect(keys, hash, Chunk::FIELDS) }.filter(|f| f.present & OTHER_CHUNK_FIELDS == 0)?;
     if let Some(object) = top.get(K::Object) {
         if object != NIL && !matches!(unsafe { string_text(object) }, Some(o) if o != "error") {
             return None;
@@ -607,10 +612,8 @@ pub unsafe fn read_text<'a>(hash: VALUE) -> Option<(&'a str, Option<ContentStrin
     }
     // SAFETY: an Array of one element (above).
     let choice = unsafe { rb_sys::RARRAY_AREF(choices, 0) };
-    let mut c = Found::new();
-    if !unsafe { collect(keys, choice, CHOICE, &mut c) } || c.present & OTHER_CHOICE_FIELDS != 0 {
-        return None;
-    }
+    let c =
+        unsafe { collect(keys, choice, Choice::FIELDS) }.filter(|f| f.present & OTHER_CHOICE_FIELDS == 0)?;
     if c.get(K::FinishReason).is_some_and(|r| r != NIL) {
         return None;
     }
@@ -618,10 +621,7 @@ pub unsafe fn read_text<'a>(hash: VALUE) -> Option<(&'a str, Option<ContentStrin
     if !unsafe { is(delta, ruby_value_type::RUBY_T_HASH) } {
         return None;
     }
-    let mut d = Found::new();
-    if !unsafe { collect(keys, delta, DELTA, &mut d) } || d.present & bit(K::ToolCalls) != 0 {
-        return None;
-    }
+    let d = unsafe { collect(keys, delta, Delta::FIELDS) }.filter(|f| f.present & bit(K::ToolCalls) == 0)?;
     let content = d.get(K::Content)?;
     let text = unsafe { string_text(content) }?;
     Some((text, unsafe { content_string(content, text) }))
@@ -662,54 +662,45 @@ unsafe fn string_text<'a>(v: VALUE) -> Option<&'a str> {
 
 /// A chunk (the top-level Hash).
 unsafe fn chunk<'a>(cx: &mut Cx, hash: VALUE, out: &mut Chunk<'a>) -> bool {
-    let mut f = Found::new();
-    if !unsafe { collect(cx.keys, hash, CHUNK, &mut f) } {
-        return false;
-    }
+    let Some(f) = (unsafe { collect(cx.keys, hash, Chunk::FIELDS) }) else { return false };
     unsafe {
-        each(f.get(K::Choices), |v| {
+        f.with(K::Choices, |v| {
             let ok = list(v, &mut out.choices, |h, c| choice(cx, h, c));
             cx.note_list(&out.choices);
             ok
-        }) && each(f.get(K::Object), |v| set(&mut out.object, text(v)))
-            && each(f.get(K::Message), |v| set(&mut out.message, text(v)))
-            && each(f.get(K::Usage), |v| set(&mut out.usage, null(v)))
-            && each(f.get(K::XGroq), |v| set(&mut out.x_groq, null(v)))
-            && each(f.get(K::Error), |v| set(&mut out.error, null(v)))
+        }) && f.set(K::Object, &mut out.object, |v| text(v))
+            && f.set(K::Message, &mut out.message, |v| text(v))
+            && f.set(K::Usage, &mut out.usage, null)
+            && f.set(K::XGroq, &mut out.x_groq, null)
+            && f.set(K::Error, &mut out.error, null)
     }
 }
 
 /// A choice (a Hash in `choices`).
 unsafe fn choice<'a>(cx: &mut Cx, hash: VALUE, out: &mut Choice<'a>) -> bool {
-    let mut f = Found::new();
-    if !unsafe { collect(cx.keys, hash, CHOICE, &mut f) } {
-        return false;
-    }
+    let Some(f) = (unsafe { collect(cx.keys, hash, Choice::FIELDS) }) else { return false };
     unsafe {
-        each(f.get(K::Delta), |v| object(v, &mut out.delta, |h, d| delta(cx, h, d)))
-            && each(f.get(K::FinishReason), |v| set(&mut out.finish_reason, text(v)))
-            && each(f.get(K::Message), |v| object(v, &mut out.message, |h, d| delta(cx, h, d)))
-            && each(f.get(K::Error), |v| set(&mut out.error, null(v)))
-            && each(f.get(K::Usage), |v| set(&mut out.usage, null(v)))
-            && each(f.get(K::NativeFinishReason), |v| set(&mut out.native_finish_reason, text(v)))
+        f.with(K::Delta, |v| object(v, &mut out.delta, |h, d| delta(cx, h, d)))
+            && f.set(K::FinishReason, &mut out.finish_reason, |v| text(v))
+            && f.with(K::Message, |v| object(v, &mut out.message, |h, d| delta(cx, h, d)))
+            && f.set(K::Error, &mut out.error, null)
+            && f.set(K::Usage, &mut out.usage, null)
+            && f.set(K::NativeFinishReason, &mut out.native_finish_reason, |v| text(v))
     }
 }
 
 /// A delta or a message.
 unsafe fn delta<'a>(cx: &mut Cx, hash: VALUE, out: &mut Delta<'a>) -> bool {
-    let mut f = Found::new();
-    if !unsafe { collect(cx.keys, hash, DELTA, &mut f) } {
-        return false;
-    }
+    let Some(f) = (unsafe { collect(cx.keys, hash, Delta::FIELDS) }) else { return false };
     unsafe {
-        each(f.get(K::Content), |v| {
+        f.set(K::Content, &mut out.content, |v| {
             let content = text_as(v, Content::Text);
             if let Some(Field::Value(Content::Text(t))) = &content {
                 cx.content = content_string(v, t);
                 cx.contents += 1;
             }
-            set(&mut out.content, content)
-        }) && each(f.get(K::ToolCalls), |v| {
+            content
+        }) && f.with(K::ToolCalls, |v| {
             let ok = list(v, &mut out.tool_calls, |h, c| tool_call(cx, h, c));
             cx.note_list(&out.tool_calls);
             ok
@@ -719,35 +710,24 @@ unsafe fn delta<'a>(cx: &mut Cx, hash: VALUE, out: &mut Delta<'a>) -> bool {
 
 /// A tool call delta (a Hash in `tool_calls`).
 unsafe fn tool_call<'a>(cx: &mut Cx, hash: VALUE, out: &mut ToolCallDelta<'a>) -> bool {
-    let mut f = Found::new();
-    if !unsafe { collect(cx.keys, hash, TOOL_CALL, &mut f) } {
-        return false;
-    }
+    let Some(f) = (unsafe { collect(cx.keys, hash, ToolCallDelta::FIELDS) }) else { return false };
     unsafe {
-        each(f.get(K::Function), |v| object(v, &mut out.function, |h, d| function(cx, h, d)))
-            && each(f.get(K::Index), |v| {
-                let index = if v == NIL {
-                    Some(Field::Null)
-                } else if rb_sys::FIXNUM_P(v) {
-                    Some(Field::Value(Int(rb_sys::FIX2LONG(v) as i64)))
-                } else {
-                    None
-                };
-                set(&mut out.index, index)
+        f.with(K::Function, |v| object(v, &mut out.function, |h, d| function(cx, h, d)))
+            && f.set(K::Index, &mut out.index, |v| match v {
+                NIL => Some(Field::Null),
+                v if rb_sys::FIXNUM_P(v) => Some(Field::Value(Int(rb_sys::FIX2LONG(v) as i64))),
+                _ => None,
             })
-            && each(f.get(K::Id), |v| set(&mut out.id, text_as(v, Id)))
+            && f.set(K::Id, &mut out.id, |v| text_as(v, Id))
     }
 }
 
 /// A tool call's `function`.
-unsafe fn function<'a>(cx: &mut Cx, hash: VALUE, out: &mut Function<'a>) -> bool {
-    let mut f = Found::new();
-    if !unsafe { collect(cx.keys, hash, FUNCTION, &mut f) } {
-        return false;
-    }
+unsafe fn function<'a>(cx: &Cx, hash: VALUE, out: &mut Function<'a>) -> bool {
+    let Some(f) = (unsafe { collect(cx.keys, hash, Function::FIELDS) }) else { return false };
     unsafe {
-        each(f.get(K::Arguments), |v| set(&mut out.arguments, text_as(v, Arguments::Text)))
-            && each(f.get(K::Name), |v| set(&mut out.name, text(v)))
-            && each(f.get(K::Id), |v| set(&mut out.id, text_as(v, Id)))
+        f.set(K::Arguments, &mut out.arguments, |v| text_as(v, Arguments::Text))
+            && f.set(K::Name, &mut out.name, |v| text(v))
+            && f.set(K::Id, &mut out.id, |v| text_as(v, Id))
     }
 }

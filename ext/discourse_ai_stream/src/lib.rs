@@ -2,7 +2,6 @@
 //! core, Ruby objects for what the core returns, core errors as Ruby
 //! exceptions. No decoding logic lives here.
 
-mod ar_table;
 mod convert;
 mod errors;
 mod guard;
@@ -26,9 +25,6 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
     let native = module.define_module("Native")?;
     native.const_set("CORE_VERSION", env!("CARGO_PKG_VERSION"))?;
     native.const_set("MAX_LINE_BYTES", openai_stream::sse::DEFAULT_MAX_LINE_BYTES)?;
-    // Whether this Ruby's small Hashes are read in place (checked now,
-    // against Ruby's own iteration; see ar_table.rs).
-    native.const_set("SMALL_HASHES_READ_IN_PLACE", ar_table::enabled())?;
     // Both readers of a chunk Hash (the direct walker and serde), for the
     // spec that compares them; reads only, so always there.
     native

@@ -450,6 +450,22 @@ impl RbProcessor {
         Self::enter(ruby, rb_self, |core| Ok(f(core)))
     }
 
+    /// Reads the anomalies, even after an internal error stopped the
+    /// processor: what it recorded up to then (a list the error cannot
+    /// have left half-written) is what explains the error.
+    fn read_anomalies<T>(
+        ruby: &Ruby,
+        rb_self: &RbProcessor,
+        f: impl FnOnce(&openai_stream::anomaly::Anomalies) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        guard(ruby, || {
+            let borrow = rb_self.core.try_borrow().map_err(|_| errors::busy(ruby))?;
+            let core =
+                borrow.as_ref().ok_or_else(|| errors::internal(ruby, "processor used before initialize"))?;
+            f(core.anomalies())
+        })
+    }
+
     pub fn prompt_tokens(ruby: &Ruby, rb_self: &RbProcessor) -> Result<Option<u64>, Error> {
         Self::read(ruby, rb_self, |c| c.usage().prompt_tokens)
     }
@@ -487,11 +503,12 @@ impl RbProcessor {
         }))
     }
 
-    /// Every anomaly recorded so far, as frozen Hashes.
+    /// Every anomaly recorded so far, as frozen Hashes (readable after an
+    /// internal error too).
     pub fn anomalies(ruby: &Ruby, rb_self: &RbProcessor) -> Result<RArray, Error> {
-        Self::enter(ruby, rb_self, |core| {
-            let list = ruby.ary_new_capa(core.anomalies().len());
-            for a in core.anomalies().all() {
+        Self::read_anomalies(ruby, rb_self, |anomalies| {
+            let list = ruby.ary_new_capa(anomalies.len());
+            for a in anomalies.all() {
                 list.push(anomaly_to_ruby(ruby, a)?)?;
             }
             Ok(list)
@@ -513,7 +530,7 @@ impl RbProcessor {
 
     /// Anomalies past the per-processor limit, counted but not kept.
     pub fn dropped_anomalies(ruby: &Ruby, rb_self: &RbProcessor) -> Result<u64, Error> {
-        Self::read(ruby, rb_self, |c| c.anomalies().dropped())
+        Self::read_anomalies(ruby, rb_self, |anomalies| Ok(anomalies.dropped()))
     }
 
     /// `__panic_for_tests`: a panic inside a processor call, to prove the

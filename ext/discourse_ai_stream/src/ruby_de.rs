@@ -6,6 +6,10 @@
 //! JSON meaning: they read as null and their class is recorded, so the caller
 //! can report an anomaly. Nesting is bounded like serde_json's recursion limit.
 //! Values under keys no chunk struct reads are not looked at.
+//!
+//! The usual shapes are read first by [`crate::hash_walk`], many times
+//! cheaper; this reads what the walker leaves (its module docs say why both
+//! are kept, with the figures).
 
 use std::cell::RefCell;
 use std::fmt;

@@ -243,6 +243,9 @@ pub struct Anomalies {
     list: Vec<Anomaly>,
     /// How many the caller has already taken (see [`Anomalies::take_new`]).
     delivered: usize,
+    /// Positions of taken entries that repeated since the last
+    /// [`Anomalies::take_new`], each once: taken again with their count.
+    repeated: Vec<usize>,
     dropped: u64,
     /// Positions of kept anomalies by [`Anomaly::key`] (first of each key).
     seen: HashMap<u64, usize>,
@@ -264,6 +267,9 @@ impl Anomalies {
         if let Some(&at) = key.as_ref().and_then(|k| self.seen.get(k)) {
             if let Some(kept) = self.list.get_mut(at).filter(|k| k.same_as(&anomaly)) {
                 kept.count = kept.count.saturating_add(1);
+                if at < self.delivered && !self.repeated.contains(&at) {
+                    self.repeated.push(at);
+                }
                 return;
             }
         }
@@ -320,16 +326,23 @@ impl Anomalies {
         &self.list
     }
 
-    /// Anomalies recorded since the last call (for callbacks).
-    pub fn take_new(&mut self) -> &[Anomaly] {
+    /// Anomalies recorded since the last call (for callbacks): the entries
+    /// taken before that repeated since (with their count so far), then
+    /// the new ones.
+    pub fn take_new(&mut self) -> impl ExactSizeIterator<Item = &Anomaly> {
         let start = self.delivered;
         self.delivered = self.list.len();
-        &self.list[start..]
+        let repeated = std::mem::take(&mut self.repeated);
+        let list = &self.list;
+        let taken: Vec<&Anomaly> =
+            repeated.iter().filter_map(|&at| list.get(at)).chain(&list[start..]).collect();
+        taken.into_iter()
     }
 
-    /// True when anomalies arrived since the last [`Anomalies::take_new`].
+    /// True when anomalies arrived or repeated since the last
+    /// [`Anomalies::take_new`].
     pub fn has_new(&self) -> bool {
-        self.delivered < self.list.len()
+        self.delivered < self.list.len() || !self.repeated.is_empty()
     }
 
     /// Anomalies past the limit, counted but not kept.
@@ -370,7 +383,7 @@ mod tests {
         assert_eq!(a.all().last().map(|x| x.kind), Some(AnomalyKind::AnomalyLimit));
         assert_eq!(a.dropped(), 50);
         assert_eq!(a.take_new().len(), Anomalies::LIMIT + 1);
-        assert!(a.take_new().is_empty());
+        assert!(a.take_new().next().is_none());
         assert!(!a.has_new());
     }
 
@@ -385,8 +398,13 @@ mod tests {
         assert_eq!(a.all()[0].count, 5000);
         assert_eq!(a.all()[1].kind, AnomalyKind::GeneratedId);
         assert_eq!(a.take_new().len(), 2);
+        // A repeat of a taken one is taken again, once, with its count.
         a.push(Anomaly::new(AnomalyKind::NonJsonData, "ping").excerpt("ping"));
-        assert!(!a.has_new(), "a repeat is not a new anomaly");
+        a.push(Anomaly::new(AnomalyKind::NonJsonData, "ping").excerpt("ping"));
+        assert!(a.has_new(), "a repeat reaches the callback again");
+        let counts: Vec<u64> = a.take_new().map(|x| x.count).collect();
+        assert_eq!(counts, [5002]);
+        assert!(!a.has_new());
         assert_eq!(a.dropped(), 0);
         // Two calls that share an id keep an entry each.
         let mut b = Anomalies::default();

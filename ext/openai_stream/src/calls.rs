@@ -230,19 +230,19 @@ impl<'d> Header<'d> {
     /// What one element of `tool_calls` says, with the fields of a wrong
     /// type (or converted) added to `problems`.
     fn read(delta: &'d ToolCallDelta<'d>, problems: &mut Vec<FieldProblem>) -> Self {
-        let function = match &delta.function {
-            Field::Value(f) | Field::Converted(f, _) => Some(f),
-            Field::Wrong(kind) => {
-                problems.push(FieldProblem { field: "tool_calls[].function", kind: *kind, converted: false });
-                None
-            }
-            Field::Missing | Field::Null => None,
+        let function = read(&delta.function, "tool_calls[].function", problems);
+        let index = read(&delta.index, "tool_calls[].index", problems).map(|Int(n)| *n);
+        let id = |field: &'d Field<Id<'d>>, name, problems: &mut _| {
+            read(field, name, problems).map(|Id(id)| &**id).filter(|id| !id.is_empty())
         };
-        let index = read_index(&delta.index, problems);
-        let id = read_id(&delta.id, "tool_calls[].id", problems)
-            .or_else(|| function.and_then(|f| read_id(&f.id, "tool_calls[].function.id", problems)));
-        let name = function.and_then(|f| read_name(&f.name, problems));
-        let arguments = function.and_then(|f| read_arguments(&f.arguments, problems));
+        let id = id(&delta.id, "tool_calls[].id", problems)
+            .or_else(|| function.and_then(|f| id(&f.id, "tool_calls[].function.id", problems)));
+        let name = function
+            .and_then(|f| read(&f.name, "tool_calls[].function.name", problems))
+            .map(|Text(name)| &**name)
+            .filter(|name| !name.is_empty());
+        let arguments =
+            function.and_then(|f| read(&f.arguments, "tool_calls[].function.arguments", problems));
         Header { index, id, name, arguments }
     }
 }
@@ -857,72 +857,19 @@ fn closed_object(raw: &str) -> bool {
     t.starts_with('{') && t.ends_with('}') && serde_json::from_str::<crate::chunk::lenient::Skip>(t).is_ok()
 }
 
-fn read_index(field: &Field<Int>, problems: &mut Vec<FieldProblem>) -> Option<i64> {
-    let field_name = "tool_calls[].index";
-    match field {
-        Field::Value(Int(n)) => Some(*n),
-        Field::Converted(Int(n), kind) => {
-            problems.push(FieldProblem { field: field_name, kind: *kind, converted: true });
-            Some(*n)
-        }
-        Field::Wrong(kind) => {
-            problems.push(FieldProblem { field: field_name, kind: *kind, converted: false });
-            None
-        }
-        Field::Missing | Field::Null => None,
+/// The value of a field (a converted one too), with a field of a wrong
+/// type, or converted, added to `problems` as `name`.
+fn read<'f, T>(field: &'f Field<T>, name: &'static str, problems: &mut Vec<FieldProblem>) -> Option<&'f T> {
+    let (value, problem) = match field {
+        Field::Value(v) => (Some(v), None),
+        Field::Converted(v, kind) => (Some(v), Some((*kind, true))),
+        Field::Wrong(kind) => (None, Some((*kind, false))),
+        Field::Missing | Field::Null => (None, None),
+    };
+    if let Some((kind, converted)) = problem {
+        problems.push(FieldProblem { field: name, kind, converted });
     }
-}
-
-fn read_id<'d>(
-    field: &'d Field<Id<'d>>,
-    name: &'static str,
-    problems: &mut Vec<FieldProblem>,
-) -> Option<&'d str> {
-    match field {
-        Field::Value(Id(id)) if !id.is_empty() => Some(id),
-        Field::Converted(Id(id), kind) => {
-            problems.push(FieldProblem { field: name, kind: *kind, converted: true });
-            Some(id)
-        }
-        Field::Wrong(kind) => {
-            problems.push(FieldProblem { field: name, kind: *kind, converted: false });
-            None
-        }
-        _ => None,
-    }
-}
-
-fn read_name<'d>(field: &'d Field<Text<'d>>, problems: &mut Vec<FieldProblem>) -> Option<&'d str> {
-    match field {
-        Field::Value(Text(name)) if !name.is_empty() => Some(name),
-        Field::Wrong(kind) => {
-            problems.push(FieldProblem {
-                field: "tool_calls[].function.name",
-                kind: *kind,
-                converted: false,
-            });
-            None
-        }
-        _ => None,
-    }
-}
-
-fn read_arguments<'d>(
-    field: &'d Field<Arguments<'d>>,
-    problems: &mut Vec<FieldProblem>,
-) -> Option<&'d Arguments<'d>> {
-    match field {
-        Field::Value(a) | Field::Converted(a, _) => Some(a),
-        Field::Wrong(kind) => {
-            problems.push(FieldProblem {
-                field: "tool_calls[].function.arguments",
-                kind: *kind,
-                converted: false,
-            });
-            None
-        }
-        Field::Missing | Field::Null => None,
-    }
+    value
 }
 
 fn arguments_text(arguments: &Arguments) -> String {

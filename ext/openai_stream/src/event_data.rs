@@ -38,7 +38,11 @@ pub(crate) fn completeness(data: &[u8]) -> Completeness {
     match serde_json::from_str::<crate::chunk::lenient::Skip>(text) {
         Ok(_) => Completeness::Complete,
         Err(e) if e.is_eof() => Completeness::Incomplete,
-        Err(_) => Completeness::Invalid,
+        Err(e) => match crate::json::beyond_f64(text, &e) {
+            Some(crate::json::Reparsed::Value(_)) => Completeness::Complete,
+            Some(crate::json::Reparsed::Incomplete) => Completeness::Incomplete,
+            None => Completeness::Invalid,
+        },
     }
 }
 

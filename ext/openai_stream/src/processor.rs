@@ -13,7 +13,7 @@ use crate::event_data::{
     completeness, glued_value_end, invalid_json, line_too_long, starts_event, truncated_event, Completeness,
 };
 use crate::in_band::{choice_error, provider_error_of};
-use crate::json::JsonValue;
+use crate::json::{JsonValue, Reparsed};
 use crate::legacy::{LegacyOutcome, LegacySimulator};
 use crate::output::Output;
 use crate::sse::{Event, Line, LineReader, DEFAULT_MAX_LINE_BYTES};
@@ -636,23 +636,24 @@ impl State {
         if crate::chunk::scan::read(text, &mut scanned, &mut self.envelope) {
             return self.apply_payload(text, &scanned);
         }
-        let widened: String;
-        let (field, text): (Field<Chunk>, &str) = match serde_json::from_str(text) {
-            Ok(f) => (f, text),
+        let reparsed: JsonValue;
+        let field: Field<Chunk> = match serde_json::from_str(text) {
+            Ok(f) => f,
             Err(e) if e.is_eof() => return Ok(false),
             Err(e) => {
                 if let (false, Some(end)) = (self.in_glued, glued_value_end(text)) {
                     return self.glued_event(text, end);
                 }
                 // Numbers beyond f64's range read as Infinity, as in Ruby.
-                match crate::json::widen_out_of_range::<crate::chunk::lenient::Skip>(text, &e) {
-                    Some(w) => {
-                        widened = w;
-                        match serde_json::from_str(&widened) {
-                            Ok(f) => (f, widened.as_str()),
-                            Err(e) => return Err(self.lost(invalid_json(&e, text))),
+                match crate::json::beyond_f64(text, &e) {
+                    Some(Reparsed::Value(v)) => {
+                        reparsed = v;
+                        match serde::Deserialize::deserialize(&reparsed) {
+                            Ok(f) => f,
+                            Err(_) => return Err(self.lost(invalid_json(&e, text))),
                         }
                     }
+                    Some(Reparsed::Incomplete) => return Ok(false),
                     None => return Err(self.lost(invalid_json(&e, text))),
                 }
             }
@@ -755,46 +756,27 @@ impl State {
 
     #[inline(always)]
     fn first_choice<'c, 'a>(&mut self, choices: &'c Field<List<Choice<'a>>>) -> Option<&'c Choice<'a>> {
-        match choices {
-            Field::Value(list) | Field::Converted(list, _) => {
-                if list.len() > 1 && !self.reported_choices {
-                    self.reported_choices = true;
-                    self.anomalies.push(
-                        Anomaly::new(
-                            AnomalyKind::IgnoredChoices,
-                            format!("{} choices in a chunk; only the first is read", list.len()),
-                        )
-                        .field("choices"),
-                    );
-                }
-                match list.first() {
-                    Some(Field::Value(c) | Field::Converted(c, _)) => Some(c),
-                    Some(Field::Wrong(kind)) => {
-                        self.ignored("choices[0]", *kind);
-                        None
-                    }
-                    _ => None,
-                }
-            }
-            Field::Wrong(kind) => {
-                self.ignored("choices", *kind);
-                None
-            }
-            Field::Missing | Field::Null => None,
+        let list = self.field(choices, "choices")?;
+        if list.len() > 1 && !self.reported_choices {
+            self.reported_choices = true;
+            self.anomalies.push(
+                Anomaly::new(
+                    AnomalyKind::IgnoredChoices,
+                    format!("{} choices in a chunk; only the first is read", list.len()),
+                )
+                .field("choices"),
+            );
         }
+        self.field(list.first()?, "choices[0]")
     }
 
     /// `whole`: the chunk says it is a whole response (`object:
     /// "chat.completion"`).
     fn apply_choice(&mut self, choice: &Choice, whole: bool) -> Result<(), Error> {
-        let finish_reason = match &choice.finish_reason {
-            Field::Value(Text(r)) => Some(&**r).filter(|r| !r.is_empty()),
-            Field::Wrong(kind) => {
-                self.ignored("choices[0].finish_reason", *kind);
-                None
-            }
-            _ => None,
-        };
+        let finish_reason = self
+            .field(&choice.finish_reason, "choices[0].finish_reason")
+            .map(|Text(r)| &**r)
+            .filter(|r| !r.is_empty());
         let finishing = finish_reason.is_some();
         let delta = match (&choice.delta, &choice.message) {
             // A whole response after its own stream (MiniMax sends one
@@ -824,7 +806,7 @@ impl State {
             }
             _ => &choice.delta,
         };
-        if let Some(delta) = self.delta_of(delta, "choices[0].delta") {
+        if let Some(delta) = self.field(delta, "choices[0].delta") {
             self.apply_content(&delta.content);
             self.apply_tool_calls(delta, finishing)?;
         }
@@ -867,15 +849,17 @@ impl State {
         );
     }
 
+    /// The value of a field (a converted one too), or None; one of a wrong
+    /// type is reported as ignored, as `name`.
     #[inline(always)]
-    fn delta_of<'c, 'a>(&mut self, field: &'c Field<Delta<'a>>, name: &'static str) -> Option<&'c Delta<'a>> {
+    fn field<'c, T>(&mut self, field: &'c Field<T>, name: &'static str) -> Option<&'c T> {
         match field {
-            Field::Value(d) | Field::Converted(d, _) => Some(d),
+            Field::Value(v) | Field::Converted(v, _) => Some(v),
             Field::Wrong(kind) => {
                 self.ignored(name, *kind);
                 None
             }
-            _ => None,
+            Field::Missing | Field::Null => None,
         }
     }
 
@@ -932,28 +916,14 @@ impl State {
     }
 
     fn apply_tool_calls(&mut self, delta: &Delta, finishing: bool) -> Result<(), Error> {
-        let list = match &delta.tool_calls {
-            Field::Value(list) | Field::Converted(list, _) => list,
-            Field::Wrong(kind) => {
-                self.ignored("choices[0].delta.tool_calls", *kind);
-                return Ok(());
-            }
-            _ => return Ok(()),
-        };
+        let Some(list) = self.field(&delta.tool_calls, "choices[0].delta.tool_calls") else { return Ok(()) };
         if list.is_empty() && !finishing {
             return self.complete_whole_calls();
         }
         let mut first_error = Ok(());
         self.calls.begin_list();
         for item in list {
-            let d = match item {
-                Field::Value(d) | Field::Converted(d, _) => d,
-                Field::Wrong(kind) => {
-                    self.ignored("choices[0].delta.tool_calls[]", *kind);
-                    continue;
-                }
-                _ => continue,
-            };
+            let Some(d) = self.field(item, "choices[0].delta.tool_calls[]") else { continue };
             self.apply_call(d, finishing, &mut first_error);
         }
         first_error
@@ -1007,25 +977,14 @@ impl State {
 
     #[inline(always)]
     fn apply_usage(&mut self, chunk: &Chunk, choice: Option<&Choice>) {
-        let groq = match &chunk.x_groq {
-            Field::Value(x) | Field::Converted(x, _) => match &x.usage {
-                Field::Value(u) | Field::Converted(u, _) => Some(u),
-                Field::Wrong(kind) => {
-                    self.ignored("x_groq.usage", *kind);
-                    None
-                }
-                Field::Missing | Field::Null => None,
-            },
-            Field::Wrong(kind) => {
-                self.ignored("x_groq", *kind);
-                None
-            }
-            Field::Missing | Field::Null => None,
+        let groq = match self.field(&chunk.x_groq, "x_groq") {
+            Some(x) => self.field(&x.usage, "x_groq.usage"),
+            None => None,
         };
-        let own = self.usage_of(&chunk.usage, "usage");
+        let own = self.field(&chunk.usage, "usage");
         // Moonshot Kimi puts it inside the finish chunk's choice.
         let inner = match choice {
-            Some(c) => self.usage_of(&c.usage, "choices[0].usage"),
+            Some(c) => self.field(&c.usage, "choices[0].usage"),
             None => None,
         };
         if groq.is_none() && own.is_none() && inner.is_none() {
@@ -1062,22 +1021,6 @@ impl State {
         }
     }
 
-    #[inline]
-    fn usage_of<'c>(
-        &mut self,
-        field: &'c Field<crate::chunk::Usage>,
-        name: &'static str,
-    ) -> Option<&'c crate::chunk::Usage> {
-        match field {
-            Field::Value(u) | Field::Converted(u, _) => Some(u),
-            Field::Wrong(kind) => {
-                self.ignored(name, *kind);
-                None
-            }
-            _ => None,
-        }
-    }
-
     // ---- non-streamed responses -------------------------------------------
 
     fn apply_message(&mut self, chunk: &Chunk) -> Result<(), Error> {
@@ -1088,7 +1031,7 @@ impl State {
         let mut result = Ok(());
         let choice = self.first_choice(&chunk.choices);
         if let Some(choice) = choice {
-            if let Some(message) = self.delta_of(&choice.message, "choices[0].message") {
+            if let Some(message) = self.field(&choice.message, "choices[0].message") {
                 self.apply_content(&message.content);
                 result = self.apply_whole_calls(message);
             }
@@ -1105,22 +1048,12 @@ impl State {
     /// Every element of a non-streamed `tool_calls` is one call, by
     /// position (no slotting: two calls may even share an id).
     fn apply_whole_calls(&mut self, message: &Delta) -> Result<(), Error> {
-        let list = match &message.tool_calls {
-            Field::Value(list) | Field::Converted(list, _) => list,
-            Field::Wrong(kind) => {
-                self.ignored("choices[0].message.tool_calls", *kind);
-                return Ok(());
-            }
-            _ => return Ok(()),
+        let Some(list) = self.field(&message.tool_calls, "choices[0].message.tool_calls") else {
+            return Ok(());
         };
         let mut first_error = Ok(());
         for item in list {
-            let Some(d) = item.get() else {
-                if let Field::Wrong(kind) = item {
-                    self.ignored("choices[0].message.tool_calls[]", *kind);
-                }
-                continue;
-            };
+            let Some(d) = self.field(item, "choices[0].message.tool_calls[]") else { continue };
             let Some(call) = self.calls.add_whole(d, &mut self.anomalies) else {
                 continue;
             };

@@ -458,3 +458,20 @@ fn a_call_open_when_an_event_was_lost_is_never_repaired() {
     let calls = final_calls(&items);
     assert_eq!((calls[0].params.clone(), calls[1].params.clone()), (json!({"q": 1}), json!({"r": 2})));
 }
+
+/// Numbers beyond f64's range read as Infinity, as Ruby's `JSON.parse`
+/// reads them: however many there are, in an event split over data lines
+/// too, and without turning the largest finite number into one of them.
+#[test]
+fn numbers_beyond_f64_cost_no_event_and_change_no_other_number() {
+    let many = vec!["1e400"; 70].join(",");
+    let text = format!(r#"{{"choices":[{{"delta":{{"content":"hi"}}}}],"x":[{many}]}}"#);
+    let split = "data: {\"choices\":\ndata: [{\"delta\":{\"content\":\"split\"}}],\"x\":1e400}\n\n";
+    let max = r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"m","function":{"name":"f","arguments":{"m":1.7976931348623157e308}}}]},"finish_reason":"tool_calls"}]}"#;
+    let mut h = Harness::new(false);
+    let stream = [sse(&[&text]), split.as_bytes().to_vec(), sse(&[max])].concat();
+    let items = decode_all(&mut h, &[&stream]);
+    assert_eq!(texts(&items), ["hi", "split"]);
+    assert_eq!(final_calls(&items)[0].params, json!({"m": f64::MAX}));
+    assert!(h.processor.anomalies().is_empty(), "{:?}", h.processor.anomalies().all());
+}

@@ -19,6 +19,9 @@ module DiscourseAiStream
                           unknown_sse_field].freeze
       # `data: {` after something else on its line (a comment, another field).
       MID_LINE = /[^\n]data: \{/n
+      # JSON.parse's default max_nesting: a line nested deeper raised in the
+      # stock decoder, while the gem reads it.
+      MAX_NESTING = 100
 
       module_function
 
@@ -33,10 +36,12 @@ module DiscourseAiStream
       end
 
       # Parsing every line in Ruby costs a few times the gem's decoding: only
-      # when the gem itself found a line it could not read, or a `data: {`
-      # that does not start its line, can the stock decoder have raised.
+      # when the gem itself found a line it could not read, a `data: {`
+      # that does not start its line, or more opening brackets than
+      # JSON.parse accepts levels, can the stock decoder have raised.
       def suspect?(text, gem_errors, anomaly_kinds)
-        !gem_errors.empty? || anomaly_kinds.intersect?(LINE_ANOMALIES) || MID_LINE.match?(text)
+        !gem_errors.empty? || anomaly_kinds.intersect?(LINE_ANOMALIES) || MID_LINE.match?(text) ||
+          text.count("[{") > MAX_NESTING
       end
 
       def raises?(text)

@@ -261,7 +261,7 @@ impl<'de, T: Lenient<'de>> Visitor<'de> for FieldVisitor<T> {
         })
     }
     fn visit_f64<E>(self, v: f64) -> Result<Field<T>, E> {
-        Ok(T::from_f64(crate::json::widened_to_infinity(v)).into())
+        Ok(T::from_f64(v).into())
     }
     fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Field<T>, E> {
         Ok(T::from_str(Cow::Borrowed(v)).into())
@@ -520,6 +520,11 @@ macro_rules! lenient_struct {
             $( $(#[$fmeta])* pub $field: $ty, )*
         }
 
+        impl $name<'_> {
+            /// The keys this struct reads.
+            pub const FIELDS: &'static [&'static str] = &[$( $key ),*];
+        }
+
         impl<'de> $crate::chunk::lenient::Lenient<'de> for $name<'de> {
             $crate::chunk::lenient::lenient_struct!(@from_map $( $key => $field ),*);
         }
@@ -536,6 +541,11 @@ macro_rules! lenient_struct {
             $( $(#[$fmeta])* pub $field: $ty, )*
         }
 
+        impl $name {
+            /// The keys this struct reads.
+            pub const FIELDS: &'static [&'static str] = &[$( $key ),*];
+        }
+
         impl<'de> $crate::chunk::lenient::Lenient<'de> for $name {
             $crate::chunk::lenient::lenient_struct!(@from_map $( $key => $field ),*);
         }
@@ -544,9 +554,8 @@ macro_rules! lenient_struct {
         fn from_map<A: serde::de::MapAccess<'de>>(
             mut map: A,
         ) -> Result<$crate::chunk::lenient::Got<Self>, A::Error> {
-            const NAMES: &[&str] = &[$( $key ),*];
             let mut out = Self::default();
-            while let Some(key) = map.next_key_seed($crate::chunk::lenient::KeyIn(NAMES))? {
+            while let Some(key) = map.next_key_seed($crate::chunk::lenient::KeyIn(Self::FIELDS))? {
                 match key {
                     $( Some($key) => out.$field = map.next_value()?, )*
                     _ => {

@@ -4,14 +4,14 @@
 //! [`IncrementalParser`] reads such a tree from fragments and reports what
 //! became visible on the way.
 
+mod beyond_f64;
 mod incremental;
-mod range;
 mod value;
 
-pub use range::widen_out_of_range;
+pub use beyond_f64::{beyond_f64, Reparsed};
 
 pub use incremental::{
     parse_complete, ContainerKind, IncrementalParser, SyntaxError, SyntaxErrorKind, ViewEvent, ViewEvents,
     ViewSink, DEFAULT_MAX_DEPTH,
 };
-pub use value::{widened_to_infinity, JsonValue, Number};
+pub use value::{JsonValue, Number};

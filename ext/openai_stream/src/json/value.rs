@@ -49,11 +49,8 @@ impl Number {
         Number(text.into())
     }
 
-    /// Any float: [`Number::from_f64`], else [`Number::non_finite`]. The
-    /// largest finite magnitude is how [`crate::json::widen_out_of_range`]
-    /// marks a number that serde_json could not hold: infinite too.
+    /// Any float: [`Number::from_f64`], else [`Number::non_finite`].
     pub fn from_any_f64(value: f64) -> Self {
-        let value = widened_to_infinity(value);
         Number::from_f64(value).unwrap_or_else(|| Number::non_finite(value))
     }
 
@@ -80,15 +77,6 @@ impl Number {
     /// as in Ruby's `JSON.parse`).
     pub fn as_f64(&self) -> f64 {
         self.0.parse().unwrap_or(f64::NAN)
-    }
-}
-
-/// `±f64::MAX` (the mark of a widened out-of-range number) as `±inf`.
-pub fn widened_to_infinity(value: f64) -> f64 {
-    if value.abs() == f64::MAX {
-        value.signum() * f64::INFINITY
-    } else {
-        value
     }
 }
 
