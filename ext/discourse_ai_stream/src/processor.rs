@@ -365,55 +365,67 @@ impl RbProcessor {
             return Ok(built);
         }
         let items = ruby.ary_new_capa(out.len());
-        let objects = ruby.get_inner(self.objects.get().ok_or_else(|| errors::internal(ruby, "no setup"))?);
-        let class: Value = objects.entry(TOOL_CALL_CLASS)?;
-        let calls: RArray = objects.entry(CALLS)?;
+        // The ToolCall class and the calls' objects, looked up at the first
+        // call item (most outputs are text only).
+        let mut found: Option<(Value, RArray)> = None;
+        let mut tools = || -> Result<(Value, RArray), Error> {
+            match found {
+                Some(tools) => Ok(tools),
+                None => Ok(*found.insert(self.tools(ruby)?)),
+            }
+        };
         for item in out.items() {
             let value = match item {
                 Item::Text(text) => Some(ruby.str_new(text).as_value()),
-                Item::Progress(call) => match progress(ruby, core, class, calls, call) {
-                    Ok(value) => value,
-                    Err(e) => {
-                        detach(ruby, calls, call)?;
-                        if passes_through(ruby, &e) {
-                            built.passthrough = Some(e);
-                            break;
-                        }
-                        built.notes.push(call_anomaly(
-                            core,
-                            call,
-                            AnomalyKind::PartialArgumentsBroken,
-                            format!(
-                                "partial updates stopped for this call: the ToolCall raised {}; \
+                Item::Progress(call) => {
+                    let (class, calls) = tools()?;
+                    match progress(ruby, core, class, calls, call) {
+                        Ok(value) => value,
+                        Err(e) => {
+                            detach(ruby, calls, call)?;
+                            if passes_through(ruby, &e) {
+                                built.passthrough = Some(e);
+                                break;
+                            }
+                            built.notes.push(call_anomaly(
+                                core,
+                                call,
+                                AnomalyKind::PartialArgumentsBroken,
+                                format!(
+                                    "partial updates stopped for this call: the ToolCall raised {}; \
                                  it is completed at the end as usual",
-                                describe(&e)
-                            ),
-                        ));
-                        None
-                    }
-                },
-                Item::Completed(call, params) => match completed(ruby, core, class, calls, call, params) {
-                    Ok(value) => Some(value),
-                    Err(e) => {
-                        // Whatever happened, nothing streams into this call any more.
-                        let _ = calls.store(call.0 as isize, ruby.qnil());
-                        if passes_through(ruby, &e) {
-                            built.passthrough = Some(e);
-                            break;
+                                    describe(&e)
+                                ),
+                            ));
+                            None
                         }
-                        let info = core.calls().get(call);
-                        if built.first_exception.is_none() {
-                            built.first_exception = e.value();
-                        }
-                        built.tool_call_errors.push(FailedToolCall {
-                            call,
-                            id: info.map(|c| c.id.clone()).unwrap_or_default(),
-                            name: info.map(|c| c.name.clone()).unwrap_or_default(),
-                            error: describe(&e),
-                        });
-                        None
                     }
-                },
+                }
+                Item::Completed(call, params) => {
+                    let (class, calls) = tools()?;
+                    match completed(ruby, core, class, calls, call, params) {
+                        Ok(value) => Some(value),
+                        Err(e) => {
+                            // Whatever happened, nothing streams into this call any more.
+                            let _ = calls.store(call.0 as isize, ruby.qnil());
+                            if passes_through(ruby, &e) {
+                                built.passthrough = Some(e);
+                                break;
+                            }
+                            let info = core.calls().get(call);
+                            if built.first_exception.is_none() {
+                                built.first_exception = e.value();
+                            }
+                            built.tool_call_errors.push(FailedToolCall {
+                                call,
+                                id: info.map(|c| c.id.clone()).unwrap_or_default(),
+                                name: info.map(|c| c.name.clone()).unwrap_or_default(),
+                                error: describe(&e),
+                            });
+                            None
+                        }
+                    }
+                }
                 // Only the Responses processor returns thinking.
                 Item::Thinking { .. } => None,
             };
@@ -426,6 +438,12 @@ impl RbProcessor {
         }
         built.items = items;
         Ok(built)
+    }
+
+    /// The ToolCall class and the Array of the calls' objects.
+    fn tools(&self, ruby: &Ruby) -> Result<(Value, RArray), Error> {
+        let objects = ruby.get_inner(self.objects.get().ok_or_else(|| errors::internal(ruby, "no setup"))?);
+        Ok((objects.entry(TOOL_CALL_CLASS)?, objects.entry(CALLS)?))
     }
 
     fn read<T>(ruby: &Ruby, rb_self: &RbProcessor, f: impl FnOnce(&Processor) -> T) -> Result<T, Error> {

@@ -4,8 +4,10 @@
 
 use crate::anomaly::{excerpt, excerpt_bytes, Anomalies, Anomaly, AnomalyKind};
 use crate::calls::{CallId, Calls};
-use crate::chunk::scan::ScanMemo;
-use crate::chunk::{Choice, Chunk, Content, ContentPart as Part, Delta, Field, Kind, List, Text};
+use crate::chunk::scan::{Plain, ScanMemo};
+use crate::chunk::{
+    Choice, Chunk, Content, ContentPart as Part, Delta, Field, Kind, List, Text, ToolCallDelta,
+};
 use crate::error::{Error, StreamErrorKind};
 use crate::event_data::{
     completeness, glued_value_end, invalid_json, line_too_long, starts_event, truncated_event, Completeness,
@@ -303,17 +305,24 @@ impl State {
                 Err(self.lost(line_too_long(&e)))
             }
         };
-        self.settle(result, first_error, at_end);
+        // Most lines: nothing to settle (a call of `settle` and of an
+        // out-of-line `on_line` were a tenth of a text event).
+        if result.is_err() || !self.deferred.is_empty() || self.glued.is_some() {
+            self.settle(result, first_error, at_end);
+        }
     }
 
     /// The errors of one line: those found before its own (a truncated
     /// earlier event), then its own. Then the rest of a glued line is read
     /// as the next line, as long as there is one (a loop, not recursion:
     /// `{}{}{}...` is one line).
+    #[inline(never)]
     fn settle(&mut self, mut result: Result<(), Error>, first_error: &mut Option<Error>, at_end: bool) {
         loop {
-            for e in std::mem::take(&mut self.deferred) {
-                self.note_error(e, first_error, at_end);
+            if !self.deferred.is_empty() {
+                for e in std::mem::take(&mut self.deferred) {
+                    self.note_error(e, first_error, at_end);
+                }
             }
             if let Err(e) = result {
                 self.note_error(e, first_error, at_end);
@@ -382,6 +391,7 @@ impl State {
 
     // ---- SSE events -------------------------------------------------------
 
+    #[inline]
     fn on_line(&mut self, line: &[u8]) -> Result<(), Error> {
         match Line::parse(line) {
             Line::Blank => {
@@ -598,6 +608,14 @@ impl State {
     /// Parses and applies one JSON payload. `Ok(false)`: the JSON is not
     /// complete yet (more data lines may follow).
     fn payload(&mut self, data: &[u8]) -> Result<bool, Error> {
+        // Most events: the last delta with another string, and nothing
+        // else in the chunk. (An error event, and the legacy simulator,
+        // read the whole chunk.)
+        if !self.error_event && self.legacy.is_none() {
+            if let Some(plain) = crate::chunk::scan::plain(data, &self.envelope) {
+                return self.apply_plain(&plain).map(|()| true);
+            }
+        }
         let text = match std::str::from_utf8(data) {
             Ok(text) => text,
             Err(e) => {
@@ -664,6 +682,23 @@ impl State {
             }
         };
         self.apply_payload(text, &chunk)
+    }
+
+    /// A chunk that is nothing but one delta (not an error event): what
+    /// `apply_chunk` does with it (see `Template::plain`).
+    fn apply_plain(&mut self, plain: &Plain<'_>) -> Result<(), Error> {
+        match plain {
+            Plain::Text(text) => {
+                self.apply_text(text);
+                Ok(())
+            }
+            Plain::Call(call) => call.with_delta(|call| {
+                self.calls.begin_list();
+                let mut first_error = Ok(());
+                self.apply_call(call, false, &mut first_error);
+                first_error
+            }),
+        }
     }
 
     /// Applies the chunk read from the JSON payload `text`.
@@ -889,26 +924,33 @@ impl State {
         self.calls.begin_list();
         for item in list {
             let Some(d) = self.field(item, "choices[0].delta.tool_calls[]") else { continue };
-            let before = self.calls.len();
-            let applied = self.calls.apply(d, &mut self.anomalies);
-            if self.calls.len() > before {
-                // A call started after the last finish_reason: only a new
-                // one (or [DONE]) says that it arrived whole.
-                self.saw_finish_reason = false;
-            }
-            if let Some(replaced) = applied.replaced {
-                if let Err(e) = self.complete(replaced) {
-                    if first_error.is_ok() {
-                        first_error = Err(e);
-                    }
-                }
-            }
-            if let (Some(target), true, false) = (applied.target, applied.progressed, finishing) {
-                self.out.push_progress(target);
-                self.shown_views.push(target);
-            }
+            self.apply_call(d, finishing, &mut first_error);
         }
         first_error
+    }
+
+    /// One element of a delta's `tool_calls`; the first error of the list
+    /// is kept in `first_error`.
+    #[inline(always)]
+    fn apply_call(&mut self, d: &ToolCallDelta, finishing: bool, first_error: &mut Result<(), Error>) {
+        let before = self.calls.len();
+        let applied = self.calls.apply(d, &mut self.anomalies);
+        if self.calls.len() > before {
+            // A call started after the last finish_reason: only a new
+            // one (or [DONE]) says that it arrived whole.
+            self.saw_finish_reason = false;
+        }
+        if let Some(replaced) = applied.replaced {
+            if let Err(e) = self.complete(replaced) {
+                if first_error.is_ok() {
+                    *first_error = Err(e);
+                }
+            }
+        }
+        if let (Some(target), true, false) = (applied.target, applied.progressed, finishing) {
+            self.out.push_progress(target);
+            self.shown_views.push(target);
+        }
     }
 
     /// `tool_calls: []`: every open call whose arguments are already a

@@ -6,7 +6,11 @@
 //! mutations of them (truncated, a byte replaced, deleted or inserted
 //! anywhere).
 
+mod common;
+
+use common::Harness;
 use openai_stream::chunk::{scan, Chunk, Field};
+use openai_stream::processor::Options;
 
 fn serde_path(text: &str) -> Option<Chunk<'_>> {
     match serde_json::from_str::<Field<Chunk>>(text) {
@@ -209,4 +213,61 @@ fn mutated_lines_agree_with_serde() {
     }
     eprintln!("scanned {accepted} of {cases} mutations");
     assert!(accepted > 1000, "{accepted} of {cases} mutations scanned");
+}
+
+/// The processor's shortcut for a delta read through the template
+/// (`scan::plain`, no chunk built) does what the whole chunk does: every
+/// stream decodes to the same items, errors and anomalies as with the
+/// legacy simulator on, which reads every chunk whole.
+fn plain_path_agrees(body: &[u8], read: usize) {
+    let run = |simulate_legacy: bool| {
+        let mut h = Harness::with(Options {
+            simulate_legacy,
+            partial_tool_calls: read % 2 == 1,
+            ..Options::default()
+        });
+        let mut outs: Vec<_> = body.chunks(read.max(1)).map(|r| h.raw(r)).collect();
+        outs.push(h.finish());
+        (outs, h.processor.anomalies().all().to_vec())
+    };
+    let (fast, whole) = (run(false), run(true));
+    assert_eq!(fast, whole, "the plain path differs on {:?}", String::from_utf8_lossy(body));
+}
+
+#[test]
+fn plain_deltas_are_read_as_their_chunks_are() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../spec/fixtures");
+    let mut paths: Vec<_> = std::fs::read_dir(dir)
+        .map(|d| d.filter_map(Result::ok).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    paths.sort();
+    for path in paths.iter().filter(|p| p.extension().is_some_and(|e| e == "sse")) {
+        let body = std::fs::read(path).expect("fixture");
+        for read in [7, 512] {
+            plain_path_agrees(&body, read);
+        }
+    }
+    // A delta, then a mutation of it (mostly read through the delta's
+    // template, or refused by it), twice.
+    let mut hits = 0usize;
+    for line in LINES.iter().take(3) {
+        mutations(line, |text| {
+            let mut memo = scan::ScanMemo::default();
+            let _ = scan::chunk(line, &mut memo);
+            hits += usize::from(scan::plain(text.as_bytes(), &memo).is_some());
+            let body = format!("data: {line}\n\ndata: {text}\n\ndata: {text}\n\n");
+            plain_path_agrees(body.as_bytes(), 1 << 12);
+        });
+    }
+    // vLLM's `object: "error"` on a text delta; an error event; escapes.
+    let error_object = LINES[0].replace("chat.completion.chunk", "error");
+    for (line, text) in [
+        (error_object.clone(), error_object.replace("carries a ", "x")),
+        (LINES[0].to_owned(), LINES[0].replace("carries a ", "x")),
+        (LINES[1].to_owned(), LINES[1].replace(r#"{\"pat"#, r#"\u00e9\"}"#)),
+    ] {
+        let body = format!("data: {line}\n\ndata: {text}\n\nevent: error\ndata: {text}\n\n");
+        plain_path_agrees(body.as_bytes(), 1 << 12);
+    }
+    assert!(hits > 100, "only {hits} mutations were plain deltas");
 }

@@ -89,6 +89,37 @@ pub fn read<'a>(text: &'a str, out: &mut Chunk<'a>, memo: &mut ScanMemo) -> bool
     ok
 }
 
+/// A chunk that is nothing but one delta (see [`plain`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Plain<'a> {
+    /// `choices[0].delta.content`, a string.
+    Text(Cow<'a, str>),
+    /// `choices[0].delta.tool_calls`, one element.
+    Call(PlainCall<'a>),
+}
+
+/// The one element of a plain delta's `tool_calls`: its arguments string
+/// and where its other fields are (see [`PlainCall::with_delta`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlainCall<'a> {
+    text: &'a str,
+    arguments: Cow<'a, str>,
+    index: Field<Int>,
+    id: TextAt,
+    name: TextAt,
+    function_id: TextAt,
+}
+
+/// The bytes of a payload when they are the stream's last plain text or
+/// arguments delta with another string, and that chunk is nothing but its
+/// delta (see `Template::plain`): what the processor reads of it, without
+/// the chunk being built. None: [`read`] the text (the UTF-8 check
+/// included) as usual.
+#[inline]
+pub fn plain<'a>(bytes: &'a [u8], memo: &ScanMemo) -> Option<Plain<'a>> {
+    memo.template.as_ref()?.plain(bytes)
+}
+
 /// Longest envelope remembered.
 const MAX_ENVELOPE: usize = 1024;
 
@@ -121,7 +152,7 @@ enum Absent {
 }
 
 /// A text field as absent, null, or the byte range of its unescaped text.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 enum TextAt {
     Missing,
     Null,

@@ -20,7 +20,7 @@
 
 use std::borrow::Cow;
 
-use super::{Absent, Scanner, TextAt, Varying};
+use super::{Absent, Plain, PlainCall, Scanner, TextAt, Varying};
 use crate::chunk::{
     Arguments, Choice, Chunk, Content, Delta, Field, Function, Id, Int, List, Text, ToolCallDelta,
 };
@@ -30,10 +30,12 @@ const MAX_PART: usize = 2048;
 
 #[derive(Debug)]
 pub(super) struct Template {
-    /// The bytes before the varying string, its opening quote included.
-    prefix: Vec<u8>,
-    /// The bytes from the varying string's closing quote to the end.
-    suffix: Vec<u8>,
+    /// The text before the varying string, its opening quote included.
+    /// (Both parts are `String`s: each is valid UTF-8 on its own, which
+    /// [`Template::value`] relies on.)
+    prefix: String,
+    /// The text from the varying string's closing quote to the end.
+    suffix: String,
     object: TextAt,
     message: TextAt,
     error: Absent,
@@ -44,6 +46,8 @@ pub(super) struct Template {
     choice_usage: Absent,
     native_finish_reason: Absent,
     slot: Slot,
+    /// Nothing but the delta counts (see [`Template::plain`]).
+    plain: bool,
 }
 
 /// What the varying string is, and the fields beside it.
@@ -98,10 +102,14 @@ impl Template {
             }
             _ => return None,
         };
+        let object = prefixed(&c.object)?;
+        // Every other field is absent or null (or an `object`); only vLLM's
+        // `object: "error"` makes the chunk more than its delta.
+        let plain = !matches!(object.get(text), Field::Value(Text(o)) if o == "error");
         Some(Template {
-            prefix: text.as_bytes()[..start].to_vec(),
-            suffix: text.as_bytes()[end..].to_vec(),
-            object: prefixed(&c.object)?,
+            prefix: text.get(..start)?.to_owned(),
+            suffix: text.get(end..)?.to_owned(),
+            object,
             message: prefixed(&c.message)?,
             error: Absent::of(&c.error)?,
             usage: Absent::of(&c.usage)?,
@@ -111,28 +119,87 @@ impl Template {
             choice_usage: Absent::of(&choice.usage)?,
             native_finish_reason: Absent::of(&choice.native_finish_reason)?,
             slot,
+            plain,
         })
     }
 
     /// Reads `text` into `out` (a default chunk) when it is this template
     /// with another string; false (and `out` untouched) when it is not.
     pub(super) fn read<'a>(&self, text: &'a str, out: &mut Chunk<'a>) -> bool {
-        let bytes = text.as_bytes();
-        let Some(value_end) = bytes.len().checked_sub(self.suffix.len()) else { return false };
-        if value_end < self.prefix.len() || !bytes.starts_with(&self.prefix) || !bytes.ends_with(&self.suffix)
+        let Some((text, value)) = self.value(text.as_bytes()) else { return false };
+        self.fill(text, value, out);
+        true
+    }
+
+    /// The bytes as this template with another string: the bytes as text,
+    /// and the string. Only the bytes between prefix and suffix are checked
+    /// for UTF-8: the prefix and suffix are text, so the whole is text when
+    /// they are (and the standard check of a whole payload was a tenth of
+    /// an event).
+    pub(super) fn value<'a>(&self, bytes: &'a [u8]) -> Option<(&'a str, Cow<'a, str>)> {
+        let value_end = bytes.len().checked_sub(self.suffix.len())?;
+        if value_end < self.prefix.len()
+            || !bytes.starts_with(self.prefix.as_bytes())
+            || !bytes.ends_with(self.suffix.as_bytes())
         {
-            return false;
+            return None;
         }
+        crate::utf8::text(&bytes[self.prefix.len()..value_end])?;
+        // SAFETY: the bytes are the prefix (a String), UTF-8 text (just
+        // checked) and the suffix (a String); each is valid UTF-8 on its
+        // own, so their concatenation is.
+        let text = unsafe { std::str::from_utf8_unchecked(bytes) };
         let mut s = Scanner::new(text);
         s.pos = self.prefix.len();
-        let Some(value) = s.string_body() else { return false };
+        let value = s.string_body()?;
         // The string must end where the suffix starts (its closing quote is
         // the suffix's first byte), not earlier.
         if s.pos != value_end + 1 {
-            return false;
+            return None;
         }
-        self.fill(text, value, out);
-        true
+        Some((text, value))
+    }
+
+    /// The bytes as this template with another string, when the chunk is
+    /// nothing but its delta: every other field it has is absent or null
+    /// (`object` aside, which is not `"error"`), one choice, no
+    /// finish_reason, and either text content and no tool calls or one
+    /// tool call and no content. The processor does with such a chunk
+    /// exactly what it does with that delta's text or that one call,
+    /// without the chunk being built.
+    pub(super) fn plain<'a>(&self, bytes: &'a [u8]) -> Option<Plain<'a>> {
+        if !self.plain {
+            return None;
+        }
+        let (text, value) = self.value(bytes)?;
+        Some(match &self.slot {
+            Slot::Content { .. } => Plain::Text(value),
+            Slot::Arguments { index, id, name, function_id, .. } => Plain::Call(PlainCall {
+                text,
+                arguments: value,
+                index: index.clone(),
+                id: *id,
+                name: *name,
+                function_id: *function_id,
+            }),
+        })
+    }
+
+    fn call<'a>(
+        &self,
+        text: &'a str,
+        value: Cow<'a, str>,
+        index: &Field<Int>,
+        id: TextAt,
+        name: TextAt,
+        function_id: TextAt,
+    ) -> ToolCallDelta<'a> {
+        let function = Function {
+            name: name.get(text),
+            arguments: Field::Value(Arguments::Text(value)),
+            id: id_field(function_id, text),
+        };
+        ToolCallDelta { index: index.clone(), id: id_field(id, text), function: Field::Value(function) }
     }
 
     fn fill<'a>(&self, text: &'a str, value: Cow<'a, str>, out: &mut Chunk<'a>) {
@@ -144,16 +211,7 @@ impl Template {
             }
             Slot::Arguments { content, index, id, name, function_id } => {
                 delta.content = content.get();
-                let function = Function {
-                    name: name.get(text),
-                    arguments: Field::Value(Arguments::Text(value)),
-                    id: id_field(*function_id, text),
-                };
-                let call = ToolCallDelta {
-                    index: index.clone(),
-                    id: id_field(*id, text),
-                    function: Field::Value(function),
-                };
+                let call = self.call(text, value, index, *id, *name, *function_id);
                 delta.tool_calls = Field::Value(List::one(Field::Value(call)));
             }
         }
@@ -187,6 +245,29 @@ fn at<T>(src: &str, limit: usize, field: &Field<T>, text: impl Fn(&T) -> &str) -
             (start + t.len() <= limit.min(src.len())).then_some(TextAt::At(start, start + t.len()))
         }
         Field::Converted(..) | Field::Wrong(_) => None,
+    }
+}
+
+impl PlainCall<'_> {
+    /// Runs `f` with the one element of `tool_calls`.
+    #[inline(always)]
+    pub fn with_delta<R>(&self, f: impl FnOnce(&ToolCallDelta<'_>) -> R) -> R {
+        let delta = ToolCallDelta {
+            index: self.index.clone(),
+            id: id_field(self.id, self.text),
+            function: Field::Value(Function {
+                name: self.name.get(self.text),
+                arguments: Field::Value(Arguments::Text(Cow::Borrowed(&self.arguments))),
+                id: id_field(self.function_id, self.text),
+            }),
+        };
+        let result = f(&delta);
+        // Every text of it is borrowed (from the payload, or from the
+        // arguments string kept here) and it holds no list: it owns
+        // nothing, and forgetting it leaks nothing. Its drop glue (a check
+        // of every field) was a fortieth of an arguments event.
+        std::mem::forget(delta);
+        result
     }
 }
 
