@@ -77,7 +77,7 @@ pub fn busy(ruby: &Ruby) -> Error {
 /// `tool_ids` every call it failed for.
 pub fn tool_call(
     ruby: &Ruby,
-    failed: &[crate::processor::FailedToolCall],
+    failed: &[crate::items::FailedToolCall],
     exception: Option<Value>,
     items: RArray,
 ) -> Error {

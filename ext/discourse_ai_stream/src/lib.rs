@@ -6,6 +6,7 @@ mod convert;
 mod errors;
 mod guard;
 mod hash_walk;
+mod items;
 mod processor;
 mod responses;
 mod ruby_de;

@@ -3,39 +3,27 @@
 //! `inspect`) live in lib/discourse_ai_stream/open_ai_message_processor.rb.
 
 use std::cell::{Cell, RefCell};
+use std::ops::ControlFlow;
 use std::ptr::NonNull;
 
 use magnus::gc::Marker;
-use magnus::prelude::*;
 use magnus::rb_sys::{AsRawValue, FromRawValue};
 use magnus::typed_data::Obj;
-use magnus::value::{Lazy, Opaque, ReprValue};
-use magnus::{
-    DataTypeFunctions, Error, KwArgs, RArray, RHash, RString, Ruby, Symbol, TryConvert, TypedData, Value,
-};
-use openai_stream::anomaly::{Anomaly, AnomalyKind};
-use openai_stream::calls::{CallId, Calls};
+use magnus::value::{Opaque, ReprValue};
+use magnus::{DataTypeFunctions, Error, RArray, RHash, RString, Ruby, Symbol, TryConvert, TypedData, Value};
+use openai_stream::anomaly::Anomalies;
+use openai_stream::calls::Calls;
 use openai_stream::chunk::Chunk;
-use openai_stream::json::JsonValue;
 use openai_stream::output::Item;
 use openai_stream::processor::{Options, Processor};
 use openai_stream::usage::UsageMode;
 
-use crate::convert::{anomaly_to_ruby, object_to_hash};
+use crate::convert::anomaly_to_ruby;
 use crate::errors;
 use crate::guard::guard;
 use crate::hash_walk::{self, ContentString, Seen};
+use crate::items::{enter, new_anomalies, Built, CallSource, Shape};
 use crate::ruby_de::{read_chunk, Unsupported};
-use crate::view;
-
-/// The frozen empty Array every call that produced no items returns: most
-/// reads of a stream of argument fragments produce nothing, and a fresh
-/// Array for each was most of what the raw path allocated.
-pub(crate) static NO_ITEMS: Lazy<RArray> = Lazy::new(|ruby| {
-    let items = ruby.ary_new_capa(0);
-    items.freeze();
-    items
-});
 
 /// Slots of the `objects` Array.
 const TOOL_CALL_CLASS: isize = 0;
@@ -116,15 +104,14 @@ impl TryConvert for Me {
     }
 }
 
-/// What a call into the core returns to Ruby.
-enum Shape {
-    /// `process_streamed_message`: nil, one item, or an Array.
-    Streamed,
-    /// Everything else: an Array.
-    Array,
-    /// `finish`: an Array, and the stream's calls are forgotten (the next
-    /// stream numbers its calls from 0 again).
-    Finish,
+impl CallSource for Processor {
+    fn call_list(&self) -> &Calls {
+        self.calls()
+    }
+
+    fn anomaly_list(&mut self) -> &mut Anomalies {
+        self.anomalies_mut()
+    }
 }
 
 impl RbProcessor {
@@ -256,21 +243,7 @@ impl RbProcessor {
         this: &RbProcessor,
         f: impl FnOnce(&mut Processor) -> Result<T, Error>,
     ) -> Result<T, Error> {
-        if this.poisoned.get() {
-            return Err(errors::internal(ruby, "this processor stopped after an earlier internal error"));
-        }
-        let result = guard(ruby, || {
-            let mut borrow = this.core.try_borrow_mut().map_err(|_| errors::busy(ruby))?;
-            let core =
-                borrow.as_mut().ok_or_else(|| errors::internal(ruby, "processor used before initialize"))?;
-            f(core)
-        });
-        if let Err(e) = &result {
-            if is_internal(ruby, e) {
-                this.poisoned.set(true);
-            }
-        }
-        result
+        enter(ruby, &this.poisoned, &this.core, f)
     }
 
     /// Runs `f` on the core, builds the Ruby items of its output, raises its
@@ -307,35 +280,7 @@ impl RbProcessor {
                     calls.clear()?;
                 }
             }
-            let Built { items, notes, tool_call_errors, first_exception, passthrough } = built?;
-            for note in notes {
-                core.push_anomaly(note);
-            }
-            if outcome.is_err() || passthrough.is_some() {
-                // Another error is raised in place of the ToolCallError:
-                // the calls it would have named are recorded here instead.
-                for failed in &tool_call_errors {
-                    let note = call_anomaly(
-                        core,
-                        failed.call,
-                        AnomalyKind::ToolCallFailed,
-                        format!("the tool call class raised {}; the call is not returned", failed.error),
-                    );
-                    core.push_anomaly(note);
-                }
-            }
-            let anomalies = new_anomalies(ruby, core)?;
-            if let Some(e) = passthrough {
-                return Ok((Err(e), anomalies));
-            }
-            let result = match outcome {
-                Err(e) => Err(errors::from_core(ruby, &e, items, payload)),
-                Ok(()) if !tool_call_errors.is_empty() => {
-                    Err(errors::tool_call(ruby, &tool_call_errors, first_exception, items))
-                }
-                Ok(()) => Ok(shape_items(ruby, items, &shape)),
-            };
-            Ok((result, anomalies))
+            built?.conclude(ruby, core, outcome, &shape, payload)
         })?;
         if let Some(anomalies) = anomalies {
             let _: Value = rb_self.value.funcall("__deliver_anomalies", (anomalies,))?;
@@ -354,13 +299,7 @@ impl RbProcessor {
     /// of the read is still built.
     fn build_items(&self, ruby: &Ruby, core: &Processor) -> Result<Built, Error> {
         let out = core.output();
-        let mut built = Built {
-            items: ruby.get_inner(&NO_ITEMS),
-            notes: Vec::new(),
-            tool_call_errors: Vec::new(),
-            first_exception: None,
-            passthrough: None,
-        };
+        let mut built = Built::new(ruby);
         if out.is_empty() {
             return Ok(built);
         }
@@ -379,51 +318,16 @@ impl RbProcessor {
                 Item::Text(text) => Some(ruby.str_new(text).as_value()),
                 Item::Progress(call) => {
                     let (class, calls) = tools()?;
-                    match progress(ruby, core, class, calls, call) {
-                        Ok(value) => value,
-                        Err(e) => {
-                            detach(ruby, calls, call)?;
-                            if passes_through(ruby, &e) {
-                                built.passthrough = Some(e);
-                                break;
-                            }
-                            built.notes.push(call_anomaly(
-                                core,
-                                call,
-                                AnomalyKind::PartialArgumentsBroken,
-                                format!(
-                                    "partial updates stopped for this call: the ToolCall raised {}; \
-                                 it is completed at the end as usual",
-                                    describe(&e)
-                                ),
-                            ));
-                            None
-                        }
+                    match built.progress_item(ruby, core, class, calls, call)? {
+                        ControlFlow::Continue(value) => value,
+                        ControlFlow::Break(()) => break,
                     }
                 }
                 Item::Completed(call, params) => {
                     let (class, calls) = tools()?;
-                    match completed(ruby, core, class, calls, call, params) {
-                        Ok(value) => Some(value),
-                        Err(e) => {
-                            // Whatever happened, nothing streams into this call any more.
-                            let _ = calls.store(call.0 as isize, ruby.qnil());
-                            if passes_through(ruby, &e) {
-                                built.passthrough = Some(e);
-                                break;
-                            }
-                            let info = core.calls().get(call);
-                            if built.first_exception.is_none() {
-                                built.first_exception = e.value();
-                            }
-                            built.tool_call_errors.push(FailedToolCall {
-                                call,
-                                id: info.map(|c| c.id.clone()).unwrap_or_default(),
-                                name: info.map(|c| c.name.clone()).unwrap_or_default(),
-                                error: describe(&e),
-                            });
-                            None
-                        }
+                    match built.completed_item(ruby, core, class, calls, call, params)? {
+                        ControlFlow::Continue(value) => value,
+                        ControlFlow::Break(()) => break,
                     }
                 }
                 // Only the Responses processor returns thinking.
@@ -540,25 +444,6 @@ impl RbProcessor {
     }
 }
 
-/// New anomalies as an Array of Hashes, or None.
-#[inline]
-fn new_anomalies(ruby: &Ruby, core: &mut Processor) -> Result<Option<RArray>, Error> {
-    if !core.anomalies_mut().has_new() {
-        return Ok(None);
-    }
-    anomalies_to_ruby(ruby, core).map(Some)
-}
-
-#[inline(never)]
-fn anomalies_to_ruby(ruby: &Ruby, core: &mut Processor) -> Result<RArray, Error> {
-    let fresh = core.anomalies_mut().take_new();
-    let list = ruby.ary_new_capa(fresh.len());
-    for a in fresh {
-        list.push(anomaly_to_ruby(ruby, a)?)?;
-    }
-    Ok(list)
-}
-
 /// The output's only item, when it is one text.
 #[inline]
 fn single_text(core: &Processor) -> Option<&str> {
@@ -572,17 +457,6 @@ fn single_text(core: &Processor) -> Option<&str> {
     }
 }
 
-fn shape_items(ruby: &Ruby, items: RArray, shape: &Shape) -> Value {
-    match shape {
-        Shape::Array | Shape::Finish => items.as_value(),
-        Shape::Streamed => match items.len() {
-            0 => ruby.qnil().as_value(),
-            1 => items.entry(0).unwrap_or_else(|_| ruby.qnil().as_value()),
-            _ => items.as_value(),
-        },
-    }
-}
-
 fn stream_error(ruby: &Ruby, message: &str) -> Error {
     let err = openai_stream::error::Error::Stream {
         kind: openai_stream::error::StreamErrorKind::InvalidChunk,
@@ -590,200 +464,4 @@ fn stream_error(ruby: &Ruby, message: &str) -> Error {
         excerpt: String::new(),
     };
     errors::from_core(ruby, &err, ruby.ary_new(), None)
-}
-
-fn is_internal(ruby: &Ruby, e: &Error) -> bool {
-    let Some(value) = e.value() else { return false };
-    let class = ruby
-        .class_object()
-        .const_get::<_, magnus::RModule>("DiscourseAiStream")
-        .and_then(|m| m.const_get::<_, magnus::RClass>("InternalError"));
-    match class {
-        Ok(c) => value.is_kind_of(c),
-        Err(_) => false,
-    }
-}
-
-/// What [`RbProcessor::build_items`] made of the core's output.
-struct Built {
-    items: RArray,
-    /// Anomalies found while building (recorded in the core afterwards).
-    notes: Vec<Anomaly>,
-    /// The completed calls the ToolCall class failed to build.
-    tool_call_errors: Vec<FailedToolCall>,
-    /// The exception of the first of them. A Vec's buffer is not seen by
-    /// the GC; this field, like `Built` itself, lives on the stack, which
-    /// the GC scans, so the exception stays alive until it is raised.
-    first_exception: Option<Value>,
-    /// What Ruby code the processor called raised that is not the ToolCall
-    /// class failing: an exception that is not a StandardError or a
-    /// non-local exit (Interrupt, Thread#kill, throw), or an error of this
-    /// gem (a callback re-entering the processor). Re-raised as it is, once
-    /// the borrow of the core is released.
-    passthrough: Option<Error>,
-}
-
-/// A completed call whose ToolCall could not be built. Plain Rust data: it
-/// is kept in a Vec, which the GC does not see.
-pub struct FailedToolCall {
-    pub call: CallId,
-    pub id: String,
-    pub name: String,
-    /// What the class raised, described.
-    pub error: String,
-}
-
-/// True for what a callback raised that is not the ToolCall class failing
-/// (see [`Built::passthrough`]).
-pub(crate) fn passes_through(ruby: &Ruby, e: &Error) -> bool {
-    if !e.is_kind_of(ruby.exception_standard_error()) {
-        return true;
-    }
-    let own = ruby
-        .class_object()
-        .const_get::<_, magnus::RModule>("DiscourseAiStream")
-        .and_then(|m| m.const_get::<_, magnus::RModule>("Error"));
-    own.is_ok_and(|own| e.is_kind_of(own))
-}
-
-/// `ClassName (message)` of a Ruby error, for anomalies and messages.
-pub fn describe(e: &Error) -> String {
-    match e.error_type() {
-        magnus::error::ErrorType::Exception(x) => {
-            // SAFETY: the class name is copied at once.
-            let class = unsafe { x.classname() }.into_owned();
-            format!("{class} ({x})")
-        }
-        _ => e.to_string(),
-    }
-}
-
-fn call_anomaly(core: &Processor, call: CallId, kind: AnomalyKind, message: String) -> Anomaly {
-    match core.calls().get(call) {
-        Some(info) => info.anomaly(kind, message),
-        None => Anomaly::new(kind, message),
-    }
-}
-
-/// The call's entry in the `calls` Array: `[tool_call, stack]` while its
-/// parameters stream, `[tool_call_or_nil, false]` once its partial updates
-/// stopped, nil when it has none (yet, or any more).
-fn tool_call_entry(calls: RArray, call: CallId) -> Result<Option<RArray>, Error> {
-    let entry: Value = calls.entry(call.0 as isize)?;
-    Ok(RArray::from_value(entry))
-}
-
-/// Stops the partial updates of a call: its open containers may be out of
-/// step with the parser now. The ToolCall, if any, is kept for completion.
-pub(crate) fn detach(ruby: &Ruby, calls: RArray, call: CallId) -> Result<(), Error> {
-    let tool_call = match tool_call_entry(calls, call)? {
-        Some(entry) => entry.entry(0)?,
-        None => ruby.qnil().as_value(),
-    };
-    calls.store(call.0 as isize, ruby.ary_new_from_values(&[tool_call, ruby.qfalse().as_value()]))
-}
-
-/// What the ToolCall builders need of a core: its calls, and the
-/// `provider_data` of each call (none for the chat protocol).
-pub trait CallSource {
-    fn call_list(&self) -> &Calls;
-
-    fn provider_data(&self, _ruby: &Ruby, _call: CallId) -> Result<Option<RHash>, Error> {
-        Ok(None)
-    }
-}
-
-impl CallSource for Processor {
-    fn call_list(&self) -> &Calls {
-        self.calls()
-    }
-}
-
-fn new_tool_call<C: CallSource>(
-    ruby: &Ruby,
-    class: Value,
-    core: &C,
-    call: CallId,
-    params: Option<RHash>,
-) -> Result<Value, Error> {
-    let info =
-        core.call_list().get(call).ok_or_else(|| errors::internal(ruby, "an item names an unknown call"))?;
-    let kwargs = ruby.hash_new();
-    kwargs.aset(ruby.to_symbol("id"), ruby.str_new(&info.id))?;
-    kwargs.aset(ruby.to_symbol("name"), ruby.str_new(&info.name))?;
-    if let Some(params) = params {
-        kwargs.aset(ruby.to_symbol("parameters"), params)?;
-    }
-    if let Some(data) = core.provider_data(ruby, call)? {
-        kwargs.aset(ruby.to_symbol("provider_data"), data)?;
-    }
-    class.funcall("new", (KwArgs(kwargs),))
-}
-
-/// The partial ToolCall of a call whose visible parameters changed, or None
-/// when its partial updates have stopped.
-pub(crate) fn progress<C: CallSource>(
-    ruby: &Ruby,
-    core: &C,
-    class: Value,
-    calls: RArray,
-    call: CallId,
-) -> Result<Option<Value>, Error> {
-    let entry = match tool_call_entry(calls, call)? {
-        Some(entry) => entry,
-        None => {
-            let tool_call = new_tool_call(ruby, class, core, call, None)?;
-            // Kept from here on, so that completion can reuse it whatever fails next.
-            let entry = ruby.ary_new_from_values(&[tool_call, ruby.qfalse().as_value()]);
-            calls.store(call.0 as isize, entry)?;
-            let _: Value = tool_call.funcall("partial=", (true,))?;
-            let params: Value = tool_call.funcall("parameters", ())?;
-            if RHash::from_value(params).is_none() {
-                return Err(errors::type_error(ruby, "ToolCall#parameters must return a Hash".to_owned()));
-            }
-            entry.store(1, ruby.ary_new_from_values(&[params]))?;
-            entry
-        }
-    };
-    let tool_call: Value = entry.entry(0)?;
-    let Some(stack) = RArray::from_value(entry.entry(1)?) else {
-        return Ok(None);
-    };
-    if let Some(events) = core.call_list().get(call).and_then(|c| c.view()) {
-        view::apply(ruby, stack, events)?;
-    }
-    Ok(Some(tool_call))
-}
-
-pub(crate) fn completed<C: CallSource>(
-    ruby: &Ruby,
-    core: &C,
-    class: Value,
-    calls: RArray,
-    call: CallId,
-    params: &JsonValue,
-) -> Result<Value, Error> {
-    let hash = match params {
-        JsonValue::Object(pairs) => object_to_hash(ruby, pairs)?,
-        _ => ruby.hash_new(),
-    };
-    let streamed = match tool_call_entry(calls, call)? {
-        Some(entry) => Some(entry.entry::<Value>(0)?).filter(|t| !t.is_nil()),
-        None => None,
-    };
-    // Nothing streams into this call any more.
-    calls.store(call.0 as isize, ruby.qnil())?;
-    if let Some(tool_call) = streamed {
-        // The object the partial updates returned gets the parameters; if
-        // it refuses them (frozen, a setter that raises), a new one is built.
-        let finished = tool_call
-            .funcall::<_, _, Value>("parameters=", (hash,))
-            .and_then(|_| tool_call.funcall::<_, _, Value>("partial=", (false,)));
-        match finished {
-            Ok(_) => return Ok(tool_call),
-            Err(e) if passes_through(ruby, &e) => return Err(e),
-            Err(_) => {}
-        }
-    }
-    new_tool_call(ruby, class, core, call, Some(hash))
 }

@@ -5,13 +5,13 @@
 //! ToolCall objects are built by the same helpers as the chat processor's.
 
 use std::cell::{Cell, RefCell};
+use std::ops::ControlFlow;
 
 use magnus::gc::Marker;
-use magnus::prelude::*;
 use magnus::typed_data::Obj;
 use magnus::value::{Opaque, ReprValue};
 use magnus::{DataTypeFunctions, Error, RArray, RHash, RString, Ruby, TypedData, Value};
-use openai_stream::anomaly::{Anomaly, AnomalyKind};
+use openai_stream::anomaly::Anomalies;
 use openai_stream::calls::{CallId, Calls};
 use openai_stream::json::JsonValue;
 use openai_stream::output::Item;
@@ -21,9 +21,7 @@ use serde::Deserialize;
 use crate::convert::anomaly_to_ruby;
 use crate::errors;
 use crate::guard::guard;
-use crate::processor::{
-    completed, describe, detach, passes_through, progress, CallSource, FailedToolCall, NO_ITEMS,
-};
+use crate::items::{enter, Built, CallSource, Shape};
 use crate::ruby_de::{RubyDe, Unsupported};
 
 /// Slots of the `objects` Array.
@@ -55,6 +53,10 @@ impl CallSource for ResponsesProcessor {
         self.calls()
     }
 
+    fn anomaly_list(&mut self) -> &mut Anomalies {
+        self.anomalies_mut()
+    }
+
     /// `{ open_ai_responses: { id:, call_id: } }`, without absent ids.
     fn provider_data(&self, ruby: &Ruby, call: CallId) -> Result<Option<RHash>, Error> {
         let Some((id, call_id)) = self.call_item(call) else { return Ok(None) };
@@ -69,12 +71,6 @@ impl CallSource for ResponsesProcessor {
         data.aset(ruby.to_symbol("open_ai_responses"), inner)?;
         Ok(Some(data))
     }
-}
-
-enum Shape {
-    Streamed,
-    Array,
-    Finish,
 }
 
 type Me = Obj<RbResponsesProcessor>;
@@ -187,21 +183,7 @@ impl RbResponsesProcessor {
         this: &RbResponsesProcessor,
         f: impl FnOnce(&mut ResponsesProcessor) -> Result<T, Error>,
     ) -> Result<T, Error> {
-        if this.poisoned.get() {
-            return Err(errors::internal(ruby, "this processor stopped after an earlier internal error"));
-        }
-        let result = guard(ruby, || {
-            let mut borrow = this.core.try_borrow_mut().map_err(|_| errors::busy(ruby))?;
-            let core =
-                borrow.as_mut().ok_or_else(|| errors::internal(ruby, "processor used before initialize"))?;
-            f(core)
-        });
-        if let Err(e) = &result {
-            if is_internal(ruby, e) {
-                this.poisoned.set(true);
-            }
-        }
-        result
+        enter(ruby, &this.poisoned, &this.core, f)
     }
 
     fn run(
@@ -222,40 +204,7 @@ impl RbResponsesProcessor {
                     }
                 }
             }
-            let Built { items, notes, tool_call_errors, first_exception, passthrough } = built?;
-            for note in notes {
-                core.push_anomaly(note);
-            }
-            if outcome.is_err() || passthrough.is_some() {
-                for failed in &tool_call_errors {
-                    let note = call_anomaly(
-                        core,
-                        failed.call,
-                        AnomalyKind::ToolCallFailed,
-                        format!("the tool call class raised {}; the call is not returned", failed.error),
-                    );
-                    core.push_anomaly(note);
-                }
-            }
-            let anomalies = new_anomalies(ruby, core)?;
-            if let Some(e) = passthrough {
-                return Ok((Err(e), anomalies));
-            }
-            let result = match outcome {
-                Err(e) => Err(errors::from_core(ruby, &e, items, payload)),
-                Ok(()) if !tool_call_errors.is_empty() => {
-                    Err(errors::tool_call(ruby, &tool_call_errors, first_exception, items))
-                }
-                Ok(()) => Ok(match shape {
-                    Shape::Array | Shape::Finish => items.as_value(),
-                    Shape::Streamed => match items.len() {
-                        0 => ruby.qnil().as_value(),
-                        1 => items.entry(0)?,
-                        _ => items.as_value(),
-                    },
-                }),
-            };
-            Ok((result, anomalies))
+            built?.conclude(ruby, core, outcome, &shape, payload)
         })?;
         if let Some(anomalies) = anomalies {
             let _: Value = rb_self.as_value().funcall("__deliver_anomalies", (anomalies,))?;
@@ -272,13 +221,7 @@ impl RbResponsesProcessor {
     /// thinking items returned earlier.
     fn build_items(&self, ruby: &Ruby, rb_self: Me, core: &ResponsesProcessor) -> Result<Built, Error> {
         let out = core.output();
-        let mut built = Built {
-            items: ruby.get_inner(&NO_ITEMS),
-            notes: Vec::new(),
-            tool_call_errors: Vec::new(),
-            first_exception: None,
-            passthrough: None,
-        };
+        let mut built = Built::new(ruby);
         // The shared frozen empty Array when nothing came out (most
         // argument deltas), as in the chat processor.
         if out.is_empty() && core.linked_reasonings().is_empty() {
@@ -304,48 +247,16 @@ impl RbResponsesProcessor {
                     thinkings.store(n as isize, thinking)?;
                     Some(thinking)
                 }
-                Item::Progress(call) => match progress(ruby, core, class, calls, call) {
-                    Ok(value) => value,
-                    Err(e) => {
-                        detach(ruby, calls, call)?;
-                        if passes_through(ruby, &e) {
-                            built.passthrough = Some(e);
-                            break;
-                        }
-                        built.notes.push(call_anomaly(
-                            core,
-                            call,
-                            AnomalyKind::PartialArgumentsBroken,
-                            format!(
-                                "partial updates stopped for this call: the ToolCall raised {}; \
-                                 it is completed at the end as usual",
-                                describe(&e)
-                            ),
-                        ));
-                        None
-                    }
+                Item::Progress(call) => match built.progress_item(ruby, core, class, calls, call)? {
+                    ControlFlow::Continue(value) => value,
+                    ControlFlow::Break(()) => break,
                 },
-                Item::Completed(call, params) => match completed(ruby, core, class, calls, call, params) {
-                    Ok(value) => Some(value),
-                    Err(e) => {
-                        let _ = calls.store(call.0 as isize, ruby.qnil());
-                        if passes_through(ruby, &e) {
-                            built.passthrough = Some(e);
-                            break;
-                        }
-                        let info = core.calls().get(call);
-                        if built.first_exception.is_none() {
-                            built.first_exception = e.value();
-                        }
-                        built.tool_call_errors.push(FailedToolCall {
-                            call,
-                            id: info.map(|c| c.id.clone()).unwrap_or_default(),
-                            name: info.map(|c| c.name.clone()).unwrap_or_default(),
-                            error: describe(&e),
-                        });
-                        None
+                Item::Completed(call, params) => {
+                    match built.completed_item(ruby, core, class, calls, call, params)? {
+                        ControlFlow::Continue(value) => value,
+                        ControlFlow::Break(()) => break,
                     }
-                },
+                }
             };
             if let Some(value) = value {
                 built.items.push(value)?;
@@ -412,45 +323,5 @@ impl RbResponsesProcessor {
 
     pub fn dropped_anomalies(ruby: &Ruby, rb_self: &Self) -> Result<u64, Error> {
         Self::read(ruby, rb_self, |c| c.anomalies().dropped())
-    }
-}
-
-struct Built {
-    items: RArray,
-    notes: Vec<Anomaly>,
-    tool_call_errors: Vec<FailedToolCall>,
-    /// Lives on the stack (seen by the GC) until raised.
-    first_exception: Option<Value>,
-    passthrough: Option<Error>,
-}
-
-fn new_anomalies(ruby: &Ruby, core: &mut ResponsesProcessor) -> Result<Option<RArray>, Error> {
-    if !core.anomalies_mut().has_new() {
-        return Ok(None);
-    }
-    let fresh = core.anomalies_mut().take_new();
-    let list = ruby.ary_new_capa(fresh.len());
-    for a in fresh {
-        list.push(anomaly_to_ruby(ruby, a)?)?;
-    }
-    Ok(Some(list))
-}
-
-fn call_anomaly(core: &ResponsesProcessor, call: CallId, kind: AnomalyKind, message: String) -> Anomaly {
-    match core.calls().get(call) {
-        Some(info) => info.anomaly(kind, message),
-        None => Anomaly::new(kind, message),
-    }
-}
-
-fn is_internal(ruby: &Ruby, e: &Error) -> bool {
-    let Some(value) = e.value() else { return false };
-    let class = ruby
-        .class_object()
-        .const_get::<_, magnus::RModule>("DiscourseAiStream")
-        .and_then(|m| m.const_get::<_, magnus::RClass>("InternalError"));
-    match class {
-        Ok(c) => value.is_kind_of(c),
-        Err(_) => false,
     }
 }

@@ -8,6 +8,7 @@ use crate::chunk::scan::{Plain, ScanMemo};
 use crate::chunk::{
     Choice, Chunk, Content, ContentPart as Part, Delta, Field, Kind, List, Text, ToolCallDelta,
 };
+use crate::completion;
 use crate::error::{Error, StreamErrorKind};
 use crate::event_data::{
     completeness, glued_value_end, invalid_json, line_too_long, starts_event, truncated_event, Completeness,
@@ -1069,33 +1070,13 @@ impl State {
     // ---- completion -------------------------------------------------------
 
     fn complete(&mut self, call: CallId) -> Result<(), Error> {
-        match self.calls.complete(call, &mut self.anomalies) {
-            Ok(params) => {
-                self.out.push_completed(call, params);
-                Ok(())
-            }
-            Err(e) => {
-                let raw = self.calls.take_raw(call);
-                let (id, name) =
-                    self.calls.get(call).map(|c| (c.id.clone(), c.name.clone())).unwrap_or_default();
-                Err(Error::Arguments { id, name, raw, message: e.to_string() })
-            }
-        }
+        completion::complete(&mut self.calls, &mut self.out, &mut self.anomalies, call)
     }
 
     /// Completes every open call in order of first appearance. All are
     /// completed even when one fails; the first failure is returned.
     fn complete_open(&mut self) -> Result<(), Error> {
-        let open: Vec<CallId> = self.calls.open().collect();
-        let mut first_error = Ok(());
-        for call in open {
-            if let Err(e) = self.complete(call) {
-                if first_error.is_ok() {
-                    first_error = Err(e);
-                }
-            }
-        }
-        first_error
+        completion::complete_open(&mut self.calls, &mut self.out, &mut self.anomalies)
     }
 
     fn ignored(&mut self, field: &'static str, kind: Kind) {

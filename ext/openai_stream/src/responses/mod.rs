@@ -14,6 +14,7 @@ pub use items::Reasoning;
 
 use crate::anomaly::{excerpt, excerpt_bytes, Anomalies, Anomaly, AnomalyKind};
 use crate::calls::{CallId, Calls};
+use crate::completion;
 use crate::error::{Error, StreamErrorKind};
 use crate::event_data::{
     completeness, invalid_json, line_too_long, starts_event, truncated_event, Completeness,
@@ -519,18 +520,7 @@ impl State {
     // ---- completion --------------------------------------------------------
 
     fn complete(&mut self, call: CallId) -> Result<(), Error> {
-        match self.calls.complete(call, &mut self.anomalies) {
-            Ok(params) => {
-                self.out.push_completed(call, params);
-                Ok(())
-            }
-            Err(e) => {
-                let raw = self.calls.take_raw(call);
-                let (id, name) =
-                    self.calls.get(call).map(|c| (c.id.clone(), c.name.clone())).unwrap_or_default();
-                Err(Error::Arguments { id, name, raw, message: e.to_string() })
-            }
-        }
+        completion::complete(&mut self.calls, &mut self.out, &mut self.anomalies, call)
     }
 
     /// At the end of the stream: open calls are completed from what arrived
@@ -557,15 +547,7 @@ impl State {
                 ids.join(", ")
             ),
         ));
-        let mut first_error = Ok(());
-        for call in open {
-            if let Err(e) = self.complete(call) {
-                if first_error.is_ok() {
-                    first_error = Err(e);
-                }
-            }
-        }
-        first_error
+        completion::complete_open(&mut self.calls, &mut self.out, &mut self.anomalies)
     }
 }
 
