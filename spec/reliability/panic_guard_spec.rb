@@ -45,6 +45,7 @@ RSpec.describe "panic guard" do
     processor_class = DiscourseAiStream::OpenAiMessageProcessor
     expect(processor_class.private_method_defined?(:__panic_for_tests)).to be(false)
     expect { DiscourseAiStream::OpenAiMessageProcessor.new.__send__(:__panic_for_tests) }.to raise_error(NoMethodError)
+    expect(DiscourseAiStream::OpenAiResponsesMessageProcessor.private_method_defined?(:__panic_for_tests)).to be(false)
   end
 
   it "turns a panic in a native function into InternalError, and the process keeps running" do
@@ -83,5 +84,25 @@ RSpec.describe "panic guard" do
     expect(results["dropped"]).to eq(%w[ok 0])
     expect(results["inspect"]).to eq("#<DiscourseAiStream::OpenAiMessageProcessor (busy or stopped)>")
     expect(results["healthy"]).to eq(["ok", '"x"'])
+  end
+
+  it "poisons a Responses processor the same way: every entry point refused, its anomalies still readable" do
+    results = run_child(<<~RUBY)
+      broken = DiscourseAiStream::OpenAiResponsesMessageProcessor.new
+      broken.process_streamed_message({ type: "response.function_call_arguments.delta", item_id: "nope",
+                                        output_index: 9, delta: "x" })
+      calls = { process_streamed_message: [{ type: "response.output_text.delta", delta: "x" }],
+                decode_chunk: ["data: {}\\n\\n"], finish: [], prompt_tokens: [], completion_tokens: [] }
+      { panic: outcome { broken.__send__(:__panic_for_tests) },
+        after: calls.to_h { |name, args| [name, outcome { broken.public_send(name, *args) }[0..1]] },
+        anomalies: outcome { broken.anomalies.map { |a| a[:kind] } },
+        dropped: outcome { broken.dropped_anomalies } }
+    RUBY
+    expect(results["panic"][0]).to eq("DiscourseAiStream::InternalError")
+    expect(results["after"].values.uniq).to eq([["DiscourseAiStream::InternalError",
+                                                 "internal error in discourse_ai_stream: " \
+                                                 "this processor stopped after an earlier internal error"]])
+    expect(results["anomalies"]).to eq(["ok", "[:orphan_fragment]"])
+    expect(results["dropped"]).to eq(%w[ok 0])
   end
 end

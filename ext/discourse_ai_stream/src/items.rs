@@ -67,20 +67,40 @@ pub(crate) fn enter<P, T>(
     result
 }
 
+/// The anomaly readers of both classes: unlike [`enter`], they read a
+/// processor an internal error stopped too, since what it recorded up to
+/// then (a list the error cannot have left half-written) is what explains
+/// the error. Busy (another call running) is still refused.
+pub(crate) fn read_anomalies<C: CallSource, T>(
+    ruby: &Ruby,
+    core: &RefCell<Option<C>>,
+    f: impl FnOnce(&Anomalies) -> Result<T, Error>,
+) -> Result<T, Error> {
+    guard(ruby, || {
+        let mut borrow = core.try_borrow_mut().map_err(|_| errors::busy(ruby))?;
+        let core =
+            borrow.as_mut().ok_or_else(|| errors::internal(ruby, "processor used before initialize"))?;
+        f(core.anomaly_list())
+    })
+}
+
 /// New anomalies as an Array of Hashes, or None.
 #[inline]
 pub(crate) fn new_anomalies<C: CallSource>(ruby: &Ruby, core: &mut C) -> Result<Option<RArray>, Error> {
     if !core.anomaly_list().has_new() {
         return Ok(None);
     }
-    anomalies_to_ruby(ruby, core).map(Some)
+    anomalies_to_ruby(ruby, core.anomaly_list().take_new()).map(Some)
 }
 
+/// Anomalies as an Array of frozen Hashes.
 #[inline(never)]
-fn anomalies_to_ruby<C: CallSource>(ruby: &Ruby, core: &mut C) -> Result<RArray, Error> {
-    let fresh = core.anomaly_list().take_new();
-    let list = ruby.ary_new_capa(fresh.len());
-    for a in fresh {
+pub(crate) fn anomalies_to_ruby<'a>(
+    ruby: &Ruby,
+    anomalies: impl ExactSizeIterator<Item = &'a Anomaly>,
+) -> Result<RArray, Error> {
+    let list = ruby.ary_new_capa(anomalies.len());
+    for a in anomalies {
         list.push(anomaly_to_ruby(ruby, a)?)?;
     }
     Ok(list)

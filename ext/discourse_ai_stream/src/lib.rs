@@ -75,6 +75,8 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
     if std::env::var_os(TEST_HOOKS_ENV).is_some_and(|v| v == "1") {
         native.define_singleton_method("panic_for_tests", function!(guard::panic_for_tests, 1))?;
         class.define_private_method("__panic_for_tests", method!(RbProcessor::panic_for_tests, 0))?;
+        responses
+            .define_private_method("__panic_for_tests", method!(RbResponsesProcessor::panic_for_tests, 0))?;
     }
     Ok(())
 }

@@ -18,11 +18,10 @@ use openai_stream::output::Item;
 use openai_stream::processor::{Options, Processor};
 use openai_stream::usage::UsageMode;
 
-use crate::convert::anomaly_to_ruby;
 use crate::errors;
 use crate::guard::guard;
 use crate::hash_walk::{self, ContentString, Seen};
-use crate::items::{enter, new_anomalies, Built, CallSource, Shape};
+use crate::items::{anomalies_to_ruby, enter, new_anomalies, read_anomalies, Built, CallSource, Shape};
 use crate::ruby_de::{read_chunk, Unsupported};
 
 /// Slots of the `objects` Array.
@@ -354,22 +353,6 @@ impl RbProcessor {
         Self::enter(ruby, rb_self, |core| Ok(f(core)))
     }
 
-    /// Reads the anomalies, even after an internal error stopped the
-    /// processor: what it recorded up to then (a list the error cannot
-    /// have left half-written) is what explains the error.
-    fn read_anomalies<T>(
-        ruby: &Ruby,
-        rb_self: &RbProcessor,
-        f: impl FnOnce(&openai_stream::anomaly::Anomalies) -> Result<T, Error>,
-    ) -> Result<T, Error> {
-        guard(ruby, || {
-            let borrow = rb_self.core.try_borrow().map_err(|_| errors::busy(ruby))?;
-            let core =
-                borrow.as_ref().ok_or_else(|| errors::internal(ruby, "processor used before initialize"))?;
-            f(core.anomalies())
-        })
-    }
-
     pub fn prompt_tokens(ruby: &Ruby, rb_self: &RbProcessor) -> Result<Option<u64>, Error> {
         Self::read(ruby, rb_self, |c| c.usage().prompt_tokens)
     }
@@ -410,13 +393,7 @@ impl RbProcessor {
     /// Every anomaly recorded so far, as frozen Hashes (readable after an
     /// internal error too).
     pub fn anomalies(ruby: &Ruby, rb_self: &RbProcessor) -> Result<RArray, Error> {
-        Self::read_anomalies(ruby, rb_self, |anomalies| {
-            let list = ruby.ary_new_capa(anomalies.len());
-            for a in anomalies.all() {
-                list.push(anomaly_to_ruby(ruby, a)?)?;
-            }
-            Ok(list)
-        })
+        read_anomalies(ruby, &rb_self.core, |anomalies| anomalies_to_ruby(ruby, anomalies.all().iter()))
     }
 
     /// With `simulate_legacy: true`: the ids of the calls the legacy
@@ -434,7 +411,7 @@ impl RbProcessor {
 
     /// Anomalies past the per-processor limit, counted but not kept.
     pub fn dropped_anomalies(ruby: &Ruby, rb_self: &RbProcessor) -> Result<u64, Error> {
-        Self::read_anomalies(ruby, rb_self, |anomalies| Ok(anomalies.dropped()))
+        read_anomalies(ruby, &rb_self.core, |anomalies| Ok(anomalies.dropped()))
     }
 
     /// `__panic_for_tests`: a panic inside a processor call, to prove the

@@ -18,10 +18,9 @@ use openai_stream::output::Item;
 use openai_stream::responses::{DeltaEvent, Options, ResponsesProcessor};
 use serde::Deserialize;
 
-use crate::convert::anomaly_to_ruby;
 use crate::errors;
 use crate::guard::guard;
-use crate::items::{enter, Built, CallSource, Shape};
+use crate::items::{anomalies_to_ruby, enter, read_anomalies, Built, CallSource, Shape};
 use crate::ruby_de::{RubyDe, Unsupported};
 
 /// Slots of the `objects` Array.
@@ -311,17 +310,19 @@ impl RbResponsesProcessor {
         Self::read(ruby, rb_self, |c| c.options().max_line_bytes)
     }
 
+    /// Every anomaly recorded so far, as frozen Hashes (readable after an
+    /// internal error too).
     pub fn anomalies(ruby: &Ruby, rb_self: &Self) -> Result<RArray, Error> {
-        Self::enter(ruby, rb_self, |core| {
-            let list = ruby.ary_new_capa(core.anomalies().len());
-            for a in core.anomalies().all() {
-                list.push(anomaly_to_ruby(ruby, a)?)?;
-            }
-            Ok(list)
-        })
+        read_anomalies(ruby, &rb_self.core, |anomalies| anomalies_to_ruby(ruby, anomalies.all().iter()))
     }
 
     pub fn dropped_anomalies(ruby: &Ruby, rb_self: &Self) -> Result<u64, Error> {
-        Self::read(ruby, rb_self, |c| c.anomalies().dropped())
+        read_anomalies(ruby, &rb_self.core, |anomalies| Ok(anomalies.dropped()))
+    }
+
+    /// `__panic_for_tests`: a panic inside a processor call, to prove the
+    /// guard and the poisoning.
+    pub fn panic_for_tests(ruby: &Ruby, rb_self: Me) -> Result<Value, Error> {
+        Self::run(ruby, rb_self, Shape::Array, None, |_| panic!("deliberate panic for tests"))
     }
 }
