@@ -3,8 +3,8 @@
 
 use magnus::prelude::*;
 use magnus::value::ReprValue;
-use magnus::{Error, ExceptionClass, KwArgs, RArray, RClass, RModule, Ruby, Value};
-use openai_stream::error::Error as CoreError;
+use magnus::{Error, ExceptionClass, KwArgs, RArray, RClass, RHash, RModule, RString, Ruby, Value};
+use openai_stream::error::{Error as CoreError, StreamErrorKind};
 
 use crate::convert;
 
@@ -110,4 +110,33 @@ pub fn tool_call(
 pub fn type_error(ruby: &Ruby, message: String) -> Error {
     let class: ExceptionClass = ruby.exception_type_error();
     Error::new(class, message)
+}
+
+/// `decode_chunk`'s argument: a String of response bytes, or a TypeError.
+pub fn expect_bytes(ruby: &Ruby, raw: Value) -> Result<RString, Error> {
+    RString::from_value(raw).ok_or_else(|| {
+        // SAFETY: the class name is copied into the message at once.
+        let class = unsafe { raw.classname() };
+        type_error(ruby, format!("decode_chunk expects a String of response bytes, got {class}"))
+    })
+}
+
+/// A parsed chunk or event: a Hash, or a TypeError naming `what` it is.
+pub fn expect_hash(ruby: &Ruby, value: Value, what: &str) -> Result<(), Error> {
+    if RHash::from_value(value).is_some() {
+        return Ok(());
+    }
+    // SAFETY: the class name is copied into the message at once.
+    let class = unsafe { value.classname() };
+    Err(type_error(ruby, format!("expected a Hash ({what}), got {class}")))
+}
+
+/// A StreamError for a chunk or event Hash the reader refused.
+pub fn invalid_chunk(ruby: &Ruby, message: String) -> Error {
+    let err = openai_stream::error::Error::Stream {
+        kind: StreamErrorKind::InvalidChunk,
+        message,
+        excerpt: String::new(),
+    };
+    from_core(ruby, &err, ruby.ary_new(), None)
 }

@@ -6,6 +6,7 @@ mod convert;
 mod errors;
 mod guard;
 mod hash_walk;
+mod holder;
 mod items;
 mod processor;
 mod responses;
@@ -38,16 +39,8 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
     class.define_method("process_message", method!(RbProcessor::process_message, 1))?;
     class.define_method("decode_chunk", method!(RbProcessor::decode_chunk, 1))?;
     class.define_method("finish", method!(RbProcessor::finish, 0))?;
-    class.define_method("prompt_tokens", method!(RbProcessor::prompt_tokens, 0))?;
-    class.define_method("completion_tokens", method!(RbProcessor::completion_tokens, 0))?;
-    class.define_method("cache_read_tokens", method!(RbProcessor::cache_read_tokens, 0))?;
-    class.define_method("cache_write_tokens", method!(RbProcessor::cache_write_tokens, 0))?;
-    class.define_method("cached_tokens", method!(RbProcessor::cached_tokens, 0))?;
-    class.define_method("partial_tool_calls?", method!(RbProcessor::partial_tool_calls, 0))?;
-    class.define_method("max_line_bytes", method!(RbProcessor::max_line_bytes, 0))?;
+    holder::define_readers!(class, RbProcessor);
     class.define_method("usage_mode", method!(RbProcessor::usage_mode, 0))?;
-    class.define_method("anomalies", method!(RbProcessor::anomalies, 0))?;
-    class.define_method("dropped_anomalies", method!(RbProcessor::dropped_anomalies, 0))?;
     class.define_method("legacy_tool_call_ids", method!(RbProcessor::legacy_tool_call_ids, 0))?;
     let responses = module.define_class("OpenAiResponsesMessageProcessor", ruby.class_object())?;
     responses.define_alloc_func::<RbResponsesProcessor>();
@@ -59,16 +52,8 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
     responses.define_method("process_message", method!(RbResponsesProcessor::process_message, 1))?;
     responses.define_method("decode_chunk", method!(RbResponsesProcessor::decode_chunk, 1))?;
     responses.define_method("finish", method!(RbResponsesProcessor::finish, 0))?;
-    responses.define_method("prompt_tokens", method!(RbResponsesProcessor::prompt_tokens, 0))?;
-    responses.define_method("completion_tokens", method!(RbResponsesProcessor::completion_tokens, 0))?;
-    responses.define_method("cache_read_tokens", method!(RbResponsesProcessor::cache_read_tokens, 0))?;
-    responses.define_method("cache_write_tokens", method!(RbResponsesProcessor::cache_write_tokens, 0))?;
-    responses.define_method("cached_tokens", method!(RbResponsesProcessor::cached_tokens, 0))?;
-    responses.define_method("partial_tool_calls?", method!(RbResponsesProcessor::partial_tool_calls, 0))?;
+    holder::define_readers!(responses, RbResponsesProcessor);
     responses.define_method("output_thinking?", method!(RbResponsesProcessor::output_thinking, 0))?;
-    responses.define_method("max_line_bytes", method!(RbResponsesProcessor::max_line_bytes, 0))?;
-    responses.define_method("anomalies", method!(RbResponsesProcessor::anomalies, 0))?;
-    responses.define_method("dropped_anomalies", method!(RbResponsesProcessor::dropped_anomalies, 0))?;
     // Hooks that panic on purpose, so the specs can prove the guard: only
     // there when the process was started with DISCOURSE_AI_STREAM_TEST_HOOKS=1
     // (read once, when the extension loads), never in production.

@@ -2,15 +2,14 @@
 //! a Ruby object. Ruby-facing conveniences (keyword arguments, hooks,
 //! `inspect`) live in lib/discourse_ai_stream/open_ai_message_processor.rb.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::ops::ControlFlow;
 use std::ptr::NonNull;
 
-use magnus::gc::Marker;
 use magnus::rb_sys::{AsRawValue, FromRawValue};
 use magnus::typed_data::Obj;
-use magnus::value::{Opaque, ReprValue};
-use magnus::{DataTypeFunctions, Error, RArray, RHash, RString, Ruby, Symbol, TryConvert, TypedData, Value};
+use magnus::value::ReprValue;
+use magnus::{Error, RArray, RHash, Ruby, Symbol, TryConvert, TypedData, Value};
 use openai_stream::anomaly::Anomalies;
 use openai_stream::calls::Calls;
 use openai_stream::chunk::Chunk;
@@ -21,7 +20,8 @@ use openai_stream::usage::UsageMode;
 use crate::errors;
 use crate::guard::guard;
 use crate::hash_walk::{self, ContentString, Seen};
-use crate::items::{anomalies_to_ruby, enter, new_anomalies, read_anomalies, Built, CallSource, Shape};
+use crate::holder::{read, Holder};
+use crate::items::{new_anomalies, Built, CallSource, Shape};
 use crate::ruby_de::{read_chunk, Unsupported};
 
 /// Slots of the `objects` Array.
@@ -31,14 +31,7 @@ const CALLS: isize = 1;
 #[derive(TypedData, Default)]
 #[magnus(class = "DiscourseAiStream::OpenAiMessageProcessor", free_immediately, mark)]
 pub struct RbProcessor {
-    core: RefCell<Option<Processor>>,
-    /// `[tool_call_class, calls]`; `calls[i]` is `[tool_call, stack]` for
-    /// the call `CallId(i)` of the current stream. Marked for the GC; the
-    /// Array itself never changes after `__setup`, so marking needs no
-    /// borrow of `core` (which may be borrowed while Ruby runs a GC).
-    objects: Cell<Option<Opaque<RArray>>>,
-    /// A panic happened inside: the state cannot be trusted any more.
-    poisoned: Cell<bool>,
+    holder: Holder<Processor>,
     /// The last chunk given to `process_streamed_message` was not a bare
     /// text delta: the next one goes straight to the chunk reader. Streams
     /// come in runs (text deltas, then tool call fragments), and a run of
@@ -47,13 +40,7 @@ pub struct RbProcessor {
     past_text: Cell<bool>,
 }
 
-impl DataTypeFunctions for RbProcessor {
-    fn mark(&self, marker: &Marker) {
-        if let Some(objects) = self.objects.get() {
-            marker.mark(objects);
-        }
-    }
-}
+crate::holder::holds!(RbProcessor, Processor);
 
 /// The receiver of a method: a processor object, checked without the
 /// `rb_protect` around `rb_check_typeddata` that magnus's `Obj` and `&T`
@@ -143,12 +130,7 @@ impl RbProcessor {
             }
             let options =
                 Options { partial_tool_calls: partial, usage_mode, max_line_bytes, simulate_legacy, strict };
-            let this = rb_self.get();
-            let mut core = this.core.try_borrow_mut().map_err(|_| errors::busy(ruby))?;
-            let objects = ruby.ary_new_from_values(&[tool_call_class, ruby.ary_new().as_value()]);
-            this.objects.set(Some(objects.into()));
-            *core = Some(Processor::new(options));
-            Ok(())
+            rb_self.get().holder.install(ruby, Processor::new(options), tool_call_class, 1)
         })
     }
 
@@ -175,14 +157,7 @@ impl RbProcessor {
     }
 
     pub fn decode_chunk(ruby: &Ruby, rb_self: Me, raw: Value) -> Result<Value, Error> {
-        let Some(raw) = RString::from_value(raw) else {
-            return Err(errors::type_error(
-                ruby,
-                format!("decode_chunk expects a String of response bytes, got {}", unsafe {
-                    raw.classname()
-                }),
-            ));
-        };
+        let raw = errors::expect_bytes(ruby, raw)?;
         Self::run(ruby, rb_self, Shape::Array, None, None, |core| {
             // SAFETY: no Ruby code runs while the core reads the bytes.
             let bytes = unsafe { raw.as_slice() };
@@ -201,18 +176,13 @@ impl RbProcessor {
         shape: Shape,
         f: impl FnOnce(&mut Processor, &Chunk) -> Result<(), openai_stream::error::Error>,
     ) -> Result<Value, Error> {
-        if RHash::from_value(value).is_none() {
-            return Err(errors::type_error(
-                ruby,
-                format!("expected a Hash (a parsed chunk), got {}", unsafe { value.classname() }),
-            ));
-        }
+        errors::expect_hash(ruby, value, "a parsed chunk")?;
         let unsupported = Unsupported::default();
         let mut chunk = Chunk::default();
         let mut seen = Seen::default();
         guard(ruby, || {
             read_chunk(ruby, &value, &unsupported, &mut chunk, &mut seen)
-                .map_err(|e| stream_error(ruby, &e.to_string()))
+                .map_err(|e| errors::invalid_chunk(ruby, e.to_string()))
         })?;
         let reuse = seen.content;
         // The chunk may borrow the Hash's Strings: only `f` reads it, before
@@ -232,19 +202,6 @@ impl RbProcessor {
         result
     }
 
-    /// The one way into the core, for every entry point: refuses a poisoned
-    /// processor, catches panics (and poisons the processor on an internal
-    /// error), and refuses a call while another one is running on this
-    /// processor (another thread, or a callback re-entering it) with
-    /// `ConcurrencyError`.
-    fn enter<T>(
-        ruby: &Ruby,
-        this: &RbProcessor,
-        f: impl FnOnce(&mut Processor) -> Result<T, Error>,
-    ) -> Result<T, Error> {
-        enter(ruby, &this.poisoned, &this.core, f)
-    }
-
     /// Runs `f` on the core, builds the Ruby items of its output, raises its
     /// error with those items attached, then hands new anomalies to Ruby.
     /// `reuse`: a String of the chunk Hash that is returned itself when the
@@ -258,7 +215,7 @@ impl RbProcessor {
         f: impl FnOnce(&mut Processor) -> Result<(), openai_stream::error::Error>,
     ) -> Result<Value, Error> {
         let this: &RbProcessor = rb_self.get();
-        let (result, anomalies) = Self::enter(ruby, this, |core| {
+        let (result, anomalies) = this.holder.enter(ruby, |core| {
             let outcome = f(core);
             // The commonest result of the Hash path, one text, is returned
             // without building an Array around it.
@@ -275,7 +232,7 @@ impl RbProcessor {
             if matches!(shape, Shape::Finish) {
                 // The core ended the stream (whatever its outcome): the next
                 // one numbers its calls from 0 again.
-                if let Some(calls) = this.calls_array(ruby) {
+                if let Some(calls) = this.holder.list(ruby, CALLS) {
                     calls.clear()?;
                 }
             }
@@ -285,11 +242,6 @@ impl RbProcessor {
             let _: Value = rb_self.value.funcall("__deliver_anomalies", (anomalies,))?;
         }
         result
-    }
-
-    fn calls_array(&self, ruby: &Ruby) -> Option<RArray> {
-        let objects = ruby.get_inner(self.objects.get()?);
-        objects.entry::<RArray>(CALLS).ok()
     }
 
     /// The Ruby items of the core's output. A ToolCall class that raises (a
@@ -345,61 +297,22 @@ impl RbProcessor {
 
     /// The ToolCall class and the Array of the calls' objects.
     fn tools(&self, ruby: &Ruby) -> Result<(Value, RArray), Error> {
-        let objects = ruby.get_inner(self.objects.get().ok_or_else(|| errors::internal(ruby, "no setup"))?);
+        let objects = self.holder.objects(ruby)?;
         Ok((objects.entry(TOOL_CALL_CLASS)?, objects.entry(CALLS)?))
     }
 
-    fn read<T>(ruby: &Ruby, rb_self: &RbProcessor, f: impl FnOnce(&Processor) -> T) -> Result<T, Error> {
-        Self::enter(ruby, rb_self, |core| Ok(f(core)))
-    }
-
-    pub fn prompt_tokens(ruby: &Ruby, rb_self: &RbProcessor) -> Result<Option<u64>, Error> {
-        Self::read(ruby, rb_self, |c| c.usage().prompt_tokens)
-    }
-
-    pub fn completion_tokens(ruby: &Ruby, rb_self: &RbProcessor) -> Result<Option<u64>, Error> {
-        Self::read(ruby, rb_self, |c| c.usage().completion_tokens)
-    }
-
-    pub fn cache_read_tokens(ruby: &Ruby, rb_self: &RbProcessor) -> Result<Option<u64>, Error> {
-        Self::read(ruby, rb_self, |c| c.usage().cache_read_tokens)
-    }
-
-    /// The legacy reader: cache reads, nil unless the server sent a count.
-    pub fn cached_tokens(ruby: &Ruby, rb_self: &RbProcessor) -> Result<Option<u64>, Error> {
-        Self::read(ruby, rb_self, |c| c.usage().cached_tokens)
-    }
-
-    pub fn cache_write_tokens(ruby: &Ruby, rb_self: &RbProcessor) -> Result<Option<u64>, Error> {
-        Self::read(ruby, rb_self, |c| c.usage().cache_write_tokens)
-    }
-
-    pub fn partial_tool_calls(ruby: &Ruby, rb_self: &RbProcessor) -> Result<bool, Error> {
-        Self::read(ruby, rb_self, |c| c.options().partial_tool_calls)
-    }
-
-    pub fn max_line_bytes(ruby: &Ruby, rb_self: &RbProcessor) -> Result<usize, Error> {
-        Self::read(ruby, rb_self, |c| c.options().max_line_bytes)
-    }
-
     pub fn usage_mode(ruby: &Ruby, rb_self: &RbProcessor) -> Result<Symbol, Error> {
-        let mode = Self::read(ruby, rb_self, |c| c.options().usage_mode)?;
+        let mode = read(ruby, rb_self, |c| c.options().usage_mode)?;
         Ok(ruby.to_symbol(match mode {
             UsageMode::Current => "current",
             UsageMode::Legacy => "legacy",
         }))
     }
 
-    /// Every anomaly recorded so far, as frozen Hashes (readable after an
-    /// internal error too).
-    pub fn anomalies(ruby: &Ruby, rb_self: &RbProcessor) -> Result<RArray, Error> {
-        read_anomalies(ruby, &rb_self.core, |anomalies| anomalies_to_ruby(ruby, anomalies.all().iter()))
-    }
-
     /// With `simulate_legacy: true`: the ids of the calls the legacy
     /// processor would have run in the last finished stream (nil before).
     pub fn legacy_tool_call_ids(ruby: &Ruby, rb_self: &RbProcessor) -> Result<Option<RArray>, Error> {
-        Self::enter(ruby, rb_self, |core| {
+        rb_self.holder.enter(ruby, |core| {
             let Some(outcome) = core.legacy_outcome() else { return Ok(None) };
             let list = ruby.ary_new_capa(outcome.emitted.len());
             for id in &outcome.emitted {
@@ -407,11 +320,6 @@ impl RbProcessor {
             }
             Ok(Some(list))
         })
-    }
-
-    /// Anomalies past the per-processor limit, counted but not kept.
-    pub fn dropped_anomalies(ruby: &Ruby, rb_self: &RbProcessor) -> Result<u64, Error> {
-        read_anomalies(ruby, &rb_self.core, |anomalies| Ok(anomalies.dropped()))
     }
 
     /// `__panic_for_tests`: a panic inside a processor call, to prove the
@@ -432,13 +340,4 @@ fn single_text(core: &Processor) -> Option<&str> {
         Item::Text(text) => Some(text),
         _ => None,
     }
-}
-
-fn stream_error(ruby: &Ruby, message: &str) -> Error {
-    let err = openai_stream::error::Error::Stream {
-        kind: openai_stream::error::StreamErrorKind::InvalidChunk,
-        message: message.to_owned(),
-        excerpt: String::new(),
-    };
-    errors::from_core(ruby, &err, ruby.ary_new(), None)
 }

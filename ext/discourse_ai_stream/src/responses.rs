@@ -4,13 +4,11 @@
 //! lib/discourse_ai_stream/open_ai_responses_message_processor.rb. The
 //! ToolCall objects are built by the same helpers as the chat processor's.
 
-use std::cell::{Cell, RefCell};
 use std::ops::ControlFlow;
 
-use magnus::gc::Marker;
 use magnus::typed_data::Obj;
-use magnus::value::{Opaque, ReprValue};
-use magnus::{DataTypeFunctions, Error, RArray, RHash, RString, Ruby, TypedData, Value};
+use magnus::value::ReprValue;
+use magnus::{Error, RArray, RHash, Ruby, TypedData, Value};
 use openai_stream::anomaly::Anomalies;
 use openai_stream::calls::{CallId, Calls};
 use openai_stream::json::JsonValue;
@@ -20,7 +18,8 @@ use serde::Deserialize;
 
 use crate::errors;
 use crate::guard::guard;
-use crate::items::{anomalies_to_ruby, enter, read_anomalies, Built, CallSource, Shape};
+use crate::holder::{read, Holder};
+use crate::items::{Built, CallSource, Shape};
 use crate::ruby_de::{RubyDe, Unsupported};
 
 /// Slots of the `objects` Array.
@@ -34,18 +33,10 @@ const THINKINGS: isize = 2;
 #[derive(TypedData, Default)]
 #[magnus(class = "DiscourseAiStream::OpenAiResponsesMessageProcessor", free_immediately, mark)]
 pub struct RbResponsesProcessor {
-    core: RefCell<Option<ResponsesProcessor>>,
-    objects: Cell<Option<Opaque<RArray>>>,
-    poisoned: Cell<bool>,
+    holder: Holder<ResponsesProcessor>,
 }
 
-impl DataTypeFunctions for RbResponsesProcessor {
-    fn mark(&self, marker: &Marker) {
-        if let Some(objects) = self.objects.get() {
-            marker.mark(objects);
-        }
-    }
-}
+crate::holder::holds!(RbResponsesProcessor, ResponsesProcessor);
 
 impl CallSource for ResponsesProcessor {
     fn call_list(&self) -> &Calls {
@@ -90,15 +81,7 @@ impl RbResponsesProcessor {
                 return Err(Error::new(ruby.exception_arg_error(), "max_line_bytes must be positive"));
             }
             let options = Options { partial_tool_calls: partial, output_thinking, max_line_bytes, strict };
-            let mut core = rb_self.core.try_borrow_mut().map_err(|_| errors::busy(ruby))?;
-            let objects = ruby.ary_new_from_values(&[
-                tool_call_class,
-                ruby.ary_new().as_value(),
-                ruby.ary_new().as_value(),
-            ]);
-            rb_self.objects.set(Some(objects.into()));
-            *core = Some(ResponsesProcessor::new(options));
-            Ok(())
+            rb_self.holder.install(ruby, ResponsesProcessor::new(options), tool_call_class, 2)
         })
     }
 
@@ -125,14 +108,7 @@ impl RbResponsesProcessor {
     }
 
     pub fn decode_chunk(ruby: &Ruby, rb_self: Me, raw: Value) -> Result<Value, Error> {
-        let Some(raw) = RString::from_value(raw) else {
-            return Err(errors::type_error(
-                ruby,
-                format!("decode_chunk expects a String of response bytes, got {}", unsafe {
-                    raw.classname()
-                }),
-            ));
-        };
+        let raw = errors::expect_bytes(ruby, raw)?;
         Self::run(ruby, rb_self, Shape::Array, None, |core| {
             // SAFETY: no Ruby code runs while the core reads the bytes.
             let bytes = unsafe { raw.as_slice() };
@@ -152,22 +128,11 @@ impl RbResponsesProcessor {
         shape: Shape,
         f: impl FnOnce(&mut ResponsesProcessor, &JsonValue) -> Result<(), openai_stream::error::Error>,
     ) -> Result<Value, Error> {
-        if RHash::from_value(value).is_none() {
-            return Err(errors::type_error(
-                ruby,
-                format!("expected a Hash (a parsed event), got {}", unsafe { value.classname() }),
-            ));
-        }
+        errors::expect_hash(ruby, value, "a parsed event")?;
         let unsupported = Unsupported::default();
         let json = guard(ruby, || {
-            JsonValue::deserialize(RubyDe::new(ruby, value, &unsupported)).map_err(|e| {
-                let err = openai_stream::error::Error::Stream {
-                    kind: openai_stream::error::StreamErrorKind::InvalidChunk,
-                    message: e.to_string(),
-                    excerpt: String::new(),
-                };
-                errors::from_core(ruby, &err, ruby.ary_new(), None)
-            })
+            JsonValue::deserialize(RubyDe::new(ruby, value, &unsupported))
+                .map_err(|e| errors::invalid_chunk(ruby, e.to_string()))
         })?;
         Self::run(ruby, rb_self, shape, Some(value), move |core| {
             for anomaly in unsupported.into_inner() {
@@ -175,14 +140,6 @@ impl RbResponsesProcessor {
             }
             f(core, &json)
         })
-    }
-
-    fn enter<T>(
-        ruby: &Ruby,
-        this: &RbResponsesProcessor,
-        f: impl FnOnce(&mut ResponsesProcessor) -> Result<T, Error>,
-    ) -> Result<T, Error> {
-        enter(ruby, &this.poisoned, &this.core, f)
     }
 
     fn run(
@@ -193,12 +150,12 @@ impl RbResponsesProcessor {
         f: impl FnOnce(&mut ResponsesProcessor) -> Result<(), openai_stream::error::Error>,
     ) -> Result<Value, Error> {
         let this: &RbResponsesProcessor = &rb_self;
-        let (result, anomalies) = Self::enter(ruby, this, |core| {
+        let (result, anomalies) = this.holder.enter(ruby, |core| {
             let outcome = f(core);
             let built = this.build_items(ruby, rb_self, core);
             if matches!(shape, Shape::Finish) {
                 for slot in [CALLS, THINKINGS] {
-                    if let Some(list) = this.list(ruby, slot) {
+                    if let Some(list) = this.holder.list(ruby, slot) {
                         list.clear()?;
                     }
                 }
@@ -209,11 +166,6 @@ impl RbResponsesProcessor {
             let _: Value = rb_self.as_value().funcall("__deliver_anomalies", (anomalies,))?;
         }
         result
-    }
-
-    fn list(&self, ruby: &Ruby, slot: isize) -> Option<RArray> {
-        let objects = ruby.get_inner(self.objects.get()?);
-        objects.entry::<RArray>(slot).ok()
     }
 
     /// The Ruby items of the core's output, then the `next_message_id` of
@@ -227,7 +179,7 @@ impl RbResponsesProcessor {
             return Ok(built);
         }
         built.items = ruby.ary_new_capa(out.len());
-        let objects = ruby.get_inner(self.objects.get().ok_or_else(|| errors::internal(ruby, "no setup"))?);
+        let objects = self.holder.objects(ruby)?;
         let class: Value = objects.entry(TOOL_CALL_CLASS)?;
         let calls: RArray = objects.entry(CALLS)?;
         let thinkings: RArray = objects.entry(THINKINGS)?;
@@ -273,51 +225,8 @@ impl RbResponsesProcessor {
         Ok(built)
     }
 
-    fn read<T>(ruby: &Ruby, rb_self: &Self, f: impl FnOnce(&ResponsesProcessor) -> T) -> Result<T, Error> {
-        Self::enter(ruby, rb_self, |core| Ok(f(core)))
-    }
-
-    pub fn prompt_tokens(ruby: &Ruby, rb_self: &Self) -> Result<Option<u64>, Error> {
-        Self::read(ruby, rb_self, |c| c.usage().prompt_tokens)
-    }
-
-    pub fn completion_tokens(ruby: &Ruby, rb_self: &Self) -> Result<Option<u64>, Error> {
-        Self::read(ruby, rb_self, |c| c.usage().completion_tokens)
-    }
-
-    pub fn cache_read_tokens(ruby: &Ruby, rb_self: &Self) -> Result<Option<u64>, Error> {
-        Self::read(ruby, rb_self, |c| c.usage().cache_read_tokens)
-    }
-
-    /// The legacy reader: cache reads, nil unless the server sent a count.
-    pub fn cached_tokens(ruby: &Ruby, rb_self: &Self) -> Result<Option<u64>, Error> {
-        Self::read(ruby, rb_self, |c| c.usage().cached_tokens)
-    }
-
-    pub fn cache_write_tokens(ruby: &Ruby, rb_self: &Self) -> Result<Option<u64>, Error> {
-        Self::read(ruby, rb_self, |c| c.usage().cache_write_tokens)
-    }
-
-    pub fn partial_tool_calls(ruby: &Ruby, rb_self: &Self) -> Result<bool, Error> {
-        Self::read(ruby, rb_self, |c| c.options().partial_tool_calls)
-    }
-
     pub fn output_thinking(ruby: &Ruby, rb_self: &Self) -> Result<bool, Error> {
-        Self::read(ruby, rb_self, |c| c.options().output_thinking)
-    }
-
-    pub fn max_line_bytes(ruby: &Ruby, rb_self: &Self) -> Result<usize, Error> {
-        Self::read(ruby, rb_self, |c| c.options().max_line_bytes)
-    }
-
-    /// Every anomaly recorded so far, as frozen Hashes (readable after an
-    /// internal error too).
-    pub fn anomalies(ruby: &Ruby, rb_self: &Self) -> Result<RArray, Error> {
-        read_anomalies(ruby, &rb_self.core, |anomalies| anomalies_to_ruby(ruby, anomalies.all().iter()))
-    }
-
-    pub fn dropped_anomalies(ruby: &Ruby, rb_self: &Self) -> Result<u64, Error> {
-        read_anomalies(ruby, &rb_self.core, |anomalies| Ok(anomalies.dropped()))
+        read(ruby, rb_self, |c| c.options().output_thinking)
     }
 
     /// `__panic_for_tests`: a panic inside a processor call, to prove the
