@@ -14,7 +14,11 @@ use openai_stream::responses::ResponsesProcessor;
 use openai_stream::usage::UsageReport;
 
 use crate::errors;
-use crate::items::{anomalies_to_ruby, enter, read_anomalies, CallSource};
+use crate::items::{anomalies_to_ruby, enter, read_anomalies, CallSource, Tools};
+
+/// Slots of the `objects` Array.
+pub(crate) const TOOL_CALL_CLASS: isize = 0;
+pub(crate) const CALLS: isize = 1;
 
 /// A processor object's state, `P` its core.
 pub(crate) struct Holder<P> {
@@ -58,6 +62,12 @@ impl<P: CallSource> Holder<P> {
     /// The Array of the Ruby objects (see `objects`).
     pub fn objects(&self, ruby: &Ruby) -> Result<RArray, Error> {
         Ok(ruby.get_inner(self.objects.get().ok_or_else(|| errors::internal(ruby, "no setup"))?))
+    }
+
+    /// The ToolCall class and the calls' objects.
+    pub fn tools(&self, ruby: &Ruby) -> Result<Tools, Error> {
+        let objects = self.objects(ruby)?;
+        Ok(Tools { class: objects.entry(TOOL_CALL_CLASS)?, calls: objects.entry(CALLS)? })
     }
 
     /// One of the lists of `objects`, when set up.

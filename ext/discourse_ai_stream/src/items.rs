@@ -193,6 +193,15 @@ fn call_anomaly<C: CallSource>(core: &C, call: CallId, kind: AnomalyKind, messag
 /// The call's entry in the `calls` Array: `[tool_call, stack]` while its
 /// parameters stream, `[tool_call_or_nil, false]` once its partial updates
 /// stopped, nil when it has none (yet, or any more).
+/// The ToolCall class and the Array of the calls' Ruby objects:
+/// `calls[i]` is `[tool_call, stack]` for the call `CallId(i)` of the
+/// current stream.
+#[derive(Clone, Copy)]
+pub(crate) struct Tools {
+    pub class: Value,
+    pub calls: RArray,
+}
+
 fn tool_call_entry(calls: RArray, call: CallId) -> Result<Option<RArray>, Error> {
     let entry: Value = calls.entry(call.0 as isize)?;
     Ok(RArray::from_value(entry))
@@ -246,8 +255,7 @@ fn new_tool_call<C: CallSource>(
 pub(crate) fn progress<C: CallSource>(
     ruby: &Ruby,
     core: &C,
-    class: Value,
-    calls: RArray,
+    Tools { class, calls }: Tools,
     call: CallId,
 ) -> Result<Option<Value>, Error> {
     let entry = match tool_call_entry(calls, call)? {
@@ -279,8 +287,7 @@ pub(crate) fn progress<C: CallSource>(
 pub(crate) fn completed<C: CallSource>(
     ruby: &Ruby,
     core: &C,
-    class: Value,
-    calls: RArray,
+    Tools { class, calls }: Tools,
     call: CallId,
     params: &JsonValue,
 ) -> Result<Value, Error> {
@@ -329,11 +336,11 @@ impl Built {
         &mut self,
         ruby: &Ruby,
         core: &C,
-        class: Value,
-        calls: RArray,
+        tools: Tools,
         call: CallId,
     ) -> Result<ControlFlow<(), Option<Value>>, Error> {
-        match progress(ruby, core, class, calls, call) {
+        let calls = tools.calls;
+        match progress(ruby, core, tools, call) {
             Ok(value) => Ok(ControlFlow::Continue(value)),
             Err(e) => {
                 detach(ruby, calls, call)?;
@@ -363,12 +370,12 @@ impl Built {
         &mut self,
         ruby: &Ruby,
         core: &C,
-        class: Value,
-        calls: RArray,
+        tools: Tools,
         call: CallId,
         params: &JsonValue,
     ) -> Result<ControlFlow<(), Option<Value>>, Error> {
-        match completed(ruby, core, class, calls, call, params) {
+        let calls = tools.calls;
+        match completed(ruby, core, tools, call, params) {
             Ok(value) => Ok(ControlFlow::Continue(Some(value))),
             Err(e) => {
                 // Whatever happened, nothing streams into this call any more.

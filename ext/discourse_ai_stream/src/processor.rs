@@ -20,13 +20,9 @@ use openai_stream::usage::UsageMode;
 use crate::errors;
 use crate::guard::guard;
 use crate::hash_walk::{self, ContentString, Seen};
-use crate::holder::{read, Holder};
-use crate::items::{new_anomalies, Built, CallSource, Shape};
+use crate::holder::{read, Holder, CALLS};
+use crate::items::{new_anomalies, Built, CallSource, Shape, Tools};
 use crate::ruby_de::{read_chunk, Unsupported};
-
-/// Slots of the `objects` Array.
-const TOOL_CALL_CLASS: isize = 0;
-const CALLS: isize = 1;
 
 #[derive(TypedData, Default)]
 #[magnus(class = "DiscourseAiStream::OpenAiMessageProcessor", free_immediately, mark)]
@@ -257,26 +253,22 @@ impl RbProcessor {
         let items = ruby.ary_new_capa(out.len());
         // The ToolCall class and the calls' objects, looked up at the first
         // call item (most outputs are text only).
-        let mut found: Option<(Value, RArray)> = None;
-        let mut tools = || -> Result<(Value, RArray), Error> {
+        let mut found: Option<Tools> = None;
+        let mut tools = || -> Result<Tools, Error> {
             match found {
                 Some(tools) => Ok(tools),
-                None => Ok(*found.insert(self.tools(ruby)?)),
+                None => Ok(*found.insert(self.holder.tools(ruby)?)),
             }
         };
         for item in out.items() {
             let value = match item {
                 Item::Text(text) => Some(ruby.str_new(text).as_value()),
-                Item::Progress(call) => {
-                    let (class, calls) = tools()?;
-                    match built.progress_item(ruby, core, class, calls, call)? {
-                        ControlFlow::Continue(value) => value,
-                        ControlFlow::Break(()) => break,
-                    }
-                }
+                Item::Progress(call) => match built.progress_item(ruby, core, tools()?, call)? {
+                    ControlFlow::Continue(value) => value,
+                    ControlFlow::Break(()) => break,
+                },
                 Item::Completed(call, params) => {
-                    let (class, calls) = tools()?;
-                    match built.completed_item(ruby, core, class, calls, call, params)? {
+                    match built.completed_item(ruby, core, tools()?, call, params)? {
                         ControlFlow::Continue(value) => value,
                         ControlFlow::Break(()) => break,
                     }
@@ -293,12 +285,6 @@ impl RbProcessor {
         }
         built.items = items;
         Ok(built)
-    }
-
-    /// The ToolCall class and the Array of the calls' objects.
-    fn tools(&self, ruby: &Ruby) -> Result<(Value, RArray), Error> {
-        let objects = self.holder.objects(ruby)?;
-        Ok((objects.entry(TOOL_CALL_CLASS)?, objects.entry(CALLS)?))
     }
 
     pub fn usage_mode(ruby: &Ruby, rb_self: &RbProcessor) -> Result<Symbol, Error> {

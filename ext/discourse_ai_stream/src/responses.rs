@@ -18,14 +18,11 @@ use serde::Deserialize;
 
 use crate::errors;
 use crate::guard::guard;
-use crate::holder::{read, Holder};
+use crate::holder::{read, Holder, CALLS};
 use crate::items::{Built, CallSource, Shape};
 use crate::ruby_de::{RubyDe, Unsupported};
 
-/// Slots of the `objects` Array.
-const TOOL_CALL_CLASS: isize = 0;
-/// `calls[i]`: `[tool_call, stack]` of `CallId(i)`, as in the chat processor.
-const CALLS: isize = 1;
+/// A slot of the `objects` Array, after holder.rs's:
 /// `thinkings[n]`: the finished Thinking of reasoning item `n` (its
 /// `next_message_id` arrives later).
 const THINKINGS: isize = 2;
@@ -179,10 +176,8 @@ impl RbResponsesProcessor {
             return Ok(built);
         }
         built.items = ruby.ary_new_capa(out.len());
-        let objects = self.holder.objects(ruby)?;
-        let class: Value = objects.entry(TOOL_CALL_CLASS)?;
-        let calls: RArray = objects.entry(CALLS)?;
-        let thinkings: RArray = objects.entry(THINKINGS)?;
+        let tools = self.holder.tools(ruby)?;
+        let thinkings: RArray = self.holder.objects(ruby)?.entry(THINKINGS)?;
         let me = rb_self.as_value();
         for item in out.items() {
             let value = match item {
@@ -198,12 +193,12 @@ impl RbResponsesProcessor {
                     thinkings.store(n as isize, thinking)?;
                     Some(thinking)
                 }
-                Item::Progress(call) => match built.progress_item(ruby, core, class, calls, call)? {
+                Item::Progress(call) => match built.progress_item(ruby, core, tools, call)? {
                     ControlFlow::Continue(value) => value,
                     ControlFlow::Break(()) => break,
                 },
                 Item::Completed(call, params) => {
-                    match built.completed_item(ruby, core, class, calls, call, params)? {
+                    match built.completed_item(ruby, core, tools, call, params)? {
                         ControlFlow::Continue(value) => value,
                         ControlFlow::Break(()) => break,
                     }
