@@ -122,15 +122,7 @@ impl Harness {
                 Item::Text(t) => items.push(Out::Text(t.to_owned())),
                 Item::Progress(id) => {
                     let info = p.calls().get(id).expect("progress names a call");
-                    let mirror = self.mirrors.entry(id).or_insert_with(|| Mirror {
-                        call: Call {
-                            id: info.id.clone(),
-                            name: info.name.clone(),
-                            params: json!({}),
-                            partial: true,
-                        },
-                        stack: Vec::new(),
-                    });
+                    let mirror = Mirror::of(&mut self.mirrors, id, info);
                     mirror.call.partial = true;
                     if let Some(view) = info.view() {
                         for event in view.iter() {
@@ -141,15 +133,7 @@ impl Harness {
                 }
                 Item::Completed(id, params) => {
                     let info = p.calls().get(id).expect("completion names a call");
-                    let mirror = self.mirrors.entry(id).or_insert_with(|| Mirror {
-                        call: Call {
-                            id: info.id.clone(),
-                            name: info.name.clone(),
-                            params: json!({}),
-                            partial: false,
-                        },
-                        stack: Vec::new(),
-                    });
+                    let mirror = Mirror::of(&mut self.mirrors, id, info);
                     mirror.call.id = info.id.clone();
                     mirror.call.params = to_serde(params);
                     mirror.call.partial = false;
@@ -164,6 +148,18 @@ impl Harness {
 }
 
 impl Mirror {
+    /// The mirror of call `id`, made with empty params on its first item.
+    fn of<'m>(
+        mirrors: &'m mut HashMap<CallId, Mirror>,
+        id: CallId,
+        info: &openai_stream::calls::Call,
+    ) -> &'m mut Mirror {
+        mirrors.entry(id).or_insert_with(|| Mirror {
+            call: Call { id: info.id.clone(), name: info.name.clone(), params: json!({}), partial: false },
+            stack: Vec::new(),
+        })
+    }
+
     fn container(&mut self) -> &mut Value {
         let mut v = &mut self.call.params;
         for slot in &self.stack {
