@@ -556,15 +556,13 @@ proptest! {
 /// Arguments of about `size` bytes: a long string with escapes and
 /// non-ASCII text, and an array of small objects.
 fn big_arguments(size: usize) -> String {
-    let mut content = String::new();
-    let mut items = Vec::new();
-    let mut n = 0;
-    while content.len() + items.len() * 64 < size {
-        content.push_str("Line of text with \"quotes\", a tab\t, héllo 😀 and a path C:\\dir\n");
-        items.push(serde_json::json!({"id": n, "name": format!("item {n}"), "score": n as f64 / 7.0, "ok": n % 2 == 0}));
-        n += 1;
-    }
-    serde_json::to_string(&serde_json::json!({"content": content, "items": items})).unwrap()
+    // A line and an item come to about 135 bytes.
+    let count = size / 135 + 1;
+    let line = "Line of text with \"quotes\", a tab\t, héllo 😀 and a path C:\\dir\n";
+    let items: Vec<_> = (0..count)
+        .map(|n| serde_json::json!({"id": n, "name": format!("item {n}"), "score": n as f64 / 7.0, "ok": n % 2 == 0}))
+        .collect();
+    serde_json::json!({"content": line.repeat(count), "items": items}).to_string()
 }
 
 /// Feeds `text` in fragments of about `size` bytes, draining the view
