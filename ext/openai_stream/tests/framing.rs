@@ -242,8 +242,8 @@ fn a_tool_call_repeated_within_one_read_is_returned_once() {
     let stream = format!(
         "data: {}\n\ndata: {}\n\ndata: {}\n\n",
         tool_chunk(r#"[{"index":0,"id":"p","function":{"name":"f","arguments":"{\"a\":\"x"}}]"#, None),
-        tool_chunk(r#"[{"index":0,"function":{"arguments":"y"}}]"#, None),
-        tool_chunk(r#"[{"index":0,"function":{"arguments":"z\"}"}}]"#, None),
+        fragment_chunk(0, "y"),
+        fragment_chunk(0, r#"z"}"#),
     );
     let items = h.raw(stream.as_bytes()).unwrap();
     assert_eq!(items.len(), 1);
@@ -371,7 +371,7 @@ fn strict_mode_raises_for_an_unreadable_event() {
 fn an_event_glued_to_the_next_line_ends_at_its_json() {
     let header =
         tool_chunk(r#"[{"index":0,"id":"tool_0","function":{"name":"get_weather","arguments":""}}]"#, None);
-    let start = tool_chunk(r#"[{"index":0,"function":{"arguments":"{\"location\":\"Sydney\""}}]"#, None);
+    let start = fragment_chunk(0, r#"{"location":"Sydney""#);
     let end = tool_chunk(r#"[{"index":0,"function":{"arguments":",\"unit\":\"c\"}"}}]"#, Some("tool_calls"));
     let stream = format!("data: {header}\n\ndata: {start}\n\ndata: {end}data: [DONE]");
     let (items, kinds) = same_at_every_split(stream.as_bytes(), &[40, 200], Options::default());
@@ -410,7 +410,7 @@ fn leading_spaces_before_data_are_not_part_of_the_field_name() {
 fn a_call_open_when_an_event_was_lost_is_never_repaired() {
     let header =
         tool_chunk(r#"[{"index":0,"id":"tool_0","function":{"name":"get_weather","arguments":""}}]"#, None);
-    let start = tool_chunk(r#"[{"index":0,"function":{"arguments":"{\"location\":\"Sydney\""}}]"#, None);
+    let start = fragment_chunk(0, r#"{"location":"Sydney""#);
     let lost = r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":",\"unit\":\"c\"}"}}]}}]"#;
     for (label, tail) in [
         ("malformed", format!("data: {lost}\n\ndata: {}\n\n", finish_chunk("tool_calls"))),
@@ -450,7 +450,7 @@ fn a_call_open_when_an_event_was_lost_is_never_repaired() {
     // Arguments that parse as they are come out; so does a call that
     // started after the lost event.
     let whole = tool_chunk(r#"[{"index":0,"id":"a","function":{"name":"f","arguments":"{\"q\":1"}}]"#, None);
-    let rest = tool_chunk(r#"[{"index":0,"function":{"arguments":"}"}}]"#, None);
+    let rest = fragment_chunk(0, "}");
     let later = tool_chunk(r#"[{"index":1,"id":"b","function":{"name":"g","arguments":"{\"r\":2"}}]"#, None);
     let stream =
         format!("data: {whole}\n\ndata: {{oops}}\n\ndata: {rest}\n\ndata: {later}\n\ndata: [DONE]\n\n");

@@ -258,6 +258,22 @@ pub fn tool_chunk(tool_calls: &str, finish: Option<&str>) -> String {
     )
 }
 
+/// A chunk holding one call's header: its index, id and name, no arguments.
+pub fn header_chunk(index: u32, id: &str, name: &str) -> String {
+    tool_chunk(
+        &format!(
+            r#"[{{"index":{index},"id":"{id}","type":"function","function":{{"name":"{name}","arguments":""}}}}]"#
+        ),
+        None,
+    )
+}
+
+/// A chunk holding one fragment of arguments for the call at `index`.
+pub fn fragment_chunk(index: u32, arguments: &str) -> String {
+    let arguments = serde_json::to_string(arguments).expect("string serializes");
+    tool_chunk(&format!(r#"[{{"index":{index},"function":{{"arguments":{arguments}}}}}]"#), None)
+}
+
 pub fn text_chunk(text: &str) -> String {
     format!(
         r#"{{"choices":[{{"index":0,"delta":{{"content":{}}},"finish_reason":null}}]}}"#,
