@@ -20,7 +20,7 @@
 
 mod common;
 
-use common::{consistent, to_serde, Mirror, Rng, V};
+use common::{consistent, ruby_view, to_serde, Mirror, Rng};
 use libfuzzer_sys::fuzz_target;
 use openai_stream::json::{
     parse_complete, IncrementalParser, JsonValue, SyntaxErrorKind, ViewEvents, DEFAULT_MAX_DEPTH,
@@ -39,7 +39,7 @@ fn run(data: &[u8]) {
     let mut mirror = Mirror::default();
     // The mirror's state after each successful feed, to check against the
     // final value once it is known.
-    let mut snapshots: Vec<(Option<V>, Vec<common::Slot>, bool)> = Vec::new();
+    let mut snapshots: Vec<(Option<JsonValue>, Vec<common::Slot>, bool)> = Vec::new();
     let mut feed_error = None;
     for fragment in &fragments {
         events.clear();
@@ -77,7 +77,7 @@ fn run(data: &[u8]) {
         // the root, which only `finish` completes (no event).
         match (&mirror.root, value) {
             (None, JsonValue::Number(_)) => {}
-            (view, value) => assert_eq!(view.as_ref(), Some(&V::of(value)), "final view"),
+            (view, value) => assert_eq!(view.as_ref(), Some(&ruby_view(value)), "final view"),
         }
         assert!(!mirror.root_open && mirror.path.is_empty(), "containers left open: {mirror:?}");
     }
