@@ -29,7 +29,7 @@ mod common;
 
 use std::collections::HashSet;
 
-use common::{ruby_view, Rng};
+use common::{cut, longest_piece, ruby_view, Rng};
 use libfuzzer_sys::fuzz_target;
 use openai_stream::anomaly::{Anomalies, Anomaly, AnomalyKind};
 use openai_stream::error::Error;
@@ -190,19 +190,7 @@ fn check_error(e: &Error) {
 /// bytes, short runs, long runs, empty reads among them).
 fn split(body: &[u8], mode: u8, seed: u8) -> Vec<&[u8]> {
     let mut rng = Rng::new(u64::from(seed) | u64::from(mode) << 8);
-    let max = match mode % 4 {
-        0 => 1,
-        1 => 7,
-        2 => 64,
-        _ => body.len().max(1),
-    };
-    let mut reads = Vec::new();
-    let mut start = 0;
-    while start < body.len() {
-        let len = if mode & 4 != 0 && rng.below(8) == 0 { 0 } else { 1 + rng.below(max) };
-        let end = (start + len).min(body.len());
-        reads.push(&body[start..end]);
-        start = end;
-    }
-    reads
+    let longest = longest_piece(mode, 7, 64, body.len());
+    let len = || if mode & 4 != 0 && rng.below(8) == 0 { 0 } else { 1 + rng.below(longest) };
+    cut(body.len(), len, |_| true).into_iter().map(|piece| &body[piece]).collect()
 }

@@ -28,6 +28,37 @@ impl Rng {
     }
 }
 
+/// The longest piece a split cuts, by `mode % 4`: one byte, `short`, `long`
+/// or the whole input of `len` bytes.
+pub fn longest_piece(mode: u8, short: usize, long: usize, len: usize) -> usize {
+    match mode % 4 {
+        0 => 1,
+        1 => short,
+        2 => long,
+        _ => len.max(1),
+    }
+}
+
+/// Cuts `0..len` into consecutive pieces: each `next_len()` long, its end
+/// moved on to the first point `can_end` accepts.
+pub fn cut(
+    len: usize,
+    mut next_len: impl FnMut() -> usize,
+    can_end: impl Fn(usize) -> bool,
+) -> Vec<std::ops::Range<usize>> {
+    let mut pieces = Vec::new();
+    let mut start = 0;
+    while start < len {
+        let mut end = (start + next_len()).min(len);
+        while !can_end(end) {
+            end += 1;
+        }
+        pieces.push(start..end);
+        start = end;
+    }
+    pieces
+}
+
 /// Sets `key` as a Ruby Hash does: a key given again keeps its first
 /// position and takes the new value.
 fn set(pairs: &mut Vec<(String, JsonValue)>, key: &str, value: JsonValue) {
