@@ -386,18 +386,18 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor, :conformance do
     it "reports prompt tokens net of both, from process_message" do
       processor = described_class.new
       processor.process_message({ choices: [], usage: usage })
-      expect(usage_of(processor)).to eq(expected)
+      expect(token_counts(processor)).to eq(expected)
     end
 
     it "reports the same from a streamed usage chunk, on both paths" do
       payload = JSON.generate({ choices: [], usage: usage })
       hashed = described_class.new
       hash_steps(hashed, [payload])
-      expect(usage_of(hashed)).to eq(expected)
+      expect(token_counts(hashed)).to eq(expected)
       splittings(sse_body([payload])).each do |way, reads|
         raw = described_class.new
         raw_steps(raw, reads)
-        expect(usage_of(raw)).to eq(expected), way
+        expect(token_counts(raw)).to eq(expected), way
       end
     end
   end
