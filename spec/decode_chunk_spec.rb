@@ -17,6 +17,7 @@ module DecodeChunkExpectations
       cache_write_tokens: write, cached_tokens: read }
   end
 
+  # The usage of a stream that sent none: the default of an entry.
   NO_USAGE = SseFixtures::USAGE_READERS.to_h { |reader| [reader, nil] }.freeze
 
   EXPECTED = {
@@ -50,13 +51,11 @@ module DecodeChunkExpectations
     },
     "tgi_object_arguments" => {
       items: [done_call("0", "get_forecast",
-                        { location: { city: "Rome", country: "IT" }, days: 3, metric: true, note: nil })],
-      usage: NO_USAGE
+                        { location: { city: "Rome", country: "IT" }, days: 3, metric: true, note: nil })]
     },
     "interleaved_aggregator" => {
       items: [done_call("call_agA", "search", { q: "rust magnus" }),
-              done_call("call_agB", "fetch", { url: "https://example.com/a" })],
-      usage: NO_USAGE
+              done_call("call_agB", "fetch", { url: "https://example.com/a" })]
     },
     "llamacpp_nested_id" => {
       items: [done_call("aB3dE5fG7h", "get_weather", { location: "Madrid" }),
@@ -85,12 +84,10 @@ module DecodeChunkExpectations
     },
     "lmstudio_changing_id" => {
       items: [done_call("427163985", "create_note", { title: "Groceries", body: "milk\neggs" })],
-      usage: NO_USAGE,
       anomalies: %i[id_changed]
     },
     "poolside_integer_ids" => {
       items: [done_call("7", "run_tests", { path: "spec" }), done_call("8", "run_linter", { fix: true })],
-      usage: NO_USAGE,
       # One per call: each integer id is reported with the call it belongs to.
       anomalies: %i[converted_field converted_field]
     },
@@ -122,13 +119,11 @@ module DecodeChunkExpectations
       usage: usage(44, 16)
     },
     "sglang_no_index" => {
-      items: [done_call("0", "add", { a: 1, b: 2 }), done_call("1", "mul", { a: 3, b: 4 })],
-      usage: NO_USAGE
+      items: [done_call("0", "add", { a: 1, b: 2 }), done_call("1", "mul", { a: 3, b: 4 })]
     },
     "old_vllm_empty_ids" => {
       items: [done_call("chatcmpl-tool-c1", "ping", { host: "a.example" }),
-              done_call("chatcmpl-tool-c2", "ping", { host: "b.example" })],
-      usage: NO_USAGE
+              done_call("chatcmpl-tool-c2", "ping", { host: "b.example" })]
     },
     "sensenova_late_content" => {
       items: ["One moment.", done_call("call_sn1", "get_stock", { symbol: "ACME" }), " Done."],
@@ -136,7 +131,6 @@ module DecodeChunkExpectations
     },
     "truncated" => {
       items: ["Writing the file.", done_call("call_tr1", "write_file", { path: "/tmp/a.txt", body: "hi" })],
-      usage: NO_USAGE,
       anomalies: %i[truncated repaired_arguments]
     }
   }.freeze
@@ -150,6 +144,14 @@ RSpec.describe "OpenAiMessageProcessor#decode_chunk" do
   # Raw bytes whole (or in the given reads), then finish: the items.
   def decode(processor, *reads)
     decoded_items(processor, reads)
+  end
+
+  # The items of `bytes` decoded whole, checking the stream had no anomaly.
+  def clean_decode(bytes)
+    processor = new_processor
+    items = decode(processor, bytes)
+    expect(processor.anomalies).to be_empty
+    items
   end
 
   # A data line and its blank line, for hand-built streams.
@@ -182,7 +184,7 @@ RSpec.describe "OpenAiMessageProcessor#decode_chunk" do
         def expect_expected(processor, items, how)
           expect(summarize(items)).to eq(expected[:items]), "items #{how}"
           expect(tool_calls_in(items)).to all(be_an_instance_of(DiscourseAiStream::ToolCall))
-          expect(usage_of(processor)).to eq(expected[:usage]), "usage #{how}"
+          expect(usage_of(processor)).to eq(expected.fetch(:usage, DecodeChunkExpectations::NO_USAGE)), "usage #{how}"
           expect(anomaly_kinds(processor)).to eq(expected.fetch(:anomalies, [])), "anomalies #{how}"
         end
 
@@ -238,9 +240,7 @@ RSpec.describe "OpenAiMessageProcessor#decode_chunk" do
     it "reads a stream that mixes the three line ends" do
       newlines = ["\n", "\r\n", "\r", "\r\n", "\n"]
       bytes = chunks.zip(newlines).map { |chunk, newline| event(chunk, newline: newline) }.join.b
-      processor = new_processor
-      expect(summarize(decode(processor, bytes))).to eq(expected)
-      expect(processor.anomalies).to be_empty
+      expect(summarize(clean_decode(bytes))).to eq(expected)
     end
 
     it "takes a CRLF split across two reads as one line end (the LF does not end the event)" do
@@ -262,18 +262,24 @@ RSpec.describe "OpenAiMessageProcessor#decode_chunk" do
 
     it "reads data: without a space after the colon" do
       bytes = [*chunks.map { |chunk| JSON.generate(chunk) }, "[DONE]"].map { |data| "data:#{data}\n\n" }.join
-      processor = new_processor
-      expect(summarize(decode(processor, bytes))).to eq(expected)
-      expect(processor.anomalies).to be_empty
+      expect(summarize(clean_decode(bytes))).to eq(expected)
     end
 
-    it "joins the data lines of one event (a JSON value spread over several lines)" do
-      bytes = "data: {\"choices\":[{\"index\":0,\n" \
-              "data: \"delta\":{\"content\":\"multi\"},\n" \
-              "data: \"finish_reason\":null}]}\n\n"
-      processor = new_processor
-      expect(decode(processor, bytes)).to eq(["multi"])
-      expect(processor.anomalies).to be_empty
+    # Events whose JSON is spread over several data lines, each decoding
+    # cleanly to one text.
+    {
+      "joins the data lines of one event (a JSON value spread over several lines)" =>
+        ["data: {\"choices\":[{\"index\":0,\n" \
+         "data: \"delta\":{\"content\":\"multi\"},\n" \
+         "data: \"finish_reason\":null}]}\n\n", "multi"],
+      "skips comments and keep-alives, also between the data lines of one event" =>
+        [": OPENROUTER PROCESSING\n\n:\n: ping\r\n" \
+         "data: {\"choices\":[{\"index\":0,\n" \
+         ": keep-alive inside an event\n" \
+         "data: \"delta\":{\"content\":\"kept\"}}]}\n\n" \
+         ": OPENROUTER PROCESSING\n\n", "kept"]
+    }.each do |description, (bytes, text)|
+      it(description) { expect(clean_decode(bytes)).to eq([text]) }
     end
 
     it "joins data lines with a newline, so a number split over two lines does not become one number" do
@@ -290,17 +296,6 @@ RSpec.describe "OpenAiMessageProcessor#decode_chunk" do
       expect(decode(new_processor, bytes)).to eq(%w[p q])
     end
 
-    it "skips comments and keep-alives, also between the data lines of one event" do
-      bytes = ": OPENROUTER PROCESSING\n\n:\n: ping\r\n" \
-              "data: {\"choices\":[{\"index\":0,\n" \
-              ": keep-alive inside an event\n" \
-              "data: \"delta\":{\"content\":\"kept\"}}]}\n\n" \
-              ": OPENROUTER PROCESSING\n\n"
-      processor = new_processor
-      expect(decode(processor, bytes)).to eq(["kept"])
-      expect(processor.anomalies).to be_empty
-    end
-
     it "skips a non-JSON data payload (data: ping) as a keep-alive, recording it" do
       processor = new_processor
       expect(decode(processor, "data: ping\n\n#{event(text_chunk("after"))}")).to eq(["after"])
@@ -308,17 +303,13 @@ RSpec.describe "OpenAiMessageProcessor#decode_chunk" do
     end
 
     it "skips empty data events without an anomaly" do
-      processor = new_processor
       bytes = "data:\n\ndata: \n\ndata:   \n\n#{event(text_chunk("x"))}data:\r\n\r\n"
-      expect(decode(processor, bytes)).to eq(["x"])
-      expect(processor.anomalies).to be_empty
+      expect(clean_decode(bytes)).to eq(["x"])
     end
 
     it "ignores event:, id: and retry: fields of ordinary events" do
       bytes = "event: message\nid: 41\nretry: 3000\n#{event(text_chunk("x"))}id: 42\n#{event(text_chunk("y"))}"
-      processor = new_processor
-      expect(decode(processor, bytes)).to eq(%w[x y])
-      expect(processor.anomalies).to be_empty
+      expect(clean_decode(bytes)).to eq(%w[x y])
     end
 
     it "gives the same items with [DONE] and when EOF ends the stream" do

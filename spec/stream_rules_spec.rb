@@ -240,6 +240,8 @@ RSpec.describe "stream-shapes.md rules" do
   # whole, a byte at a time and in random reads, with and without partial
   # tool calls; each gives the same calls and the same anomaly kinds.
   describe "slotting (rules 6, 8, 14 revised)" do
+    extend ChunkHelpers
+
     def outcomes(chunks, partial)
       hashed = DiscourseAiStream::OpenAiMessageProcessor.new(partial_tool_calls: partial)
       results = [["Hash path", hashed, stream_items(hashed, chunks.map { |c| parsed(c) })]]
@@ -273,87 +275,62 @@ RSpec.describe "stream-shapes.md rules" do
       expect(processor.anomalies).to match(expected.map { |a| include(a) }), how
     end
 
-    it "6: a header with an id and no index, then nameless fragments with an index and no id, are one call" do
-      expect_slotting(
+    # description => [chunks before the finish chunk, expected calls,
+    # expected anomalies (none unless given)]
+    {
+      "6: a header with an id and no index, then nameless fragments with an index and no id, are one call" => [
         [tool_chunk([{ id: "call_sam", type: "function", function: { name: "search", arguments: '{"query":"' } }]),
-         tool_chunk([fragment(0, 'sam"}')]),
-         finish_chunk],
-        calls: [["call_sam", "search", { query: "sam" }]]
-      )
-    end
-
-    it "6: an indexed header, then fragments with the id and no index, are one call" do
-      expect_slotting(
+         tool_chunk([fragment(0, 'sam"}')])],
+        [["call_sam", "search", { query: "sam" }]]
+      ],
+      "6: an indexed header, then fragments with the id and no index, are one call" => [
         [tool_chunk([call("call_sam", "search", '{"query":"', index: 0)]),
-         tool_chunk([{ id: "call_sam", function: { arguments: 'sam"}' } }]),
-         finish_chunk],
-        calls: [["call_sam", "search", { query: "sam" }]]
-      )
-    end
-
-    it "6: fragments with no id and no name at an index no call has continue the latest call (Nebius, Cerebras)" do
-      expect_slotting(
+         tool_chunk([{ id: "call_sam", function: { arguments: 'sam"}' } }])],
+        [["call_sam", "search", { query: "sam" }]]
+      ],
+      "6: fragments with no id and no name at an index no call has continue the latest call (Nebius, Cerebras)" => [
         [tool_chunk([call("n1", "f", "", index: 0)]),
          tool_chunk([fragment(1, '{"a":')]), tool_chunk([fragment(1, "1}")]),
          tool_chunk([call("n2", "g", "", index: 1)]),
-         tool_chunk([fragment(2, '{"b":')]), tool_chunk([fragment(2, "2}")]),
-         finish_chunk],
-        calls: [["n1", "f", { a: 1 }], ["n2", "g", { b: 2 }]]
-      )
-    end
-
-    it "6: fragments with an id go to that call whatever their index (Vertex Gemini crosses them)" do
-      expect_slotting(
+         tool_chunk([fragment(2, '{"b":')]), tool_chunk([fragment(2, "2}")])],
+        [["n1", "f", { a: 1 }], ["n2", "g", { b: 2 }]]
+      ],
+      "6: fragments with an id go to that call whatever their index (Vertex Gemini crosses them)" => [
         [tool_chunk([call("A", "f", "", index: 1)]),
          tool_chunk([call("B", "g", "", index: 0)]),
          tool_chunk([{ index: 0, id: "A", function: { arguments: '{"a":' } }]),
          tool_chunk([{ index: 1, id: "B", function: { arguments: '{"b":' } }]),
          tool_chunk([{ index: 0, id: "A", function: { arguments: "1}" } }]),
-         tool_chunk([{ index: 1, id: "B", function: { arguments: "2}" } }]),
-         finish_chunk],
-        calls: [["A", "f", { a: 1 }], ["B", "g", { b: 2 }]]
-      )
-    end
-
-    it "8: a nameless fragment with an unknown id after complete arguments is dropped and reported" do
-      expect_slotting(
+         tool_chunk([{ index: 1, id: "B", function: { arguments: "2}" } }])],
+        [["A", "f", { a: 1 }], ["B", "g", { b: 2 }]]
+      ],
+      "8: a nameless fragment with an unknown id after complete arguments is dropped and reported" => [
         [tool_chunk([call("call_sam", "search", '{"query":"sam"}', index: 0)]),
-         tool_chunk([{ index: 0, id: "call_dan", function: { arguments: '{"query":"dan"}' } }]),
-         finish_chunk],
-        calls: [["call_sam", "search", { query: "sam" }]],
-        anomalies: [{ kind: :orphan_fragment, id: "call_dan", index: 0, excerpt: '{"query":"dan"}' }]
-      )
-    end
-
-    it "8: while the arguments are incomplete, an unknown id on a nameless fragment is a continuation" do
-      expect_slotting(
+         tool_chunk([{ index: 0, id: "call_dan", function: { arguments: '{"query":"dan"}' } }])],
+        [["call_sam", "search", { query: "sam" }]],
+        [{ kind: :orphan_fragment, id: "call_dan", index: 0, excerpt: '{"query":"dan"}' }]
+      ],
+      "8: while the arguments are incomplete, an unknown id on a nameless fragment is a continuation" => [
         [tool_chunk([call("call_sam", "search", '{"query":"', index: 0)]),
-         tool_chunk([{ index: 0, id: "call_dan", function: { arguments: 'sam"}' } }]),
-         finish_chunk],
-        calls: [["call_sam", "search", { query: "sam" }]],
-        anomalies: [{ kind: :id_changed, id: "call_sam" }]
-      )
-    end
-
-    it "14: headers with names at index 0 and 1 sharing one id are two calls, the id reported" do
-      expect_slotting(
+         tool_chunk([{ index: 0, id: "call_dan", function: { arguments: 'sam"}' } }])],
+        [["call_sam", "search", { query: "sam" }]],
+        [{ kind: :id_changed, id: "call_sam" }]
+      ],
+      "14: headers with names at index 0 and 1 sharing one id are two calls, the id reported" => [
         [tool_chunk([call("call_x", "search", '{"query":"a"}', index: 0)]),
-         tool_chunk([call("call_x", "lookup", '{"term":"b"}', index: 1)]),
-         finish_chunk],
-        calls: [["call_x", "search", { query: "a" }], ["call_x", "lookup", { term: "b" }]],
-        anomalies: [{ kind: :duplicate_id, id: "call_x", name: "lookup", index: 1 }]
-      )
-    end
-
-    it "14: nameless fragments with the shared id go to the most recent call with it" do
-      expect_slotting(
+         tool_chunk([call("call_x", "lookup", '{"term":"b"}', index: 1)])],
+        [["call_x", "search", { query: "a" }], ["call_x", "lookup", { term: "b" }]],
+        [{ kind: :duplicate_id, id: "call_x", name: "lookup", index: 1 }]
+      ],
+      "14: nameless fragments with the shared id go to the most recent call with it" => [
         [tool_chunk([call("call_x", "search", "", index: 0), call("call_x", "lookup", "", index: 1)]),
          tool_chunk([fragment(0, '{"query":"a"}')]),
-         tool_chunk([{ id: "call_x", function: { arguments: '{"term":"b"}' } }]),
-         finish_chunk],
-        calls: [["call_x", "search", { query: "a" }], ["call_x", "lookup", { term: "b" }]],
-        anomalies: [{ kind: :duplicate_id, id: "call_x", name: "lookup", index: 1 }]
-      )
+         tool_chunk([{ id: "call_x", function: { arguments: '{"term":"b"}' } }])],
+        [["call_x", "search", { query: "a" }], ["call_x", "lookup", { term: "b" }]],
+        [{ kind: :duplicate_id, id: "call_x", name: "lookup", index: 1 }]
+      ]
+    }.each do |description, (chunks, calls, anomalies)|
+      it(description) { expect_slotting([*chunks, finish_chunk], calls: calls, anomalies: anomalies || []) }
     end
   end
 

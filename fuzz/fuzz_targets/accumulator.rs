@@ -19,12 +19,13 @@ mod common;
 
 use std::collections::{HashMap, HashSet};
 
-use common::{consistent, Mirror, V};
+use common::{consistent, ruby_view, Mirror};
 use libfuzzer_sys::arbitrary::{self, Arbitrary};
 use libfuzzer_sys::fuzz_target;
 use openai_stream::anomaly::AnomalyKind;
 use openai_stream::chunk::Chunk;
 use openai_stream::error::Error;
+use openai_stream::json::JsonValue;
 use openai_stream::output::Item;
 use openai_stream::processor::{Options, Processor};
 use serde_json::{json, Value};
@@ -296,7 +297,7 @@ impl ChunkSpec {
 #[derive(Debug, PartialEq)]
 struct Run {
     /// CallId, server id (None when generated), name, parameters.
-    completed: Vec<(u32, Option<String>, String, V)>,
+    completed: Vec<(u32, Option<String>, String, JsonValue)>,
     failed: Vec<u32>,
     calls: usize,
 }
@@ -349,7 +350,7 @@ fn drive(partial: bool, chunks: &[String]) -> Run {
 
 #[derive(Default)]
 struct State {
-    completed: Vec<(u32, Option<String>, String, V)>,
+    completed: Vec<(u32, Option<String>, String, JsonValue)>,
     failed: HashSet<u32>,
     mirrors: HashMap<u32, Mirror>,
     anomalies_seen: usize,
@@ -383,7 +384,7 @@ impl State {
                         );
                     }
                     let server_id = (!call.id_generated).then(|| call.id.clone());
-                    self.completed.push((id.0, server_id, call.name.clone(), V::of(params)));
+                    self.completed.push((id.0, server_id, call.name.clone(), ruby_view(params)));
                 }
                 Item::Thinking { .. } => panic!("the chat processor returned a thinking item"),
             }

@@ -20,7 +20,7 @@
 
 mod common;
 
-use common::{consistent, to_serde, Mirror, Rng, V};
+use common::{consistent, cut, longest_piece, ruby_view, to_serde, Mirror, Rng};
 use libfuzzer_sys::fuzz_target;
 use openai_stream::json::{
     parse_complete, IncrementalParser, JsonValue, SyntaxErrorKind, ViewEvents, DEFAULT_MAX_DEPTH,
@@ -39,7 +39,7 @@ fn run(data: &[u8]) {
     let mut mirror = Mirror::default();
     // The mirror's state after each successful feed, to check against the
     // final value once it is known.
-    let mut snapshots: Vec<(Option<V>, Vec<common::Slot>, bool)> = Vec::new();
+    let mut snapshots: Vec<(Option<JsonValue>, Vec<common::Slot>, bool)> = Vec::new();
     let mut feed_error = None;
     for fragment in &fragments {
         events.clear();
@@ -77,7 +77,7 @@ fn run(data: &[u8]) {
         // the root, which only `finish` completes (no event).
         match (&mirror.root, value) {
             (None, JsonValue::Number(_)) => {}
-            (view, value) => assert_eq!(view.as_ref(), Some(&V::of(value)), "final view"),
+            (view, value) => assert_eq!(view.as_ref(), Some(&ruby_view(value)), "final view"),
         }
         assert!(!mirror.root_open && mirror.path.is_empty(), "containers left open: {mirror:?}");
     }
@@ -178,22 +178,11 @@ fn depth_at(text: &str, offset: usize) -> Option<usize> {
 /// short or long runs.
 fn split(text: &str, seed: u8) -> Vec<&str> {
     let mut rng = Rng::new(u64::from(seed));
-    let max = match seed % 4 {
-        0 => 1,
-        1 => 4,
-        2 => 32,
-        _ => text.len().max(1),
-    };
-    let mut out = Vec::new();
-    let mut start = 0;
-    while start < text.len() {
-        let mut end = (start + 1 + rng.below(max)).min(text.len());
-        while !text.is_char_boundary(end) {
-            end += 1;
-        }
-        out.push(&text[start..end]);
-        start = end;
-    }
+    let longest = longest_piece(seed, 4, 32, text.len());
+    let mut out: Vec<&str> = cut(text.len(), || 1 + rng.below(longest), |end| text.is_char_boundary(end))
+        .into_iter()
+        .map(|piece| &text[piece])
+        .collect();
     if out.is_empty() || seed & 0x10 != 0 {
         // An empty fragment is a valid feed too.
         out.insert(rng.below(out.len() + 1), "");

@@ -29,10 +29,11 @@ mod common;
 
 use std::collections::HashSet;
 
-use common::{Rng, V};
+use common::{cut, longest_piece, ruby_view, Rng};
 use libfuzzer_sys::fuzz_target;
 use openai_stream::anomaly::{Anomalies, Anomaly, AnomalyKind};
 use openai_stream::error::Error;
+use openai_stream::json::JsonValue;
 use openai_stream::output::Item;
 use openai_stream::processor::{Options, Processor};
 use openai_stream::usage::UsageReport;
@@ -46,7 +47,7 @@ enum Seen {
     Text(String),
     /// CallId, the server's id (None when generated: those are unique per
     /// process), name, parameters.
-    Completed(u32, Option<String>, String, V),
+    Completed(u32, Option<String>, String, JsonValue),
 }
 
 #[derive(Debug, PartialEq)]
@@ -158,7 +159,7 @@ fn collect(p: &Processor, seen: &mut Vec<Seen>, completed: &mut HashSet<u32>) {
                 assert!(completed.insert(id.0), "call {id:?} completed twice");
                 assert!(params.is_object(), "parameters are not an object: {params:?}");
                 let server_id = (!call.id_generated).then(|| call.id.clone());
-                seen.push(Seen::Completed(id.0, server_id, call.name.clone(), V::of(params)));
+                seen.push(Seen::Completed(id.0, server_id, call.name.clone(), ruby_view(params)));
             }
             Item::Thinking { .. } => panic!("the chat processor returned a thinking item"),
         }
@@ -189,19 +190,7 @@ fn check_error(e: &Error) {
 /// bytes, short runs, long runs, empty reads among them).
 fn split(body: &[u8], mode: u8, seed: u8) -> Vec<&[u8]> {
     let mut rng = Rng::new(u64::from(seed) | u64::from(mode) << 8);
-    let max = match mode % 4 {
-        0 => 1,
-        1 => 7,
-        2 => 64,
-        _ => body.len().max(1),
-    };
-    let mut reads = Vec::new();
-    let mut start = 0;
-    while start < body.len() {
-        let len = if mode & 4 != 0 && rng.below(8) == 0 { 0 } else { 1 + rng.below(max) };
-        let end = (start + len).min(body.len());
-        reads.push(&body[start..end]);
-        start = end;
-    }
-    reads
+    let longest = longest_piece(mode, 7, 64, body.len());
+    let len = || if mode & 4 != 0 && rng.below(8) == 0 { 0 } else { 1 + rng.below(longest) };
+    cut(body.len(), len, |_| true).into_iter().map(|piece| &body[piece]).collect()
 }

@@ -9,13 +9,7 @@ module DiscourseAiStream
     # DiscourseAiStream::ToolCall. Looked up when asked, because Discourse
     # autoloads its classes after this gem is required.
     def tool_call_class
-      return @tool_call_class if @tool_call_class
-
-      if defined?(::DiscourseAi::Completions::ToolCall)
-        ::DiscourseAi::Completions::ToolCall
-      else
-        DiscourseAiStream::ToolCall
-      end
+      @tool_call_class || discourse_or_own(:ToolCall)
     end
 
     # nil restores the automatic choice.
@@ -25,13 +19,7 @@ module DiscourseAiStream
     # ToolCall class is: set explicitly, else DiscourseAi::Completions::Thinking
     # when Discourse has defined it, else DiscourseAiStream::Thinking.
     def thinking_class
-      return @thinking_class if @thinking_class
-
-      if defined?(::DiscourseAi::Completions::Thinking)
-        ::DiscourseAi::Completions::Thinking
-      else
-        DiscourseAiStream::Thinking
-      end
+      @thinking_class || discourse_or_own(:Thinking)
     end
 
     # nil restores the automatic choice.
@@ -46,5 +34,14 @@ module DiscourseAiStream
     end
 
     attr_writer :default_usage
+
+    private
+
+    # Discourse's DiscourseAi::Completions::<name> when Discourse has defined
+    # it, else the gem's own class of that name.
+    def discourse_or_own(name)
+      discourse = defined?(::DiscourseAi::Completions) && ::DiscourseAi::Completions
+      discourse&.const_defined?(name, false) ? discourse.const_get(name, false) : const_get(name, false)
+    end
   end
 end

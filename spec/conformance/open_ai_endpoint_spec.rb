@@ -67,7 +67,7 @@ RSpec.describe "Discourse's OpenAI endpoint streams", :conformance do
         expect(text_pieces(steps)).to eq(fragments_of(text))
         expect(text_of(steps)).to eq(text)
         expect(call_updates(steps)).to eq([])
-        expect(usage_of(processor).slice(:prompt, :completion)).to eq(prompt: 12, completion: 5)
+        expect(token_counts(processor).slice(:prompt, :completion)).to eq(prompt: 12, completion: 5)
       end
     end
 
@@ -76,7 +76,7 @@ RSpec.describe "Discourse's OpenAI endpoint streams", :conformance do
     echo_events = tool_events(echo, usage: { prompt_tokens: 40, completion_tokens: 7 })
     scripted "one streamed call with its usage on the finish chunk", payloads: echo_events do |steps, processor, _|
       expect(items_of(steps)).to eq([{ id: "call_123", name: "echo", parameters: { text: "h<e>llo" }, partial: false }])
-      expect(usage_of(processor).slice(:prompt, :completion)).to eq(prompt: 40, completion: 7)
+      expect(token_counts(processor).slice(:prompt, :completion)).to eq(prompt: 40, completion: 7)
     end
 
     # upstream: "yields partial tool updates and final tool result"
@@ -167,7 +167,7 @@ RSpec.describe "Discourse's OpenAI endpoint streams", :conformance do
     stream "text, then usage after the finish chunk",
            payloads: o3, body: sse_body(o3, done: "data: [DONE]\n") do |steps, processor, _|
       expect(items_of(steps)).to eq(["hello"])
-      expect(usage_of(processor)).to include(prompt: 22, completion: 203)
+      expect(token_counts(processor)).to include(prompt: 22, completion: 203)
     end
 
     # upstream: "properly handles multiple tool calls": two calls streamed one after the
@@ -212,7 +212,7 @@ RSpec.describe "Discourse's OpenAI endpoint streams", :conformance do
     stream "usage in its own chunk, each event read apart",
            payloads: accounting, body: accounting_body, pieces: accounting_reads do |steps, processor, _|
       expect(items_of(steps)).to eq(["Hello"])
-      expect(usage_of(processor)).to include(prompt: 20, completion: 9)
+      expect(token_counts(processor)).to include(prompt: 20, completion: 9)
     end
 
     # upstream: "properly handles spaces in tools payload and partial tool calls": events
@@ -262,7 +262,7 @@ RSpec.describe "Discourse's OpenAI endpoint streams", :conformance do
       expect(non_growing_updates(steps)).to eq([])
       expect(repeated_updates(steps)).to eq([])
       expect(processor.cached_tokens).to eq(33)
-      expect(usage_of(processor)).to include(cache_read: 33, completion: 156)
+      expect(token_counts(processor)).to include(cache_read: 33, completion: 156)
     end
 
     # upstream: "falls back to best-effort parsing on broken JSON responses" (older file: the

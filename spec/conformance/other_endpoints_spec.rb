@@ -31,7 +31,7 @@ RSpec.describe "Discourse's vLLM, SambaNova and OpenRouter endpoint streams", :c
            payloads: cumulative, body: sse_body(cumulative, done: "data: [DONE]") do |steps, processor, _|
       expect(text_of(steps)).to eq("Hello Sam. It's nice to meet you. Is there something I can help you with " \
                                    "or would you like to chat?")
-      expect(usage_of(processor)).to include(prompt: 46, completion: 26)
+      expect(token_counts(processor)).to include(prompt: 46, completion: 26)
     end
 
     # upstream: "includes stream_options with include_usage in streaming mode"
@@ -52,7 +52,7 @@ RSpec.describe "Discourse's vLLM, SambaNova and OpenRouter endpoint streams", :c
            payloads: reasoning do |steps, processor, _|
       expect(text_of(steps)).to eq("The answer is 4.")
       expect(call_updates(steps)).to eq([])
-      expect(usage_of(processor)).to include(prompt: 10, completion: 20)
+      expect(token_counts(processor)).to include(prompt: 10, completion: 20)
     end
 
     # upstream: "correctly accounts for tokens in non streaming mode" (an empty tool_calls list)
@@ -101,7 +101,7 @@ RSpec.describe "Discourse's vLLM, SambaNova and OpenRouter endpoint streams", :c
     stream "text with a leading-space data line, then usage",
            payloads: samba, body: samba_body do |steps, processor, _|
       expect(items_of(steps)).to eq(["I am a bot"])
-      expect(usage_of(processor)).to include(prompt: 21, completion: 41)
+      expect(token_counts(processor)).to include(prompt: 21, completion: 41)
     end
 
     # upstream: "can perform regular completions"

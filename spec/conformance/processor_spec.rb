@@ -41,6 +41,25 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor, :conformance do
     hash_steps(described_class.new(partial_tool_calls: partial), chunks.map { |chunk| JSON.generate(chunk) })
   end
 
+  # [id, name, parameters] of the upstream spec's search calls, by query.
+  def searches(*queries)
+    queries.map { |query| ["call_#{query}", "search", { query: query }] }
+  end
+
+  # The one check of most upstream examples: the step `at` (finish unless
+  # told) completes the expected calls; and the same on the raw path.
+  # The step `at` completes the expected calls, and finish has nothing left.
+  def expect_completed_at(steps, at)
+    expect(completed_calls([steps[at]])).to eq(expected_calls)
+    expect(steps.last).to eq([])
+  end
+
+  shared_examples "completed calls" do |description, at = -1|
+    it(description) { expect(completed_calls([hash_path[at]])).to eq(expected_calls) }
+
+    it_behaves_like "the same stream on the raw path"
+  end
+
   let(:expected_text) { "" }
   let(:partial) { false }
 
@@ -51,15 +70,12 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor, :conformance do
              header("call_dan", "search", '{"query":"dan"}', index: 1),
              header("call_alex", "search", '{"query":"alex"}', index: 2), finish: "tool_calls")]
     end
-    let(:expected_calls) do
-      %w[sam dan alex].map { |name| ["call_#{name}", "search", { query: name }] }
-    end
+    let(:expected_calls) { searches("sam", "dan", "alex") }
 
     [false, true].each do |partial|
       it "completes all three from that chunk, and finish has nothing left (partial_tool_calls: #{partial})" do
         steps = hash_path(partial: partial)
-        expect(completed_calls(steps[0..0])).to eq(expected_calls)
-        expect(steps.last).to eq([])
+        expect_completed_at(steps, 0)
       end
     end
 
@@ -76,7 +92,7 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor, :conformance do
              header("call_dan", "search", '{"query":"', index: 1)),
        tools(piece('dan"}', index: 1), piece('sam"}', index: 0))]
     end
-    let(:expected_calls) { [["call_sam", "search", { query: "sam" }], ["call_dan", "search", { query: "dan" }]] }
+    let(:expected_calls) { searches("sam", "dan") }
 
     it "completes both at finish, in order of first appearance" do
       steps = hash_path
@@ -108,8 +124,7 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor, :conformance do
       expect(steps[1].map { |c| c.values_at(:parameters, :partial) }).to eq(
         [[{ query: "daniel" }, true], [{ query: "samuel" }, true]]
       )
-      expect(completed_calls([steps[2]])).to eq(expected_calls)
-      expect(steps.last).to eq([])
+      expect_completed_at(steps, 2)
     end
 
     it_behaves_like "the same stream on the raw path"
@@ -121,13 +136,9 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor, :conformance do
       [tools(header("call_sam", "search", '{"query":"'), header("call_dan", "search", '{"query":"')),
        tools(piece('dan"}', id: "call_dan"), piece('sam"}', id: "call_sam"))]
     end
-    let(:expected_calls) { [["call_sam", "search", { query: "sam" }], ["call_dan", "search", { query: "dan" }]] }
+    let(:expected_calls) { searches("sam", "dan") }
 
-    it "completes both at finish" do
-      expect(completed_calls([hash_path.last])).to eq(expected_calls)
-    end
-
-    it_behaves_like "the same stream on the raw path"
+    include_examples "completed calls", "completes both at finish"
   end
 
   # upstream: "retains successive calls when a server reuses a tool index"
@@ -135,7 +146,7 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor, :conformance do
     let(:chunks) do
       %w[sam dan].map { |name| tools(header("call_#{name}", "search", JSON.generate(query: name), index: 0)) }
     end
-    let(:expected_calls) { [["call_sam", "search", { query: "sam" }], ["call_dan", "search", { query: "dan" }]] }
+    let(:expected_calls) { searches("sam", "dan") }
 
     it "keeps both, completed, in order" do
       steps = hash_path
@@ -152,24 +163,16 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor, :conformance do
     let(:chunks) do
       [tools(header("call_sam", "search", '{"query":"', index: 0)), tools(piece('sam"}', id: "call_sam"))]
     end
-    let(:expected_calls) { [["call_sam", "search", { query: "sam" }]] }
+    let(:expected_calls) { searches("sam") }
 
-    it "is one call" do
-      expect(completed_calls([hash_path.last])).to eq(expected_calls)
-    end
-
-    it_behaves_like "the same stream on the raw path"
+    include_examples "completed calls", "is one call"
   end
 
   describe "a header with only an id, continued by a fragment with only index 0" do
     let(:chunks) { [tools(header("call_sam", "search", '{"query":"')), tools(piece('sam"}', index: 0))] }
-    let(:expected_calls) { [["call_sam", "search", { query: "sam" }]] }
+    let(:expected_calls) { searches("sam") }
 
-    it "is one call (rule 6)" do
-      expect(completed_calls([hash_path.last])).to eq(expected_calls)
-    end
-
-    it_behaves_like "the same stream on the raw path"
+    include_examples "completed calls", "is one call (rule 6)"
   end
 
   # upstream: "matches a continuation by ID when its index changes"
@@ -178,7 +181,7 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor, :conformance do
       [tools(header("call_sam", "search", '{"query":', index: 0), header("call_dan", "search", '{"query":', index: 1)),
        tools(piece('"sam"}', index: 2, id: "call_sam"), piece('"dan"}', index: 0, id: "call_dan"))]
     end
-    let(:expected_calls) { [["call_sam", "search", { query: "sam" }], ["call_dan", "search", { query: "dan" }]] }
+    let(:expected_calls) { searches("sam", "dan") }
 
     it "sends each fragment to the call its id names" do
       steps = hash_path
@@ -195,13 +198,9 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor, :conformance do
       [tools(header("call_sam", "search", '{"query":"')), tools(piece("sam", index: 0, id: "call_sam")),
        tools(piece('"}', index: 0))]
     end
-    let(:expected_calls) { [["call_sam", "search", { query: "sam" }]] }
+    let(:expected_calls) { searches("sam") }
 
-    it "is one call" do
-      expect(completed_calls([hash_path.last])).to eq(expected_calls)
-    end
-
-    it_behaves_like "the same stream on the raw path"
+    include_examples "completed calls", "is one call"
   end
 
   # upstream: "keeps an unknown continuation ID from corrupting an indexed call"
@@ -210,7 +209,7 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor, :conformance do
       [tools(header("call_sam", "search", '{"query":"sam"}', index: 0)),
        tools(piece('{"query":"dan"}', index: 0, id: "call_dan"))]
     end
-    let(:expected_calls) { [["call_sam", "search", { query: "sam" }]] }
+    let(:expected_calls) { searches("sam") }
 
     it "leaves the finished call untouched and reports the dropped fragment (rule 8)" do
       processor = described_class.new
@@ -248,7 +247,7 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor, :conformance do
       [tools(header("call_sam", "search", '{"query":', index: 0)), tools(piece('"sam"}', id: "call_sam")),
        tools(header("call_dan", "search", '{"query":"dan"}', index: 0))]
     end
-    let(:expected_calls) { [["call_sam", "search", { query: "sam" }], ["call_dan", "search", { query: "dan" }]] }
+    let(:expected_calls) { searches("sam", "dan") }
 
     it "keeps both, completed, and nothing is left after finish" do
       processor = described_class.new
@@ -264,13 +263,9 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor, :conformance do
   # upstream: "accepts unindexed argument fragments for the current call"
   describe "a header without index, then a fragment with neither index nor id" do
     let(:chunks) { [tools(header("call_sam", "search", '{"query":"')), tools(piece('sam"}'))] }
-    let(:expected_calls) { [["call_sam", "search", { query: "sam" }]] }
+    let(:expected_calls) { searches("sam") }
 
-    it "continues the most recent call" do
-      expect(completed_calls([hash_path.last])).to eq(expected_calls)
-    end
-
-    it_behaves_like "the same stream on the raw path"
+    include_examples "completed calls", "continues the most recent call"
   end
 
   # upstream: "preserves content and finalizes all calls on an empty tool delta"
@@ -281,7 +276,7 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor, :conformance do
                                header("call_dan", "search", '{"query":"dan"}', index: 1)] }),
        tools]
     end
-    let(:expected_calls) { [["call_sam", "search", { query: "sam" }], ["call_dan", "search", { query: "dan" }]] }
+    let(:expected_calls) { searches("sam", "dan") }
     let(:expected_text) { "\n" }
 
     it "returns the text at once, as a bare String" do
@@ -291,16 +286,14 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor, :conformance do
     it "returns the text at once and both calls from the empty delta; finish has nothing left" do
       steps = hash_path
       expect(steps[0]).to eq(["\n"])
-      expect(completed_calls([steps[1]])).to eq(expected_calls)
-      expect(steps.last).to eq([])
+      expect_completed_at(steps, 1)
     end
 
     it "returns both calls from the read of the empty delta on the raw path" do
       payloads = chunks.map { |chunk| JSON.generate(chunk) }
       steps = raw_steps(described_class.new, payloads.map { |payload| "data: #{payload}\n\n" })
       expect(steps[0]).to eq(["\n"])
-      expect(completed_calls([steps[1]])).to eq(expected_calls)
-      expect(steps.last).to eq([])
+      expect_completed_at(steps, 1)
     end
 
     it_behaves_like "the same stream on the raw path"
@@ -339,45 +332,29 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor, :conformance do
     it_behaves_like "the same stream on the raw path"
   end
 
-  # upstream: "parses streamed arguments with padding"
-  describe "arguments with a space before and after the object" do
-    let(:chunks) do
-      [tools(header("call_group", "resolve", ' {"kind', index: 0)),
-       tools(piece('":"group","query":"friend"} ', index: 0)),
-       streamed({}, finish: "tool_calls")]
+  # upstream: "parses streamed arguments with padding" and "repairs a
+  # missing opening delimiter": the arguments' pieces, the first in the header.
+  {
+    "arguments with a space before and after the object" =>
+      ["parses them, completed by the finish_reason", [' {"kind', '":"group","query":"friend"} ']],
+    "arguments missing their opening brace" =>
+      ["repairs them when the finish_reason completes the call", ['kind": "group", "query": "friend"} ']]
+  }.each do |description, (check, pieces)|
+    describe description do
+      let(:chunks) do
+        [tools(header("call_group", "resolve", pieces.first, index: 0)),
+         *pieces.drop(1).map { |rest| tools(piece(rest, index: 0)) }, streamed({}, finish: "tool_calls")]
+      end
+      let(:expected_calls) { [["call_group", "resolve", { kind: "group", query: "friend" }]] }
+
+      include_examples "completed calls", check, pieces.size
+
+      it "returns the one completed call itself, not in an Array" do
+        done = direct_results.last
+        expect([done.id, done.parameters, done.partial?])
+          .to eq(["call_group", { kind: "group", query: "friend" }, false])
+      end
     end
-    let(:expected_calls) { [["call_group", "resolve", { kind: "group", query: "friend" }]] }
-
-    it "parses them, completed by the finish_reason" do
-      expect(completed_calls([hash_path[2]])).to eq(expected_calls)
-    end
-
-    it "returns the one completed call itself, not in an Array" do
-      done = direct_results.last
-      expect([done.id, done.parameters, done.partial?]).to eq(["call_group", { kind: "group", query: "friend" }, false])
-    end
-
-    it_behaves_like "the same stream on the raw path"
-  end
-
-  # upstream: "repairs a missing opening delimiter"
-  describe "arguments missing their opening brace" do
-    let(:chunks) do
-      [tools(header("call_group", "resolve", 'kind": "group", "query": "friend"} ', index: 0)),
-       streamed({}, finish: "tool_calls")]
-    end
-    let(:expected_calls) { [["call_group", "resolve", { kind: "group", query: "friend" }]] }
-
-    it "repairs them when the finish_reason completes the call" do
-      expect(completed_calls([hash_path[1]])).to eq(expected_calls)
-    end
-
-    it "returns the one completed call itself, not in an Array" do
-      done = direct_results.last
-      expect([done.id, done.parameters, done.partial?]).to eq(["call_group", { kind: "group", query: "friend" }, false])
-    end
-
-    it_behaves_like "the same stream on the raw path"
   end
 
   # upstream: "raises on invalid tool arguments"
@@ -409,18 +386,18 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor, :conformance do
     it "reports prompt tokens net of both, from process_message" do
       processor = described_class.new
       processor.process_message({ choices: [], usage: usage })
-      expect(usage_of(processor)).to eq(expected)
+      expect(token_counts(processor)).to eq(expected)
     end
 
     it "reports the same from a streamed usage chunk, on both paths" do
       payload = JSON.generate({ choices: [], usage: usage })
       hashed = described_class.new
       hash_steps(hashed, [payload])
-      expect(usage_of(hashed)).to eq(expected)
+      expect(token_counts(hashed)).to eq(expected)
       splittings(sse_body([payload])).each do |way, reads|
         raw = described_class.new
         raw_steps(raw, reads)
-        expect(usage_of(raw)).to eq(expected), way
+        expect(token_counts(raw)).to eq(expected), way
       end
     end
   end

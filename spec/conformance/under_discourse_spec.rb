@@ -9,17 +9,9 @@ require_relative "support/upstream_bodies"
 # caller's `partial.dup`, the warn line, the audit log), replayed through
 # the Discourse stand-ins with the gem installed (see spec/discourse/).
 RSpec.describe "Discourse's endpoint streams with the gem installed", :conformance, gc_stress: false do
-  include DiscourseStandIns
+  include_context "with the Discourse stand-ins"
 
-  let!(:logger) { stub_rails_logger }
-  let(:integration) { DiscourseAiStream::Discourse }
-
-  before do
-    load_discourse_stand_ins(generation: :current)
-    integration.install!
-  end
-
-  after { integration.uninstall! }
+  before { install_into(:current) }
 
   def open_ai
     DiscourseAi::Completions::Endpoints::OpenAi.new(llm_model("open_ai"))

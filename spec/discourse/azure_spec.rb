@@ -8,13 +8,9 @@ require_relative "../support/sse_fixtures"
 # which builds the stock OpenAiMessageProcessor like it does for OpenAI.
 # So the patch of OpenAi is what covers Azure.
 RSpec.describe "Azure with the gem installed", gc_stress: false do
-  include DiscourseStandIns
+  include_context "with the Discourse stand-ins"
 
-  let!(:logger) { stub_rails_logger }
-  let(:integration) { DiscourseAiStream::Discourse }
   let(:azure_call) { ["call_azure9", "open_ticket", { priority: 2, tags: %w[vpn login] }] }
-
-  after { integration.uninstall! }
 
   def azure_endpoint
     klass = DiscourseAi::Completions::Endpoints::Base.endpoint_for("azure")
@@ -57,8 +53,7 @@ RSpec.describe "Azure with the gem installed", gc_stress: false do
   end
 
   it "logs Azure's anomalies under the azure provider" do
-    load_discourse_stand_ins(generation: :current)
-    integration.install!
+    install_into(:current)
     orphan = { choices: [{ delta: { tool_calls: [{ index: 3, function: { arguments: "x" } }] } }] }
     azure_endpoint.perform_stream(["data: #{JSON.generate(orphan)}\n\n"])
     expect(logger.warnings.first)

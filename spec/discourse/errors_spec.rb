@@ -8,15 +8,11 @@ require_relative "../support/discourse_stand_ins"
 # the gem installed those reach the caller first, and the error is raised
 # by the next decode_chunk or by decode_chunk_finish.
 RSpec.describe "errors in a stream with the gem installed", gc_stress: false do
-  include DiscourseStandIns
+  include_context "with the Discourse stand-ins"
 
-  let!(:logger) { stub_rails_logger }
-  let(:integration) { DiscourseAiStream::Discourse }
   let(:good_call) { { index: 0, id: "call_good", function: { name: "search", arguments: '{"q":"rust"}' } } }
   let(:bad_call) { { index: 1, id: "call_bad", function: { name: "fetch", arguments: '{"url":1}}x' } } }
   let(:text_after) { sse([text_chunk("after the error")], done: false) }
-
-  after { integration.uninstall! }
 
   def calls_chunk(*calls)
     tool_chunk(calls, finish: "tool_calls")
@@ -36,10 +32,7 @@ RSpec.describe "errors in a stream with the gem installed", gc_stress: false do
 
   DiscourseStandIns::GENERATIONS.each do |generation|
     context "with the #{generation} generation" do
-      before do
-        load_discourse_stand_ins(generation: generation)
-        integration.install!
-      end
+      before { install_into(generation) }
 
       it "delivers the calls of a read before the provider error that ends it, then raises" do
         delivered, error = run([sse([calls_chunk(good_call), { error: { message: "rate limited" } }], done: false)])
@@ -81,8 +74,7 @@ RSpec.describe "errors in a stream with the gem installed", gc_stress: false do
   end
 
   it "leaves errors alone once uninstalled" do
-    load_discourse_stand_ins(generation: :current)
-    integration.install!
+    install_into(:current)
     integration.uninstall!
     delivered, error = run([sse([calls_chunk(good_call, bad_call)], done: false)])
     expect(error).to be_a(JSON::ParserError)

@@ -8,7 +8,7 @@ require_relative "../support/discourse_stand_ins"
 # reloadable_patch blocks again after every code reload), against the
 # stand-ins.
 RSpec.describe "examples/discourse-plugin", gc_stress: false do
-  include DiscourseStandIns
+  include_context "with the Discourse stand-ins"
 
   dir = File.expand_path("../../examples/discourse-plugin", __dir__)
 
@@ -50,9 +50,6 @@ RSpec.describe "examples/discourse-plugin", gc_stress: false do
     path = File.join(dir, "plugin.rb")
     plugin_class.new.tap { |instance| instance.instance_eval(File.read(path), path) }
   end
-
-  before { stub_rails_logger }
-  after { DiscourseAiStream::Discourse.uninstall! }
 
   def mistral_calls
     endpoint = DiscourseAi::Completions::Endpoints::Mistral.new(llm_model("mistral"))

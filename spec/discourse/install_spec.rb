@@ -5,16 +5,12 @@ require_relative "../support/discourse_stand_ins"
 # Drives the stand-in endpoints the way Endpoints::Base does, with the raw
 # Mistral chunk of the bug report.
 RSpec.describe "DiscourseAiStream::Discourse.install!", gc_stress: false do
-  include DiscourseStandIns
+  include_context "with the Discourse stand-ins"
 
-  let(:integration) { DiscourseAiStream::Discourse }
   let(:expected_calls) do
     [["bM0Xl0KSh", "get_weather", { city: "Paris" }],
      ["kgOYVL46d", "get_local_time", { timezone: "Europe/Paris" }]]
   end
-
-  before { stub_rails_logger }
-  after { integration.uninstall! }
 
   def endpoint(name, provider = name.downcase, **custom_params)
     DiscourseAi::Completions::Endpoints.const_get(name).new(llm_model(provider, **custom_params))
@@ -167,8 +163,7 @@ RSpec.describe "DiscourseAiStream::Discourse.install!", gc_stress: false do
     DiscourseStandIns::GENERATIONS.each do |generation|
       [true, false].each do |fast|
         it "gets the calls out at finish (#{generation}, fast_decode: #{fast})" do
-          load_discourse_stand_ins(generation: generation)
-          integration.install!(fast_decode: fast)
+          install_into(generation, fast_decode: fast)
           target = endpoint("OlderOpenAi", "open_ai")
           items = target.perform_stream([open_calls_sse])
 

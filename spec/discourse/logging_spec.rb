@@ -3,18 +3,11 @@
 require_relative "../support/discourse_stand_ins"
 
 RSpec.describe "logging of anomalies and provider errors with the gem installed", gc_stress: false do
-  include DiscourseStandIns
+  include_context "with the Discourse stand-ins"
 
-  let!(:logger) { stub_rails_logger }
-  let(:integration) { DiscourseAiStream::Discourse }
-
-  before do
-    load_discourse_stand_ins(generation: :legacy)
-    integration.install!
-  end
+  before { install_into(:legacy) }
 
   after do
-    integration.uninstall!
     integration.logger = nil
     DiscourseAiStream.on_anomaly = nil
   end

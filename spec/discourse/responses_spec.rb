@@ -6,21 +6,16 @@ require_relative "../support/responses_streams"
 # The Responses API endpoint (Endpoints::OpenAiResponses) and OpenAi with
 # enable_responses_api, with the stand-in stock processor and with the gem.
 RSpec.describe "DiscourseAiStream::Discourse.install! and the Responses API", gc_stress: false do
-  include DiscourseStandIns
+  include_context "with the Discourse stand-ins"
   include ResponsesStreams
 
-  let!(:logger) { stub_rails_logger }
   let(:both_calls) do
     [["call_a", "search", { query: "ruby" }, { open_ai_responses: { id: "fc_a", call_id: "call_a" } }],
      ["call_b", "lookup", { id: 42 }, { open_ai_responses: { id: "fc_b", call_id: "call_b" } }]]
   end
   let(:cut_call) { [added(0, function_call("fc_c", "call_c", "search")), args_delta(0, "fc_c", '{"query":"ru')] }
-  let(:integration) { DiscourseAiStream::Discourse }
 
-  after do
-    integration.uninstall!
-    integration.logger = nil
-  end
+  after { integration.logger = nil }
 
   def responses_endpoint
     DiscourseAi::Completions::Endpoints::OpenAiResponses.new(llm_model("open_ai_responses"))

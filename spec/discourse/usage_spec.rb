@@ -6,10 +6,7 @@ require_relative "../support/discourse_stand_ins"
 # into the audit log row; the gem's processor must report what that
 # generation's readers mean.
 RSpec.describe "usage in the audit log with the gem installed", gc_stress: false do
-  include DiscourseStandIns
-
-  before { stub_rails_logger }
-  after { DiscourseAiStream::Discourse.uninstall! }
+  include_context "with the Discourse stand-ins"
 
   def stream_into_log(chunks)
     log = AiApiAuditLog.new
@@ -18,36 +15,45 @@ RSpec.describe "usage in the audit log with the gem installed", gc_stress: false
     log
   end
 
+  # The fields of the audit log row, with the gem's processor and with
+  # the stock one.
+  def logs(chunks, fields)
+    integration.uninstall!
+    stock = stream_into_log(chunks)
+    integration.install!
+    ours = stream_into_log(chunks)
+    [fields.map { |field| ours[field] }, fields.map { |field| stock[field] }]
+  end
+
   let(:cached_usage_chunk) do
     JSON.generate(choices: [], usage: { prompt_tokens: 172, completion_tokens: 23,
                                         prompt_tokens_details: { cached_tokens: 100, cache_write_tokens: 30 } })
   end
 
-  context "with the legacy generation" do
-    before do
-      load_discourse_stand_ins(generation: :legacy)
-      DiscourseAiStream::Discourse.install!
-    end
+  # What each generation's final_log_update makes of the cached usage chunk.
+  usage_columns = %i[request_tokens response_tokens cached_tokens cache_read_tokens cache_write_tokens]
+  {
+    legacy: ["reports prompt_tokens as sent and cache reads as cached_tokens", [172, 23, 100, nil, nil]],
+    current: ["reports prompt_tokens net of cache reads and writes, and both cache counts", [42, 23, nil, 100, 30]]
+  }.each do |generation, (cached_usage, logged)|
+    context "with the #{generation} generation" do
+      before { install_into(generation) }
 
-    it "writes the bug report's usage into request_tokens and response_tokens" do
-      log = stream_into_log([DiscourseStandIns::MISTRAL_CHUNK])
-      expect([log.request_tokens, log.response_tokens]).to eq([172, 23])
-      expect(log.raw_response_payload).to eq(DiscourseStandIns::MISTRAL_SSE)
-    end
+      it "writes the bug report's usage into request_tokens and response_tokens" do
+        log = stream_into_log([DiscourseStandIns::MISTRAL_CHUNK])
+        expect([log.request_tokens, log.response_tokens]).to eq([172, 23])
+        expect(log.raw_response_payload).to eq(DiscourseStandIns::MISTRAL_SSE)
+      end
 
-    it "reports prompt_tokens as sent and cache reads as cached_tokens" do
-      log = stream_into_log([cached_usage_chunk])
-      expect([log.request_tokens, log.response_tokens, log.cached_tokens]).to eq([172, 23, 100])
-      expect([log.cache_read_tokens, log.cache_write_tokens]).to eq([nil, nil])
-    end
+      it cached_usage do
+        log = stream_into_log([cached_usage_chunk])
+        expect(usage_columns.map { |column| log[column] }).to eq(logged)
+      end
 
-    it "agrees with Discourse's own legacy processor" do
-      DiscourseAiStream::Discourse.uninstall!
-      stock = stream_into_log([cached_usage_chunk])
-      DiscourseAiStream::Discourse.install!
-      ours = stream_into_log([cached_usage_chunk])
-      fields = %i[request_tokens response_tokens cached_tokens]
-      expect(fields.map { |field| ours[field] }).to eq(fields.map { |field| stock[field] })
+      it "agrees with Discourse's own #{generation} processor" do
+        ours, stock = logs([cached_usage_chunk], usage_columns)
+        expect(ours).to eq(stock)
+      end
     end
   end
 
@@ -56,14 +62,6 @@ RSpec.describe "usage in the audit log with the gem installed", gc_stress: false
   context "with several usage chunks in one stream" do
     def usage_chunk(usage)
       JSON.generate(choices: [], usage: usage)
-    end
-
-    def logs(chunks, fields)
-      DiscourseAiStream::Discourse.uninstall!
-      stock = stream_into_log(chunks)
-      DiscourseAiStream::Discourse.install!
-      ours = stream_into_log(chunks)
-      [fields.map { |field| ours[field] }, fields.map { |field| stock[field] }]
     end
 
     it "logs the last counts where the legacy processor kept the first (zeros first, as LocalAI sends)" do
@@ -91,34 +89,6 @@ RSpec.describe "usage in the audit log with the gem installed", gc_stress: false
       ours, stock = logs(chunks, %i[request_tokens response_tokens])
       expect(ours).to eq([172, 0])
       expect(stock).to eq([172, 23])
-    end
-  end
-
-  context "with the current generation" do
-    before do
-      load_discourse_stand_ins(generation: :current)
-      DiscourseAiStream::Discourse.install!
-    end
-
-    it "writes the bug report's usage into request_tokens and response_tokens" do
-      log = stream_into_log([DiscourseStandIns::MISTRAL_CHUNK])
-      expect([log.request_tokens, log.response_tokens]).to eq([172, 23])
-    end
-
-    it "reports prompt_tokens net of cache reads and writes, and both cache counts" do
-      log = stream_into_log([cached_usage_chunk])
-      expect([log.request_tokens, log.response_tokens]).to eq([42, 23])
-      expect([log.cache_read_tokens, log.cache_write_tokens]).to eq([100, 30])
-      expect(log.cached_tokens).to be_nil
-    end
-
-    it "agrees with Discourse's own current processor" do
-      DiscourseAiStream::Discourse.uninstall!
-      stock = stream_into_log([cached_usage_chunk])
-      DiscourseAiStream::Discourse.install!
-      ours = stream_into_log([cached_usage_chunk])
-      fields = %i[request_tokens response_tokens cache_read_tokens cache_write_tokens]
-      expect(fields.map { |field| ours[field] }).to eq(fields.map { |field| stock[field] })
     end
   end
 end

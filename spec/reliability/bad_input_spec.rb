@@ -10,6 +10,9 @@ require_relative "../support/chunks"
 RSpec.describe "bad input" do
   good = ChunkHelpers.tool_chunk([ChunkHelpers.call("good", "search", '{"q":"ok"}', index: 0)], finish: "tool_calls")
   good_sse = ChunkHelpers.sse([good], done: false)
+  # A call whose arguments never close.
+  open_call = ChunkHelpers.tool_chunk([ChunkHelpers.call("open", "f", '{"a":1', index: 1)])
+  open_sse = ChunkHelpers.sse([open_call], done: false)
 
   deep_json = "{\"x\":#{"[" * 10_000}#{"]" * 10_000}}"
   deep_hash = 10_000.times.inject([]) { |inner, _| [inner] }
@@ -205,18 +208,14 @@ RSpec.describe "bad input" do
 
   it "a truncated stream: finish completes the open call and reports it" do
     processor = DiscourseAiStream::OpenAiMessageProcessor.new
-    open_call = sse([tool_chunk([call("open", "f", '{"a":1', index: 1)])], done: false)
-    first = processor.decode_chunk("#{good_sse}#{open_call}")
-    expect(ids_in(first)).to eq(["good"])
+    expect(ids_in(processor.decode_chunk(good_sse + open_sse))).to eq(["good"])
     expect(ids_in(processor.finish)).to eq(["open"])
     expect(processor.anomalies.map { |a| a[:kind] }).to include(:truncated, :repaired_arguments)
   end
 
   it "a stream cut inside an event: the call open then is not repaired, its error names the lost event" do
     processor = DiscourseAiStream::OpenAiMessageProcessor.new
-    open_call = sse([tool_chunk([call("open", "f", '{"a":1', index: 1)])], done: false)
-    first = processor.decode_chunk("#{good_sse}#{open_call}data: {\"choices\":[{\"del")
-    expect(ids_in(first)).to eq(["good"])
+    expect(ids_in(processor.decode_chunk("#{good_sse}#{open_sse}data: {\"choices\":[{\"del"))).to eq(["good"])
     expect { processor.finish }.to raise_error(DiscourseAiStream::ToolArgumentsError, /lost.*cut by the end/) { |e|
       expect(e.tool_id).to eq("open")
     }

@@ -102,7 +102,29 @@ module DiscourseStandIns
     logger
   end
 
+  # Loads the stand-ins of `generation` and installs the gem into them.
+  def install_into(generation, **options)
+    load_discourse_stand_ins(generation: generation)
+    DiscourseAiStream::Discourse.install!(**options)
+  end
+
   def llm_model(provider, **custom_params)
     LlmModel.new(provider: provider, name: "#{provider}-model", custom_params: custom_params.transform_keys(&:to_s))
   end
+end
+
+# A child Ruby that boots on the stand-ins (repro_spec.rb) has no RSpec.
+return unless defined?(RSpec)
+
+# The setting of the specs of the gem installed into the stand-ins: their
+# helpers, Rails.logger stubbed (as `logger`) before each example, and the
+# gem uninstalled after it.
+RSpec.shared_context "with the Discourse stand-ins" do
+  include DiscourseStandIns
+
+  let(:logger) { stub_rails_logger }
+  let(:integration) { DiscourseAiStream::Discourse }
+
+  before { logger }
+  after { integration.uninstall! }
 end

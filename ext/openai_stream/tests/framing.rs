@@ -17,6 +17,13 @@ fn decode_all(h: &mut Harness, reads: &[&[u8]]) -> Vec<Out> {
     items
 }
 
+/// The items and anomaly kinds of `stream` read in one go by a fresh processor.
+fn read_whole(stream: &[u8]) -> (Vec<Out>, Vec<AnomalyKind>) {
+    let mut h = Harness::new(false);
+    let items = decode_all(&mut h, &[stream]);
+    (items, h.anomaly_kinds())
+}
+
 const HEADER: &str = r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","function":{"name":"f","arguments":""}}]}}]}"#;
 const ARGS: &str = r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"q\":\"héllo \\u00e9\"}"}}]}}]}"#;
 const END: &str = r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#;
@@ -63,14 +70,13 @@ fn data_with_or_without_a_space_and_multi_line_data() {
     );
     // The second event spans two data lines joined with "\n".
     let stream = stream.replace("\n data: ", "\ndata: ");
-    let items = decode_all(&mut Harness::new(false), &[stream.as_bytes()]);
-    assert_eq!(texts(&items), ["a", "b"]);
+    assert_eq!(texts(&read_whole(stream.as_bytes()).0), ["a", "b"]);
 }
 
 #[test]
 fn events_without_blank_lines_between_them_still_work() {
     let stream = format!("data: {}\ndata: {}\n", text_chunk("a"), text_chunk("b"));
-    assert_eq!(texts(&decode_all(&mut Harness::new(false), &[stream.as_bytes()])), ["a", "b"]);
+    assert_eq!(texts(&read_whole(stream.as_bytes()).0), ["a", "b"]);
 }
 
 #[test]
@@ -79,17 +85,16 @@ fn comments_keep_alives_and_empty_data_are_skipped() {
         ": OPENROUTER PROCESSING\n\ndata:\n\ndata: \n\nid: 7\nretry: 100\nevent: message\ndata: {}\n\n",
         text_chunk("x")
     );
-    let mut h = Harness::new(false);
-    assert_eq!(texts(&decode_all(&mut h, &[stream.as_bytes()])), ["x"]);
-    assert!(h.anomaly_kinds().is_empty(), "{:?}", h.anomaly_kinds());
+    let (items, kinds) = read_whole(stream.as_bytes());
+    assert_eq!(texts(&items), ["x"]);
+    assert!(kinds.is_empty(), "{kinds:?}");
 }
 
 #[test]
 fn non_json_data_is_skipped_and_reported() {
-    let mut h = Harness::new(false);
-    let items = decode_all(&mut h, &[format!("data: ping\n\ndata: {}\n\n", text_chunk("x")).as_bytes()]);
+    let (items, kinds) = read_whole(format!("data: ping\n\ndata: {}\n\n", text_chunk("x")).as_bytes());
     assert_eq!(texts(&items), ["x"]);
-    assert_eq!(h.anomaly_kinds(), [AnomalyKind::NonJsonData]);
+    assert_eq!(kinds, [AnomalyKind::NonJsonData]);
 }
 
 #[test]
@@ -242,8 +247,8 @@ fn a_tool_call_repeated_within_one_read_is_returned_once() {
     let stream = format!(
         "data: {}\n\ndata: {}\n\ndata: {}\n\n",
         tool_chunk(r#"[{"index":0,"id":"p","function":{"name":"f","arguments":"{\"a\":\"x"}}]"#, None),
-        tool_chunk(r#"[{"index":0,"function":{"arguments":"y"}}]"#, None),
-        tool_chunk(r#"[{"index":0,"function":{"arguments":"z\"}"}}]"#, None),
+        fragment_chunk(0, "y"),
+        fragment_chunk(0, r#"z"}"#),
     );
     let items = h.raw(stream.as_bytes()).unwrap();
     assert_eq!(items.len(), 1);
@@ -371,7 +376,7 @@ fn strict_mode_raises_for_an_unreadable_event() {
 fn an_event_glued_to_the_next_line_ends_at_its_json() {
     let header =
         tool_chunk(r#"[{"index":0,"id":"tool_0","function":{"name":"get_weather","arguments":""}}]"#, None);
-    let start = tool_chunk(r#"[{"index":0,"function":{"arguments":"{\"location\":\"Sydney\""}}]"#, None);
+    let start = fragment_chunk(0, r#"{"location":"Sydney""#);
     let end = tool_chunk(r#"[{"index":0,"function":{"arguments":",\"unit\":\"c\"}"}}]"#, Some("tool_calls"));
     let stream = format!("data: {header}\n\ndata: {start}\n\ndata: {end}data: [DONE]");
     let (items, kinds) = same_at_every_split(stream.as_bytes(), &[40, 200], Options::default());
@@ -385,13 +390,9 @@ fn an_event_glued_to_the_next_line_ends_at_its_json() {
     // At most 16 values glued onto one line are read (each costs a copy of
     // the rest of the line); the rest of the line is skipped and reported.
     let many = format!("data: {}{}\n\n", text_chunk("x").repeat(20), "{}".repeat(100_000));
-    let mut h = Harness::new(false);
-    let items = decode_all(&mut h, &[many.as_bytes()]);
+    let (items, kinds) = read_whole(many.as_bytes());
     assert_eq!(texts(&items).concat(), "x".repeat(17));
-    assert_eq!(
-        h.anomaly_kinds(),
-        [AnomalyKind::GluedEvent, AnomalyKind::UnprefixedData, AnomalyKind::UnreadableEvent]
-    );
+    assert_eq!(kinds, [AnomalyKind::GluedEvent, AnomalyKind::UnprefixedData, AnomalyKind::UnreadableEvent]);
 }
 
 /// Discourse's SambaNova spec stream indents its first `data:` line.
@@ -410,7 +411,7 @@ fn leading_spaces_before_data_are_not_part_of_the_field_name() {
 fn a_call_open_when_an_event_was_lost_is_never_repaired() {
     let header =
         tool_chunk(r#"[{"index":0,"id":"tool_0","function":{"name":"get_weather","arguments":""}}]"#, None);
-    let start = tool_chunk(r#"[{"index":0,"function":{"arguments":"{\"location\":\"Sydney\""}}]"#, None);
+    let start = fragment_chunk(0, r#"{"location":"Sydney""#);
     let lost = r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":",\"unit\":\"c\"}"}}]}}]"#;
     for (label, tail) in [
         ("malformed", format!("data: {lost}\n\ndata: {}\n\n", finish_chunk("tool_calls"))),
@@ -450,12 +451,11 @@ fn a_call_open_when_an_event_was_lost_is_never_repaired() {
     // Arguments that parse as they are come out; so does a call that
     // started after the lost event.
     let whole = tool_chunk(r#"[{"index":0,"id":"a","function":{"name":"f","arguments":"{\"q\":1"}}]"#, None);
-    let rest = tool_chunk(r#"[{"index":0,"function":{"arguments":"}"}}]"#, None);
+    let rest = fragment_chunk(0, "}");
     let later = tool_chunk(r#"[{"index":1,"id":"b","function":{"name":"g","arguments":"{\"r\":2"}}]"#, None);
     let stream =
         format!("data: {whole}\n\ndata: {{oops}}\n\ndata: {rest}\n\ndata: {later}\n\ndata: [DONE]\n\n");
-    let items = decode_all(&mut Harness::new(false), &[stream.as_bytes()]);
-    let calls = final_calls(&items);
+    let calls = final_calls(&read_whole(stream.as_bytes()).0);
     assert_eq!((calls[0].params.clone(), calls[1].params.clone()), (json!({"q": 1}), json!({"r": 2})));
 }
 
@@ -468,10 +468,9 @@ fn numbers_beyond_f64_cost_no_event_and_change_no_other_number() {
     let text = format!(r#"{{"choices":[{{"delta":{{"content":"hi"}}}}],"x":[{many}]}}"#);
     let split = "data: {\"choices\":\ndata: [{\"delta\":{\"content\":\"split\"}}],\"x\":1e400}\n\n";
     let max = r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"m","function":{"name":"f","arguments":{"m":1.7976931348623157e308}}}]},"finish_reason":"tool_calls"}]}"#;
-    let mut h = Harness::new(false);
     let stream = [sse(&[&text]), split.as_bytes().to_vec(), sse(&[max])].concat();
-    let items = decode_all(&mut h, &[&stream]);
+    let (items, kinds) = read_whole(&stream);
     assert_eq!(texts(&items), ["hi", "split"]);
     assert_eq!(final_calls(&items)[0].params, json!({"m": f64::MAX}));
-    assert!(h.processor.anomalies().is_empty(), "{:?}", h.processor.anomalies().all());
+    assert!(kinds.is_empty(), "{kinds:?}");
 }

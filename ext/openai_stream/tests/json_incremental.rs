@@ -2,80 +2,44 @@
 //! definition of "the visible view" of a prefix, for every split of a corpus
 //! and for random values cut into random fragments.
 
+mod common;
+
+use common::to_serde;
 use openai_stream::json::{parse_complete, IncrementalParser, JsonValue, SyntaxError, ViewEvent, ViewEvents};
 use proptest::prelude::*;
 
-/// A view node: what the Ruby side holds, keys kept in event order (a key
-/// given twice appears twice; Ruby's Hash would replace in place).
-#[derive(Debug, Clone, PartialEq)]
-enum Node {
-    Null,
-    Bool(bool),
-    Num(String),
-    Str(String),
-    Arr(Vec<Node>),
-    Obj(Vec<(String, Node)>),
-}
-
-fn node_of(value: &JsonValue) -> Node {
-    match value {
-        JsonValue::Null => Node::Null,
-        JsonValue::Bool(b) => Node::Bool(*b),
-        JsonValue::Number(n) => Node::Num(n.as_str().to_owned()),
-        JsonValue::String(s) => Node::Str(s.clone()),
-        JsonValue::Array(items) => Node::Arr(items.iter().map(node_of).collect()),
-        JsonValue::Object(pairs) => Node::Obj(pairs.iter().map(|(k, v)| (k.clone(), node_of(v))).collect()),
-    }
-}
-
-/// JsonValue to serde_json, duplicates resolved last-wins.
-fn to_serde(value: &JsonValue) -> serde_json::Value {
-    match value {
-        JsonValue::Null => serde_json::Value::Null,
-        JsonValue::Bool(b) => serde_json::Value::Bool(*b),
-        JsonValue::Number(n) => serde_json::from_str(n.as_str()).expect("number text parses"),
-        JsonValue::String(s) => serde_json::Value::String(s.clone()),
-        JsonValue::Array(items) => serde_json::Value::Array(items.iter().map(to_serde).collect()),
-        JsonValue::Object(pairs) => {
-            let mut map = serde_json::Map::new();
-            for (k, v) in pairs {
-                map.insert(k.clone(), to_serde(v));
-            }
-            serde_json::Value::Object(map)
-        }
-    }
-}
-
-/// The events applied to an empty tree.
+/// The events applied to an empty tree: the view the Ruby side holds, keys
+/// kept in event order (a key given twice appears twice, as in a JsonValue
+/// object; Ruby's Hash would replace in place).
 #[derive(Debug, Default)]
 struct Model {
-    root: Option<Node>,
+    root: Option<JsonValue>,
     /// Open containers and strings; each is the last child of the one before.
     depth: usize,
 }
 
 impl Model {
-    fn innermost(&mut self) -> &mut Node {
+    fn innermost(&mut self) -> &mut JsonValue {
         let mut node = self.root.as_mut().expect("an open container");
         for _ in 1..self.depth {
             node = match node {
-                Node::Arr(items) => items.last_mut().expect("open child"),
-                Node::Obj(pairs) => &mut pairs.last_mut().expect("open child").1,
+                JsonValue::Array(items) => items.last_mut().expect("open child"),
+                JsonValue::Object(pairs) => &mut pairs.last_mut().expect("open child").1,
                 other => panic!("{other:?} cannot hold an open child"),
             };
         }
         node
     }
 
-    fn insert(&mut self, key: Option<&str>, node: Node) {
+    fn insert(&mut self, key: Option<&str>, node: JsonValue) {
         if self.depth == 0 {
             assert!(self.root.is_none(), "a second root value");
             self.root = Some(node);
             return;
         }
         match (self.innermost(), key) {
-            (Node::Arr(items), None) => items.push(node),
-            (Node::Obj(pairs), Some(key)) => pairs.push((key.to_owned(), node)),
+            (JsonValue::Array(items), None) => items.push(node),
+            (JsonValue::Object(pairs), Some(key)) => pairs.push((key.to_owned(), node)),
             (parent, key) => panic!("value with key {key:?} inserted into {parent:?}"),
         }
     }
@@ -85,9 +49,9 @@ impl Model {
             match event {
                 ViewEvent::Open { key, kind } => {
                     let node = match kind {
-                        openai_stream::json::ContainerKind::Object => Node::Obj(Vec::new()),
-                        openai_stream::json::ContainerKind::Array => Node::Arr(Vec::new()),
-                        openai_stream::json::ContainerKind::String => Node::Str(String::new()),
+                        openai_stream::json::ContainerKind::Object => JsonValue::Object(Vec::new()),
+                        openai_stream::json::ContainerKind::Array => JsonValue::Array(Vec::new()),
+                        openai_stream::json::ContainerKind::String => JsonValue::String(String::new()),
                     };
                     self.insert(key, node);
                     self.depth += 1;
@@ -95,7 +59,7 @@ impl Model {
                 ViewEvent::Append(text) => {
                     assert!(!text.is_empty(), "empty append");
                     match self.innermost() {
-                        Node::Str(s) => s.push_str(text),
+                        JsonValue::String(s) => s.push_str(text),
                         other => panic!("append to {other:?}"),
                     }
                 }
@@ -104,7 +68,7 @@ impl Model {
                         !matches!(value, JsonValue::String(_) | JsonValue::Array(_) | JsonValue::Object(_)),
                         "scalar event with {value:?}"
                     );
-                    self.insert(key, node_of(value));
+                    self.insert(key, value.clone());
                 }
                 ViewEvent::Close => {
                     assert!(self.depth > 0, "close without open");
@@ -120,16 +84,26 @@ impl Model {
 /// what is decoded (an incomplete escape or a high surrogate without its
 /// low half not yet), numbers appear once something ends them, literals
 /// once complete. Returns the view and how many nodes are still open.
-fn visible(prefix: &str) -> (Option<Node>, usize) {
+fn visible(prefix: &str) -> (Option<JsonValue>, usize) {
     let mut r = Reference { s: prefix, i: 0 };
     let v = r.value();
     (v.node, v.open)
 }
 
 struct Vis {
-    node: Option<Node>,
+    node: Option<JsonValue>,
     complete: bool,
     open: usize,
+}
+
+impl Vis {
+    const NOTHING: Vis = Vis { node: None, complete: false, open: 0 };
+
+    /// `node` as far as the prefix goes: complete, or with `open` nodes
+    /// (itself and the ones it holds) still open.
+    fn of(node: JsonValue, open: usize) -> Vis {
+        Vis { node: Some(node), complete: open == 0, open }
+    }
 }
 
 struct Reference<'a> {
@@ -151,85 +125,27 @@ impl Reference<'_> {
     fn value(&mut self) -> Vis {
         self.ws();
         let Some(b) = self.peek() else {
-            return Vis { node: None, complete: false, open: 0 };
+            return Vis::NOTHING;
         };
         match b {
             b'"' => {
                 let (s, done) = self.string();
-                Vis { node: Some(Node::Str(s)), complete: done, open: usize::from(!done) }
+                Vis::of(JsonValue::String(s), usize::from(!done))
             }
-            b'{' => {
-                self.i += 1;
-                let mut pairs = Vec::new();
-                loop {
-                    self.ws();
-                    match self.peek() {
-                        None => return Vis { node: Some(Node::Obj(pairs)), complete: false, open: 1 },
-                        Some(b'}') => {
-                            self.i += 1;
-                            return Vis { node: Some(Node::Obj(pairs)), complete: true, open: 0 };
-                        }
-                        Some(b',') => {
-                            self.i += 1;
-                            self.ws();
-                        }
-                        _ => {}
-                    }
-                    if self.peek().is_none() {
-                        return Vis { node: Some(Node::Obj(pairs)), complete: false, open: 1 };
-                    }
-                    let (key, done) = self.string();
-                    self.ws();
-                    if !done || self.peek().is_none() {
-                        return Vis { node: Some(Node::Obj(pairs)), complete: false, open: 1 };
-                    }
-                    assert_eq!(self.peek(), Some(b':'));
-                    self.i += 1;
-                    let v = self.value();
-                    if let Some(node) = v.node {
-                        pairs.push((key, node));
-                    }
-                    if !v.complete {
-                        return Vis { node: Some(Node::Obj(pairs)), complete: false, open: 1 + v.open };
-                    }
-                }
-            }
-            b'[' => {
-                self.i += 1;
-                let mut items = Vec::new();
-                loop {
-                    self.ws();
-                    match self.peek() {
-                        None => return Vis { node: Some(Node::Arr(items)), complete: false, open: 1 },
-                        Some(b']') => {
-                            self.i += 1;
-                            return Vis { node: Some(Node::Arr(items)), complete: true, open: 0 };
-                        }
-                        Some(b',') => self.i += 1,
-                        _ => {}
-                    }
-                    let v = self.value();
-                    if let Some(node) = v.node {
-                        items.push(node);
-                    }
-                    if !v.complete {
-                        return Vis { node: Some(Node::Arr(items)), complete: false, open: 1 + v.open };
-                    }
-                }
-            }
+            b'{' | b'[' => self.container(b == b'{'),
             b't' | b'f' | b'n' => {
                 let (word, node) = match b {
-                    b't' => ("true", Node::Bool(true)),
-                    b'f' => ("false", Node::Bool(false)),
-                    _ => ("null", Node::Null),
+                    b't' => ("true", JsonValue::Bool(true)),
+                    b'f' => ("false", JsonValue::Bool(false)),
+                    _ => ("null", JsonValue::Null),
                 };
                 if self.s.len() >= self.i + word.len() {
                     assert_eq!(&self.s[self.i..self.i + word.len()], word);
                     self.i += word.len();
-                    Vis { node: Some(node), complete: true, open: 0 }
+                    Vis::of(node, 0)
                 } else {
                     self.i = self.s.len();
-                    Vis { node: None, complete: false, open: 0 }
+                    Vis::NOTHING
                 }
             }
             _ => {
@@ -238,10 +154,60 @@ impl Reference<'_> {
                     self.i += 1;
                 }
                 if self.peek().is_none() {
-                    Vis { node: None, complete: false, open: 0 }
+                    Vis::NOTHING
                 } else {
-                    Vis { node: Some(Node::Num(self.s[start..self.i].to_owned())), complete: true, open: 0 }
+                    Vis::of(parse_complete(&self.s[start..self.i]).expect("a whole number"), 0)
                 }
+            }
+        }
+    }
+
+    /// An object or an array from its opening bracket: the members read so
+    /// far (an object's once its key and colon are read).
+    fn container(&mut self, object: bool) -> Vis {
+        let close = if object { b'}' } else { b']' };
+        let node = |members: Vec<(String, JsonValue)>| {
+            if object {
+                JsonValue::Object(members)
+            } else {
+                JsonValue::Array(members.into_iter().map(|(_, item)| item).collect())
+            }
+        };
+        self.i += 1;
+        let mut members = Vec::new();
+        loop {
+            self.ws();
+            match self.peek() {
+                Some(c) if c == close => {
+                    self.i += 1;
+                    return Vis::of(node(members), 0);
+                }
+                Some(b',') => {
+                    self.i += 1;
+                    self.ws();
+                }
+                _ => {}
+            }
+            let mut key = String::new();
+            if object {
+                if self.peek().is_none() {
+                    return Vis::of(node(members), 1);
+                }
+                let (name, done) = self.string();
+                self.ws();
+                if !done || self.peek().is_none() {
+                    return Vis::of(node(members), 1);
+                }
+                assert_eq!(self.peek(), Some(b':'));
+                self.i += 1;
+                key = name;
+            }
+            let v = self.value();
+            if let Some(member) = v.node {
+                members.push((key, member));
+            }
+            if !v.complete {
+                return Vis::of(node(members), 1 + v.open);
             }
         }
     }
@@ -309,29 +275,21 @@ impl Reference<'_> {
 /// The spec's consistency rule between a view and the final value: strings
 /// are prefixes, earlier siblings are complete and equal, nothing is visible
 /// that the final value does not have (in the same position).
-fn consistent(view: &Node, fin: &Node) -> bool {
-    fn siblings<T>(
-        view: &[T],
-        fin: &[T],
-        eq: impl Fn(&T, &T) -> bool,
-        last: impl Fn(&T, &T) -> bool,
-    ) -> bool {
-        view.len() <= fin.len()
-            && view.iter().zip(fin).enumerate().all(
-                |(i, (v, f))| {
-                    if i + 1 == view.len() {
-                        last(v, f)
-                    } else {
-                        eq(v, f)
-                    }
-                },
-            )
+fn consistent(view: &JsonValue, fin: &JsonValue) -> bool {
+    /// The earlier siblings equal, the last one as `last` says.
+    fn siblings<T: PartialEq>(view: &[T], fin: &[T], last: impl Fn(&T, &T) -> bool) -> bool {
+        match view.split_last() {
+            None => true,
+            Some((tail, done)) => {
+                done.len() < fin.len() && done == &fin[..done.len()] && last(tail, &fin[done.len()])
+            }
+        }
     }
     match (view, fin) {
-        (Node::Str(v), Node::Str(f)) => f.starts_with(v.as_str()),
-        (Node::Arr(v), Node::Arr(f)) => siblings(v, f, |a, b| a == b, consistent),
-        (Node::Obj(v), Node::Obj(f)) => {
-            siblings(v, f, |a, b| a == b, |(ka, a), (kb, b)| ka == kb && consistent(a, b))
+        (JsonValue::String(v), JsonValue::String(f)) => f.starts_with(v.as_str()),
+        (JsonValue::Array(v), JsonValue::Array(f)) => siblings(v, f, consistent),
+        (JsonValue::Object(v), JsonValue::Object(f)) => {
+            siblings(v, f, |(ka, a), (kb, b)| ka == kb && consistent(a, b))
         }
         (v, f) => v == f,
     }
@@ -343,7 +301,7 @@ fn feed_checked(text: &str, cuts: &[usize]) -> Result<JsonValue, SyntaxError> {
     let mut parser = IncrementalParser::new();
     let mut events = ViewEvents::default();
     let mut model = Model::default();
-    let final_node = parse_complete(text).ok().map(|v| node_of(&v));
+    let final_node = parse_complete(text).ok();
     let mut start = 0;
     let mut before = visible("");
     for &cut in cuts.iter().chain([text.len()].iter()) {
@@ -368,7 +326,7 @@ fn feed_checked(text: &str, cuts: &[usize]) -> Result<JsonValue, SyntaxError> {
     // All events together give the final value (a root number is only in
     // finish's result: nothing ended it).
     if !matches!(value, JsonValue::Number(_)) || text.ends_with(char::is_whitespace) {
-        assert_eq!(model.root, Some(node_of(&value)), "final view of {text:?}");
+        assert_eq!(model.root.as_ref(), Some(&value), "final view of {text:?}");
         assert_eq!(model.depth, 0);
     }
     Ok(value)
@@ -598,15 +556,13 @@ proptest! {
 /// Arguments of about `size` bytes: a long string with escapes and
 /// non-ASCII text, and an array of small objects.
 fn big_arguments(size: usize) -> String {
-    let mut content = String::new();
-    let mut items = Vec::new();
-    let mut n = 0;
-    while content.len() + items.len() * 64 < size {
-        content.push_str("Line of text with \"quotes\", a tab\t, héllo 😀 and a path C:\\dir\n");
-        items.push(serde_json::json!({"id": n, "name": format!("item {n}"), "score": n as f64 / 7.0, "ok": n % 2 == 0}));
-        n += 1;
-    }
-    serde_json::to_string(&serde_json::json!({"content": content, "items": items})).unwrap()
+    // A line and an item come to about 135 bytes.
+    let count = size / 135 + 1;
+    let line = "Line of text with \"quotes\", a tab\t, héllo 😀 and a path C:\\dir\n";
+    let items: Vec<_> = (0..count)
+        .map(|n| serde_json::json!({"id": n, "name": format!("item {n}"), "score": n as f64 / 7.0, "ok": n % 2 == 0}))
+        .collect();
+    serde_json::json!({"content": line.repeat(count), "items": items}).to_string()
 }
 
 /// Feeds `text` in fragments of about `size` bytes, draining the view

@@ -288,18 +288,12 @@ fn ordered(mut calls: Vec<Call>, partial: bool) -> Vec<Call> {
 fn consistent(view: &Value, last: &Value) -> bool {
     match (view, last) {
         (Value::String(a), Value::String(b)) => b.starts_with(a.as_str()),
-        (Value::Array(a), Value::Array(b)) => {
-            a.len() <= b.len()
-                && a.iter().zip(b).enumerate().all(
-                    |(i, (x, y))| {
-                        if i + 1 == a.len() {
-                            consistent(x, y)
-                        } else {
-                            x == y
-                        }
-                    },
-                )
-        }
+        (Value::Array(a), Value::Array(b)) => match a.split_last() {
+            None => true,
+            Some((last, done)) => {
+                done.len() < b.len() && done == &b[..done.len()] && consistent(last, &b[done.len()])
+            }
+        },
         (Value::Object(a), Value::Object(b)) => {
             a.iter().all(|(k, v)| b.get(k).is_some_and(|w| consistent(v, w)))
         }

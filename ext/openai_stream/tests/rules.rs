@@ -69,15 +69,12 @@ fn three_calls_in_one_chunk() {
 fn reference_shape_fragments_build_one_call() {
     let mut h = Harness::new(false);
     let items = h.stream(&[
-        &tool_chunk(
-            r#"[{"index":0,"id":"call_1","type":"function","function":{"name":"lookup","arguments":""}}]"#,
-            None,
-        ),
-        &tool_chunk(r#"[{"index":0,"function":{"arguments":"{\""}}]"#, None),
-        &tool_chunk(r#"[{"index":0,"function":{"arguments":"lo"}}]"#, None),
-        &tool_chunk(r#"[{"index":0,"function":{"arguments":"catio"}}]"#, None),
-        &tool_chunk(r#"[{"index":0,"function":{"arguments":"n\": \"B"}}]"#, None),
-        &tool_chunk(r#"[{"index":0,"function":{"arguments":"erlin\"}"}}]"#, None),
+        &header_chunk(0, "call_1", "lookup"),
+        &fragment_chunk(0, r#"{""#),
+        &fragment_chunk(0, "lo"),
+        &fragment_chunk(0, "catio"),
+        &fragment_chunk(0, r#"n": "B"#),
+        &fragment_chunk(0, r#"erlin"}"#),
         &finish_chunk("tool_calls"),
         r#"{"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":5}}"#,
     ]);
@@ -105,8 +102,8 @@ fn rule_3_arguments_omitted_or_null_on_the_header() {
         let mut h = Harness::new(false);
         let items = h.stream(&[
             &tool_chunk(header, None),
-            &tool_chunk(r#"[{"index":0,"function":{"arguments":"{\"a\":"}}]"#, None),
-            &tool_chunk(r#"[{"index":0,"function":{"arguments":"true}"}}]"#, None),
+            &fragment_chunk(0, r#"{"a":"#),
+            &fragment_chunk(0, "true}"),
             &finish_chunk("tool_calls"),
         ]);
         assert_eq!(final_calls(&items)[0].params, json!({"a": true}));
@@ -148,10 +145,10 @@ fn rule_5_interleaved_fragments_are_keyed_by_index() {
                 {"index":1,"id":"b","function":{"name":"g","arguments":""}}]"#,
             None,
         ),
-        &tool_chunk(r#"[{"index":1,"function":{"arguments":"{\"y\":"}}]"#, None),
-        &tool_chunk(r#"[{"index":0,"function":{"arguments":"{\"x\":"}}]"#, None),
-        &tool_chunk(r#"[{"index":1,"function":{"arguments":"2}"}}]"#, None),
-        &tool_chunk(r#"[{"index":0,"function":{"arguments":"1}"}}]"#, None),
+        &fragment_chunk(1, r#"{"y":"#),
+        &fragment_chunk(0, r#"{"x":"#),
+        &fragment_chunk(1, "2}"),
+        &fragment_chunk(0, "1}"),
         &finish_chunk("tool_calls"),
     ]);
     let calls = final_calls(&items);
@@ -196,8 +193,8 @@ fn rule_6_an_id_only_header_and_index_only_fragments_are_one_call() {
         let mut h = Harness::new(partial);
         let items = h.stream(&[
             &tool_chunk(r#"[{"id":"call_sam","type":"function","function":{"name":"search","arguments":"{\"query\":\""}}]"#, None),
-            &tool_chunk(r#"[{"index":0,"function":{"arguments":"sam\"}"}}]"#, None),
-            &tool_chunk(r#"[{"index":0,"function":{"arguments":" "}}]"#, None),
+            &fragment_chunk(0, r#"sam"}"#),
+            &fragment_chunk(0, " "),
             &finish_chunk("tool_calls"),
         ]);
         let calls = final_calls(&items);
@@ -224,18 +221,12 @@ fn rule_6_nameless_fragments_at_a_shifted_index_continue_the_latest_call() {
     for partial in [false, true] {
         let mut h = Harness::new(partial);
         let items = h.stream(&[
-            &tool_chunk(
-                r#"[{"index":0,"id":"n1","type":"function","function":{"name":"f","arguments":""}}]"#,
-                None,
-            ),
-            &tool_chunk(r#"[{"index":1,"function":{"arguments":"{\"a\":"}}]"#, None),
-            &tool_chunk(r#"[{"index":1,"function":{"arguments":"1}"}}]"#, None),
-            &tool_chunk(
-                r#"[{"index":1,"id":"n2","type":"function","function":{"name":"g","arguments":""}}]"#,
-                None,
-            ),
-            &tool_chunk(r#"[{"index":2,"function":{"arguments":"{\"b\":"}}]"#, None),
-            &tool_chunk(r#"[{"index":2,"function":{"arguments":"2}"}}]"#, None),
+            &header_chunk(0, "n1", "f"),
+            &fragment_chunk(1, r#"{"a":"#),
+            &fragment_chunk(1, "1}"),
+            &header_chunk(1, "n2", "g"),
+            &fragment_chunk(2, r#"{"b":"#),
+            &fragment_chunk(2, "2}"),
             &finish_chunk("tool_calls"),
         ]);
         let calls = final_calls(&items);
@@ -248,7 +239,7 @@ fn rule_6_nameless_fragments_at_a_shifted_index_continue_the_latest_call() {
     h.stream(&[
         &tool_chunk(r#"[{"index":0,"id":"n1","function":{"name":"f","arguments":"{}"}}]"#, None),
         &finish_chunk("tool_calls"),
-        &tool_chunk(r#"[{"index":1,"function":{"arguments":"{\"late\":1}"}}]"#, None),
+        &fragment_chunk(1, r#"{"late":1}"#),
     ]);
     assert_eq!(h.anomaly_kinds(), [AnomalyKind::OrphanFragment]);
     // Vertex Gemini: fragments carrying an id go to that call, whatever
@@ -452,10 +443,7 @@ fn rule_11_id_nested_in_function_or_generated() {
 #[test]
 fn rule_12_type_is_ignored() {
     let items = Harness::new(false).stream(&[
-        &tool_chunk(
-            r#"[{"index":0,"id":"a","type":"function","function":{"name":"f","arguments":""}}]"#,
-            None,
-        ),
+        &header_chunk(0, "a", "f"),
         &tool_chunk(r#"[{"index":0,"type":"","function":{"arguments":"{\"a\":1}"}}]"#, None),
         &tool_chunk(r#"[{"index":0,"type":"function","function":{"arguments":""}}]"#, None),
         &finish_chunk("tool_calls"),
@@ -481,7 +469,7 @@ fn rule_14_headers_at_two_indexes_sharing_an_id_are_two_calls() {
             &tool_chunk(r#"[{"index":0,"id":"same","function":{"name":"f","arguments":"{\"a\":"}}]"#, None),
             &tool_chunk(r#"[{"index":1,"id":"same","function":{"name":"g","arguments":"{\"b\":"}}]"#, None),
             // By index: each call its own fragments.
-            &tool_chunk(r#"[{"index":0,"function":{"arguments":"1}"}}]"#, None),
+            &fragment_chunk(0, "1}"),
             // By id: the most recent call with that id.
             &tool_chunk(r#"[{"index":0,"id":"same","function":{"arguments":"2}"}}]"#, None),
             &finish_chunk("tool_calls"),
@@ -538,10 +526,7 @@ fn an_empty_tool_calls_list_ends_nothing() {
         .unwrap();
     let out = h.chunk(r#"{"choices":[{"index":0,"delta":{"content":"\n","tool_calls":[]}}]}"#).unwrap();
     assert_eq!(out, [Out::Text("\n".into())]);
-    let rest = h.stream(&[
-        &tool_chunk(r#"[{"index":0,"function":{"arguments":"2}"}}]"#, None),
-        &finish_chunk("tool_calls"),
-    ]);
+    let rest = h.stream(&[&fragment_chunk(0, "2}"), &finish_chunk("tool_calls")]);
     assert_eq!(final_calls(&rest)[0].params, json!({"a": 2}));
 }
 
@@ -580,7 +565,7 @@ fn a_valid_prefix_does_not_complete_a_call() {
         .chunk(&tool_chunk(r#"[{"index":0,"id":"a","function":{"name":"f","arguments":"{\"a\":1}"}}]"#, None))
         .unwrap();
     assert!(out.is_empty());
-    let out = h.chunk(&tool_chunk(r#"[{"index":0,"function":{"arguments":" "}}]"#, None)).unwrap();
+    let out = h.chunk(&fragment_chunk(0, " ")).unwrap();
     assert!(out.is_empty());
 }
 
@@ -728,7 +713,7 @@ fn wrong_types_never_fail_the_chunk() {
 #[test]
 fn an_orphan_fragment_is_reported_with_its_text() {
     let mut h = Harness::new(false);
-    h.stream(&[&tool_chunk(r#"[{"index":4,"function":{"arguments":"{\"lost\":1}"}}]"#, None)]);
+    h.stream(&[&fragment_chunk(4, r#"{"lost":1}"#)]);
     let a = &h.processor.anomalies().all()[0];
     assert_eq!(a.kind, AnomalyKind::OrphanFragment);
     assert_eq!(a.excerpt.as_deref(), Some(r#"{"lost":1}"#));
@@ -770,7 +755,7 @@ fn arguments_never_empty_after_fragments_were_dropped_while_the_call_was_open() 
         assert_eq!(kinds, [AnomalyKind::OrphanFragment, AnomalyKind::InvalidArguments], "partial={partial}");
     }
     // Arguments that parse: unaffected (call_a's too, though it was open).
-    let args = tool_chunk(r#"[{"index":1,"function":{"arguments":"{}"}}]"#, None);
+    let args = fragment_chunk(1, "{}");
     let items = Harness::new(false).stream(&[&first, &header, &orphan, &args, &finish_chunk("tool_calls")]);
     let calls = final_calls(&items);
     assert_eq!((calls[0].params.clone(), calls[1].params.clone()), (json!({"a": 1}), json!({})));
@@ -831,11 +816,8 @@ fn an_empty_tool_calls_list_completes_the_calls_whose_arguments_are_whole() {
         assert_eq!((done[0].params.clone(), done[1].params.clone()), (json!({"n": 1}), json!({"o": true})));
         assert!(done.iter().all(|c| !c.partial));
         // Incomplete arguments (and none yet) stay open: vLLM's noise.
-        let rest = h.stream(&[
-            &tool_chunk(r#"[{"index":2,"function":{"arguments":"2}"}}]"#, None),
-            &tool_chunk(r#"[{"index":3,"function":{"arguments":"{}"}}]"#, None),
-            &finish_chunk("tool_calls"),
-        ]);
+        let rest =
+            h.stream(&[&fragment_chunk(2, "2}"), &fragment_chunk(3, "{}"), &finish_chunk("tool_calls")]);
         let rest_ids: Vec<String> = final_calls(&rest).into_iter().map(|c| c.id).collect();
         assert_eq!(rest_ids, ["c", "d"], "partial={partial}");
         assert_eq!(final_calls(&rest)[0].params, json!({"m": 2}));

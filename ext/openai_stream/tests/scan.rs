@@ -48,14 +48,25 @@ fn check_after(before: Option<&str>, text: &str) -> bool {
     true
 }
 
-fn fixture_lines() -> Vec<String> {
+/// The recorded streams of spec/fixtures, in name order.
+fn fixture_paths() -> Vec<std::path::PathBuf> {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../spec/fixtures");
-    let mut lines = Vec::new();
     let mut paths: Vec<_> = std::fs::read_dir(dir)
-        .map(|d| d.filter_map(Result::ok).map(|e| e.path()).collect())
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "sse"))
+                .collect()
+        })
         .unwrap_or_default();
+    assert!(!paths.is_empty(), "no .sse fixtures in {dir}");
     paths.sort();
-    for path in paths.iter().filter(|p| p.extension().is_some_and(|e| e == "sse")) {
+    paths
+}
+
+fn fixture_lines() -> Vec<String> {
+    let mut lines = Vec::new();
+    for path in fixture_paths() {
         let text = std::fs::read_to_string(path).expect("fixture is UTF-8");
         for line in text.lines() {
             if let Some(data) = line.strip_prefix("data:") {
@@ -236,12 +247,7 @@ fn plain_path_agrees(body: &[u8], read: usize) {
 
 #[test]
 fn plain_deltas_are_read_as_their_chunks_are() {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../spec/fixtures");
-    let mut paths: Vec<_> = std::fs::read_dir(dir)
-        .map(|d| d.filter_map(Result::ok).map(|e| e.path()).collect())
-        .unwrap_or_default();
-    paths.sort();
-    for path in paths.iter().filter(|p| p.extension().is_some_and(|e| e == "sse")) {
+    for path in fixture_paths() {
         let body = std::fs::read(path).expect("fixture");
         for read in [7, 512] {
             plain_path_agrees(&body, read);

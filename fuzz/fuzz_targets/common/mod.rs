@@ -28,50 +28,69 @@ impl Rng {
     }
 }
 
-/// A value as a Ruby caller holds it: objects keep the first position of a
-/// key and the last value given for it; numbers stay text.
-#[derive(Debug, Clone, PartialEq)]
-pub enum V {
-    Null,
-    Bool(bool),
-    Num(String),
-    Str(String),
-    Arr(Vec<V>),
-    Obj(Vec<(String, V)>),
+/// The longest piece a split cuts, by `mode % 4`: one byte, `short`, `long`
+/// or the whole input of `len` bytes.
+pub fn longest_piece(mode: u8, short: usize, long: usize, len: usize) -> usize {
+    match mode % 4 {
+        0 => 1,
+        1 => short,
+        2 => long,
+        _ => len.max(1),
+    }
 }
 
-impl V {
-    /// A final value as the caller sees it (last duplicate key wins, in the
-    /// position of the first).
-    pub fn of(v: &JsonValue) -> V {
-        match v {
-            JsonValue::Null => V::Null,
-            JsonValue::Bool(b) => V::Bool(*b),
-            JsonValue::Number(n) => V::Num(n.as_str().to_owned()),
-            JsonValue::String(s) => V::Str(s.clone()),
-            JsonValue::Array(items) => V::Arr(items.iter().map(V::of).collect()),
-            JsonValue::Object(pairs) => {
-                let mut out: Vec<(String, V)> = Vec::new();
-                for (k, v) in pairs {
-                    let v = V::of(v);
-                    match out.iter_mut().find(|(key, _)| key == k) {
-                        Some(slot) => slot.1 = v,
-                        None => out.push((k.clone(), v)),
-                    }
-                }
-                V::Obj(out)
-            }
+/// Cuts `0..len` into consecutive pieces: each `next_len()` long, its end
+/// moved on to the first point `can_end` accepts.
+pub fn cut(
+    len: usize,
+    mut next_len: impl FnMut() -> usize,
+    can_end: impl Fn(usize) -> bool,
+) -> Vec<std::ops::Range<usize>> {
+    let mut pieces = Vec::new();
+    let mut start = 0;
+    while start < len {
+        let mut end = (start + next_len()).min(len);
+        while !can_end(end) {
+            end += 1;
         }
+        pieces.push(start..end);
+        start = end;
     }
+    pieces
+}
 
-    fn get_mut(&mut self, slot: &Slot) -> &mut V {
-        match (self, slot) {
-            (V::Obj(pairs), Slot::Key(k)) => {
-                &mut pairs.iter_mut().find(|(key, _)| key == k).expect("open key exists").1
+/// Sets `key` as a Ruby Hash does: a key given again keeps its first
+/// position and takes the new value.
+fn set(pairs: &mut Vec<(String, JsonValue)>, key: &str, value: JsonValue) {
+    match pairs.iter_mut().find(|(k, _)| k == key) {
+        Some(slot) => slot.1 = value,
+        None => pairs.push((key.to_owned(), value)),
+    }
+}
+
+/// A final value as a Ruby caller holds it: each key once, in the position
+/// of its first appearance, with its last value.
+pub fn ruby_view(v: &JsonValue) -> JsonValue {
+    match v {
+        JsonValue::Array(items) => JsonValue::Array(items.iter().map(ruby_view).collect()),
+        JsonValue::Object(pairs) => {
+            let mut out = Vec::new();
+            for (k, v) in pairs {
+                set(&mut out, k, ruby_view(v));
             }
-            (V::Arr(items), Slot::Index(i)) => &mut items[*i],
-            (other, slot) => panic!("view path {slot:?} into {other:?}"),
+            JsonValue::Object(out)
         }
+        scalar => scalar.clone(),
+    }
+}
+
+fn child_mut<'v>(v: &'v mut JsonValue, slot: &Slot) -> &'v mut JsonValue {
+    match (v, slot) {
+        (JsonValue::Object(pairs), Slot::Key(k)) => {
+            &mut pairs.iter_mut().find(|(key, _)| key == k).expect("open key exists").1
+        }
+        (JsonValue::Array(items), Slot::Index(i)) => &mut items[*i],
+        (other, slot) => panic!("view path {slot:?} into {other:?}"),
     }
 }
 
@@ -87,7 +106,7 @@ pub enum Slot {
 /// non-string, a key into an array...) panics: that is a finding.
 #[derive(Debug, Default)]
 pub struct Mirror {
-    pub root: Option<V>,
+    pub root: Option<JsonValue>,
     /// The open containers, as a path from the root. For a raw parser the
     /// root itself counts as open while `root_open`.
     pub path: Vec<Slot>,
@@ -96,18 +115,18 @@ pub struct Mirror {
 
 impl Mirror {
     pub fn params() -> Self {
-        Mirror { root: Some(V::Obj(Vec::new())), path: Vec::new(), root_open: true }
+        Mirror { root: Some(JsonValue::Object(Vec::new())), path: Vec::new(), root_open: true }
     }
 
-    fn container(&mut self) -> &mut V {
+    fn container(&mut self) -> &mut JsonValue {
         let mut v = self.root.as_mut().expect("an event inside a root that never opened");
         for slot in &self.path {
-            v = v.get_mut(slot);
+            v = child_mut(v, slot);
         }
         v
     }
 
-    fn insert(&mut self, key: Option<&str>, value: V) -> Option<Slot> {
+    fn insert(&mut self, key: Option<&str>, value: JsonValue) -> Option<Slot> {
         if self.root.is_none() || (!self.root_open && self.path.is_empty()) {
             assert!(key.is_none(), "a key at the root");
             assert!(self.root.is_none(), "a second root value");
@@ -115,14 +134,11 @@ impl Mirror {
             return None;
         }
         match (self.container(), key) {
-            (V::Obj(pairs), Some(k)) => {
-                match pairs.iter_mut().find(|(key, _)| key == k) {
-                    Some(slot) => slot.1 = value,
-                    None => pairs.push((k.to_owned(), value)),
-                }
+            (JsonValue::Object(pairs), Some(k)) => {
+                set(pairs, k, value);
                 Some(Slot::Key(k.to_owned()))
             }
-            (V::Arr(items), None) => {
+            (JsonValue::Array(items), None) => {
                 items.push(value);
                 Some(Slot::Index(items.len() - 1))
             }
@@ -134,9 +150,9 @@ impl Mirror {
         match event {
             ViewEvent::Open { key, kind } => {
                 let value = match kind {
-                    ContainerKind::Object => V::Obj(Vec::new()),
-                    ContainerKind::Array => V::Arr(Vec::new()),
-                    ContainerKind::String => V::Str(String::new()),
+                    ContainerKind::Object => JsonValue::Object(Vec::new()),
+                    ContainerKind::Array => JsonValue::Array(Vec::new()),
+                    ContainerKind::String => JsonValue::String(String::new()),
                 };
                 match self.insert(key, value) {
                     Some(slot) => self.path.push(slot),
@@ -147,7 +163,7 @@ impl Mirror {
                 assert!(!text.is_empty(), "an empty append");
                 assert!(self.root_open, "append outside any open string");
                 match self.container() {
-                    V::Str(s) => s.push_str(text),
+                    JsonValue::String(s) => s.push_str(text),
                     other => panic!("append into {other:?}"),
                 }
             }
@@ -156,7 +172,7 @@ impl Mirror {
                     !matches!(value, JsonValue::Array(_) | JsonValue::Object(_) | JsonValue::String(_)),
                     "a scalar event with {value:?}"
                 );
-                self.insert(key, V::of(value));
+                self.insert(key, value.clone());
             }
             ViewEvent::Close => {
                 if self.path.pop().is_none() {
@@ -175,7 +191,7 @@ impl Mirror {
 /// (not on `open`) must be complete: same string, same length, same keys.
 /// `open`: the path of open containers below this value, or `None` when
 /// this value is itself closed.
-pub fn consistent(view: &V, fin: &JsonValue, open: Option<&[Slot]>) -> bool {
+pub fn consistent(view: &JsonValue, fin: &JsonValue, open: Option<&[Slot]>) -> bool {
     let closed = open.is_none();
     let child_open = |slot: &Slot| -> Option<&[Slot]> {
         match open {
@@ -184,24 +200,24 @@ pub fn consistent(view: &V, fin: &JsonValue, open: Option<&[Slot]>) -> bool {
         }
     };
     match (view, fin) {
-        (V::Null, JsonValue::Null) => true,
-        (V::Bool(a), JsonValue::Bool(b)) => a == b,
-        (V::Num(a), JsonValue::Number(b)) => a == b.as_str(),
-        (V::Str(a), JsonValue::String(b)) => {
+        (JsonValue::Null, JsonValue::Null) => true,
+        (JsonValue::Bool(a), JsonValue::Bool(b)) => a == b,
+        (JsonValue::Number(a), JsonValue::Number(b)) => a == b,
+        (JsonValue::String(a), JsonValue::String(b)) => {
             if closed {
                 a == b
             } else {
                 b.starts_with(a.as_str())
             }
         }
-        (V::Arr(a), JsonValue::Array(b)) => {
+        (JsonValue::Array(a), JsonValue::Array(b)) => {
             (if closed { a.len() == b.len() } else { a.len() <= b.len() })
                 && a.iter()
                     .zip(b)
                     .enumerate()
                     .all(|(i, (x, y))| consistent(x, y, child_open(&Slot::Index(i))))
         }
-        (V::Obj(a), JsonValue::Object(b)) => {
+        (JsonValue::Object(a), JsonValue::Object(b)) => {
             let keys_ok = !closed || {
                 let mut distinct: Vec<&str> = Vec::new();
                 for (k, _) in b {

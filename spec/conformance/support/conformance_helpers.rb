@@ -162,7 +162,9 @@ module ConformanceHelpers
     !(before.is_a?(String) && now.is_a?(String)) || now.start_with?(before)
   end
 
-  def usage_of(processor)
+  # Not usage_of: SseFixtures, included in every group, has one of that
+  # name, and whichever module is included last would win.
+  def token_counts(processor)
     { prompt: processor.prompt_tokens, completion: processor.completion_tokens,
       cache_read: processor.cache_read_tokens, cache_write: processor.cache_write_tokens }
   end

@@ -36,7 +36,7 @@ module StreamCases
       summary = result.map { |item| item.is_a?(String) ? item : [item.id, item.name, item.parameters] }
       expect(summary).to eq(items)
       expect(result.grep_v(String)).to all(have_attributes(partial?: false))
-      expect(usage_of(processor).slice(*usage.keys)).to eq(usage) if usage
+      expect(token_counts(processor).slice(*usage.keys)).to eq(usage) if usage
     end
   end
 

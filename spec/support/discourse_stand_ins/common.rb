@@ -94,6 +94,33 @@ module DiscourseAi
       end
     end
 
+    # The chat processor: both generations read a whole response alike and
+    # parse arguments alike; the generation files add the streamed half, the
+    # usage and the state, where they differ.
+    class OpenAiMessageProcessor
+      def process_message(json)
+        message = json.dig(:choices, 0, :message) || {}
+        items = []
+        items << message[:content] if text?(message[:content])
+        Array(message[:tool_calls]).each do |call|
+          items << ToolCall.new(id: call[:id], name: call.dig(:function, :name),
+                                parameters: parse(call.dig(:function, :arguments).to_s))
+        end
+        record_usage(json[:usage])
+        items
+      end
+
+      private
+
+      def parse(arguments)
+        arguments.empty? ? {} : JSON.parse(arguments, symbolize_names: true)
+      end
+
+      def text?(value)
+        value.is_a?(String) && !value.empty?
+      end
+    end
+
     # Shaped as the contract describes DiscourseAi::Completions::Thinking.
     class Thinking
       attr_accessor :message, :partial, :provider_info
@@ -280,6 +307,53 @@ module DiscourseAi
 
         def decode_chunk_finish
           []
+        end
+
+        # The audit-log column of each usage reader named otherwise.
+        LOG_COLUMNS = { prompt_tokens: :request_tokens, completion_tokens: :response_tokens }.freeze
+
+        private
+
+        # What final_log_update does: each named usage reader of the processor
+        # that has a value is written to its audit-log column.
+        def log_usage(log, *readers)
+          readers.each do |reader|
+            value = processor.public_send(reader)
+            log.public_send(:"#{LOG_COLUMNS.fetch(reader, reader)}=", value) if value
+          end
+        end
+
+        # The items without nils, each ToolCall object once (a partial call
+        # comes back with every delta).
+        def each_tool_call_once(items)
+          seen = Set.new.compare_by_identity
+          items.compact.select { |item| !item.is_a?(ToolCall) || seen.add?(item) }
+        end
+      end
+
+      # The stock OpenAI endpoint methods, the same in both generations but
+      # kept in different places: in Endpoints::OpenAi itself (legacy), in
+      # the OpenAiShared module (current). Each generation evaluates them
+      # where it keeps them, so they are that place's own methods: the patch
+      # knows the stock decode_chunk by its owner.
+      STOCK_OPENAI_METHODS = proc do
+        def provider_id
+          AiApiAuditLog::Provider::OpenAI
+        end
+
+        private
+
+        def decode(raw)
+          processor.process_message(JSON.parse(raw, symbolize_names: true))
+        end
+
+        def decode_chunk(raw)
+          @decoder ||= JsonStreamDecoder.new
+          each_tool_call_once((@decoder << raw).flat_map { |json| Array(processor.process_streamed_message(json)) })
+        end
+
+        def decode_chunk_finish
+          processor.finish
         end
       end
     end

@@ -18,18 +18,6 @@ module DiscourseAi
         @last_key = nil
       end
 
-      def process_message(json)
-        message = json.dig(:choices, 0, :message) || {}
-        items = []
-        items << message[:content] if text?(message[:content])
-        Array(message[:tool_calls]).each do |call|
-          items << ToolCall.new(id: call[:id], name: call.dig(:function, :name),
-                                parameters: parse(call.dig(:function, :arguments).to_s))
-        end
-        record_usage(json[:usage])
-        items
-      end
-
       def process_streamed_message(json)
         choice = json.dig(:choices, 0) || {}
         delta = choice[:delta] || {}
@@ -73,14 +61,6 @@ module DiscourseAi
         tool
       end
 
-      def parse(arguments)
-        arguments.empty? ? {} : JSON.parse(arguments, symbolize_names: true)
-      end
-
-      def text?(value)
-        value.is_a?(String) && !value.empty?
-      end
-
       def record_usage(usage)
         return unless usage.is_a?(Hash)
 
@@ -96,52 +76,17 @@ module DiscourseAi
     module Endpoints
       # Newer Discourse moved the OpenAI-style methods into a shared module.
       module OpenAiShared
-        def provider_id
-          AiApiAuditLog::Provider::OpenAI
-        end
+        module_eval(&STOCK_OPENAI_METHODS)
 
         private
 
         def final_log_update(log)
-          log.request_tokens = processor.prompt_tokens if processor.prompt_tokens
-          log.response_tokens = processor.completion_tokens if processor.completion_tokens
-          log.cache_read_tokens = processor.cache_read_tokens if processor.cache_read_tokens
-          log.cache_write_tokens = processor.cache_write_tokens if processor.cache_write_tokens
-        end
-
-        def decode(raw)
-          processor.process_message(JSON.parse(raw, symbolize_names: true))
-        end
-
-        def decode_chunk(raw)
-          @decoder ||= JsonStreamDecoder.new
-          items = (@decoder << raw).flat_map { |json| Array(processor.process_streamed_message(json)) }.compact
-          seen = Set.new.compare_by_identity
-          items.select { |item| !item.is_a?(ToolCall) || seen.add?(item) }
-        end
-
-        def decode_chunk_finish
-          processor.finish
+          log_usage(log, :prompt_tokens, :completion_tokens, :cache_read_tokens, :cache_write_tokens)
         end
       end
 
       class OpenAi < Base
         include OpenAiShared
-
-        private
-
-        def responses_api?
-          llm_model.lookup_custom_param("enable_responses_api") ? true : false
-        end
-
-        def processor
-          @processor ||=
-            if responses_api?
-              OpenAiResponsesMessageProcessor.new(partial_tool_calls: partial_tool_calls)
-            else
-              OpenAiMessageProcessor.new(partial_tool_calls: partial_tool_calls)
-            end
-        end
       end
     end
   end

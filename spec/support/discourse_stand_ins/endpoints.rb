@@ -23,9 +23,26 @@ module DiscourseAi
         end
       end
 
+      # Both generations keep the processor method in the class, private and
+      # memoized.
       class OpenAi < Base
         def self.can_contact?(provider)
           %w[open_ai azure].include?(provider)
+        end
+
+        private
+
+        def responses_api?
+          llm_model.lookup_custom_param("enable_responses_api") ? true : false
+        end
+
+        def processor
+          @processor ||=
+            if responses_api?
+              OpenAiResponsesMessageProcessor.new(partial_tool_calls: partial_tool_calls)
+            else
+              OpenAiMessageProcessor.new(partial_tool_calls: partial_tool_calls)
+            end
         end
       end
 
@@ -66,8 +83,7 @@ module DiscourseAi
             @batch_id = json[:id] if json[:id].is_a?(String) && !json[:id].empty?
             items.concat(tag_tool_calls(Array(processor.process_streamed_message(json)), @batch_id))
           end
-          seen = Set.new.compare_by_identity
-          items.compact.select { |item| !item.is_a?(ToolCall) || seen.add?(item) }
+          each_tool_call_once(items)
         end
 
         def decode_chunk_finish
@@ -128,8 +144,7 @@ module DiscourseAi
         end
 
         def final_log_update(log)
-          log.request_tokens = processor.prompt_tokens if processor.prompt_tokens
-          log.response_tokens = processor.completion_tokens if processor.completion_tokens
+          log_usage(log, :prompt_tokens, :completion_tokens)
         end
 
         private
@@ -149,21 +164,18 @@ module DiscourseAi
       end
 
       # The Responses API endpoint (an OpenAI model whose URL is
-      # /v1/responses): its own processor, memoized, and its own decode_chunk
-      # over JsonStreamDecoder (the `event:` lines are not read).
+      # /v1/responses): its own processor, memoized, and its own copy of the
+      # stock decode methods over JsonStreamDecoder (the `event:` lines are
+      # not read).
       class OpenAiResponses < Base
+        class_eval(&STOCK_OPENAI_METHODS)
+
         def self.can_contact?(provider)
           provider == "open_ai_responses"
         end
 
-        def provider_id
-          AiApiAuditLog::Provider::OpenAI
-        end
-
         def final_log_update(log)
-          log.request_tokens = processor.prompt_tokens if processor.prompt_tokens
-          log.response_tokens = processor.completion_tokens if processor.completion_tokens
-          log.cache_read_tokens = processor.cache_read_tokens if processor.cache_read_tokens
+          log_usage(log, :prompt_tokens, :completion_tokens, :cache_read_tokens)
         end
 
         private
@@ -171,21 +183,6 @@ module DiscourseAi
         def processor
           @processor ||= OpenAiResponsesMessageProcessor.new(partial_tool_calls: partial_tool_calls,
                                                              output_thinking: output_thinking)
-        end
-
-        def decode(raw)
-          processor.process_message(JSON.parse(raw, symbolize_names: true))
-        end
-
-        def decode_chunk(raw)
-          @decoder ||= JsonStreamDecoder.new
-          items = (@decoder << raw).map { |json| processor.process_streamed_message(json) }.flatten.compact
-          seen = Set.new.compare_by_identity
-          items.select { |item| !item.is_a?(ToolCall) || seen.add?(item) }
-        end
-
-        def decode_chunk_finish
-          processor.finish
         end
       end
 

@@ -122,15 +122,7 @@ impl Harness {
                 Item::Text(t) => items.push(Out::Text(t.to_owned())),
                 Item::Progress(id) => {
                     let info = p.calls().get(id).expect("progress names a call");
-                    let mirror = self.mirrors.entry(id).or_insert_with(|| Mirror {
-                        call: Call {
-                            id: info.id.clone(),
-                            name: info.name.clone(),
-                            params: json!({}),
-                            partial: true,
-                        },
-                        stack: Vec::new(),
-                    });
+                    let mirror = Mirror::of(&mut self.mirrors, id, info);
                     mirror.call.partial = true;
                     if let Some(view) = info.view() {
                         for event in view.iter() {
@@ -141,15 +133,7 @@ impl Harness {
                 }
                 Item::Completed(id, params) => {
                     let info = p.calls().get(id).expect("completion names a call");
-                    let mirror = self.mirrors.entry(id).or_insert_with(|| Mirror {
-                        call: Call {
-                            id: info.id.clone(),
-                            name: info.name.clone(),
-                            params: json!({}),
-                            partial: false,
-                        },
-                        stack: Vec::new(),
-                    });
+                    let mirror = Mirror::of(&mut self.mirrors, id, info);
                     mirror.call.id = info.id.clone();
                     mirror.call.params = to_serde(params);
                     mirror.call.partial = false;
@@ -164,6 +148,18 @@ impl Harness {
 }
 
 impl Mirror {
+    /// The mirror of call `id`, made with empty params on its first item.
+    fn of<'m>(
+        mirrors: &'m mut HashMap<CallId, Mirror>,
+        id: CallId,
+        info: &openai_stream::calls::Call,
+    ) -> &'m mut Mirror {
+        mirrors.entry(id).or_insert_with(|| Mirror {
+            call: Call { id: info.id.clone(), name: info.name.clone(), params: json!({}), partial: false },
+            stack: Vec::new(),
+        })
+    }
+
     fn container(&mut self) -> &mut Value {
         let mut v = &mut self.call.params;
         for slot in &self.stack {
@@ -260,6 +256,22 @@ pub fn tool_chunk(tool_calls: &str, finish: Option<&str>) -> String {
     format!(
         r#"{{"id":"chatcmpl-1","object":"chat.completion.chunk","choices":[{{"index":0,"delta":{{"tool_calls":{tool_calls}}},"finish_reason":{finish}}}]}}"#
     )
+}
+
+/// A chunk holding one call's header: its index, id and name, no arguments.
+pub fn header_chunk(index: u32, id: &str, name: &str) -> String {
+    tool_chunk(
+        &format!(
+            r#"[{{"index":{index},"id":"{id}","type":"function","function":{{"name":"{name}","arguments":""}}}}]"#
+        ),
+        None,
+    )
+}
+
+/// A chunk holding one fragment of arguments for the call at `index`.
+pub fn fragment_chunk(index: u32, arguments: &str) -> String {
+    let arguments = serde_json::to_string(arguments).expect("string serializes");
+    tool_chunk(&format!(r#"[{{"index":{index},"function":{{"arguments":{arguments}}}}}]"#), None)
 }
 
 pub fn text_chunk(text: &str) -> String {
