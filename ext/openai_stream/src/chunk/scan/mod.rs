@@ -22,6 +22,7 @@ use super::{
     Arguments, Choice, Chunk, Content, Delta, Function, PromptTokensDetails, ToolCallDelta, Usage, XGroq,
 };
 use super::{Field, Id, Int, List, Text, Tokens};
+use crate::json::short_escape;
 
 /// Deepest nesting of a skipped value the scanner follows (serde_json's
 /// limit, 128, is far above; deeper values go to serde_json).
@@ -422,16 +423,10 @@ impl<'a> Scanner<'a> {
     /// into `out`. Surrogates (`\uD800`-`\uDFFF`) are left to serde_json.
     fn escape(&mut self, out: Option<&mut String>) -> Option<()> {
         self.eat(b'\\')?;
-        let c = match self.peek()? {
-            b'"' => '"',
-            b'\\' => '\\',
-            b'/' => '/',
-            b'b' => '\u{8}',
-            b'f' => '\u{c}',
-            b'n' => '\n',
-            b'r' => '\r',
-            b't' => '\t',
-            b'u' => {
+        let b = self.peek()?;
+        let c = match short_escape(b) {
+            Some(c) => c,
+            None if b == b'u' => {
                 let hex = self.bytes.get(self.pos + 1..self.pos + 5)?;
                 let mut code = 0u32;
                 for &h in hex {

@@ -29,6 +29,7 @@ pub use view::{ContainerKind, ViewEvent, ViewEvents, ViewSink};
 
 use error::found;
 use number::{NumState, Step};
+pub(crate) use string::short_escape;
 use string::Escape;
 
 use crate::json::{JsonValue, Number};
