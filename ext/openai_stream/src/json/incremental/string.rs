@@ -195,6 +195,23 @@ fn unpaired_high(high: u16, text: &str, pos: usize, base: usize) -> SyntaxError 
     lone_surrogate(base + pos, message)
 }
 
+/// The character of a one-letter JSON escape (`\n` and the like: `b` is the
+/// byte after the backslash); `\u` and invalid escapes are `None`.
+#[inline]
+pub(crate) fn short_escape(b: u8) -> Option<char> {
+    Some(match b {
+        b'"' => '"',
+        b'\\' => '\\',
+        b'/' => '/',
+        b'b' => '\u{8}',
+        b'f' => '\u{c}',
+        b'n' => '\n',
+        b'r' => '\r',
+        b't' => '\t',
+        _ => return None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,21 +231,4 @@ mod tests {
         }
         assert_eq!(plain_run("é😀 \u{7f}x".as_bytes()), "é😀 \u{7f}x".len());
     }
-}
-
-/// The character of a one-letter JSON escape (`\n` and the like: `b` is the
-/// byte after the backslash); `\u` and invalid escapes are `None`.
-#[inline]
-pub(crate) fn short_escape(b: u8) -> Option<char> {
-    Some(match b {
-        b'"' => '"',
-        b'\\' => '\\',
-        b'/' => '/',
-        b'b' => '\u{8}',
-        b'f' => '\u{c}',
-        b'n' => '\n',
-        b'r' => '\r',
-        b't' => '\t',
-        _ => return None,
-    })
 }
