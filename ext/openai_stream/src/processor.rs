@@ -106,7 +106,7 @@ impl Processor {
 
     /// One parsed streamed chunk (the Hash path).
     pub fn process_chunk(&mut self, chunk: &Chunk) -> Result<&Output, Error> {
-        self.step(|s| s.apply_chunk(chunk))
+        self.step(|s| s.apply_chunk(chunk, false))
     }
 
     /// A streamed chunk that is nothing but a text delta,
@@ -137,7 +137,7 @@ impl Processor {
 
     /// A whole non-streamed response: every tool call of the message.
     pub fn process_message(&mut self, chunk: &Chunk) -> Result<&Output, Error> {
-        self.step(|s| s.apply_message(chunk))
+        self.step(|s| s.apply_chunk(chunk, true))
     }
 
     /// With [`Options::simulate_legacy`]: what the legacy processor would
@@ -312,7 +312,7 @@ impl State<Chat> {
                 payload: None,
             }))
         } else {
-            self.apply_chunk(chunk)
+            self.apply_chunk(chunk, false)
         };
         match result {
             // The whole event is the payload when the error is the event.
@@ -326,35 +326,31 @@ impl State<Chat> {
 
     // ---- chunks -----------------------------------------------------------
 
-    fn apply_chunk(&mut self, chunk: &Chunk) -> Result<(), Error> {
+    /// A streamed chunk, or (`non_streamed`) a whole response.
+    fn apply_chunk(&mut self, chunk: &Chunk, non_streamed: bool) -> Result<(), Error> {
         // The legacy decoder matched `data: {...}` up to the end of the
         // line: it never saw the event of a glued line.
-        if let (Some(legacy), false) = (self.own.legacy.as_mut(), self.own.in_glued) {
+        if let (Some(legacy), false, false) = (self.own.legacy.as_mut(), self.own.in_glued, non_streamed) {
             legacy.observe(chunk);
         }
-        self.check_envelope(chunk);
-        if let Some(e) = provider_error_of(chunk) {
-            return Err(e);
-        }
-        let mut result = Ok(());
-        let choice = self.first_choice(&chunk.choices);
-        if let Some(choice) = choice {
-            result = self.apply_choice(choice, is_whole_response(chunk));
-        }
-        self.apply_usage(chunk, choice);
-        result
-    }
-
-    /// `object` and `message` (read for vLLM's in-band errors) of the
-    /// wrong type are reported.
-    #[inline(always)]
-    fn check_envelope(&mut self, chunk: &Chunk) {
+        // `object` and `message` are read for vLLM's in-band errors.
         if let Field::Wrong(kind) = chunk.object {
             self.ignored("object", kind);
         }
         if let Field::Wrong(kind) = chunk.message {
             self.ignored("message", kind);
         }
+        if let Some(e) = provider_error_of(chunk) {
+            return Err(e);
+        }
+        let choice = self.first_choice(&chunk.choices);
+        let result = match choice {
+            Some(choice) if non_streamed => self.apply_whole_choice(choice),
+            Some(choice) => self.apply_choice(choice, is_whole_response(chunk)),
+            None => Ok(()),
+        };
+        self.apply_usage(chunk, choice);
+        result
     }
 
     #[inline(always)]
@@ -593,43 +589,26 @@ impl State<Chat> {
 
     // ---- non-streamed responses -------------------------------------------
 
-    fn apply_message(&mut self, chunk: &Chunk) -> Result<(), Error> {
-        self.check_envelope(chunk);
-        if let Some(e) = provider_error_of(chunk) {
-            return Err(e);
-        }
+    /// The choice of a non-streamed response: its text, and every element
+    /// of its `tool_calls` is one call, by position (no slotting: two calls
+    /// may even share an id).
+    fn apply_whole_choice(&mut self, choice: &Choice) -> Result<(), Error> {
         let mut result = Ok(());
-        let choice = self.first_choice(&chunk.choices);
-        if let Some(choice) = choice {
-            if let Some(message) = self.field(&choice.message, "choices[0].message") {
-                self.apply_content(&message.content);
-                result = self.apply_whole_calls(message);
-            }
-            // As in a stream: what the message held stays in the output,
-            // the provider's error is raised (before any arguments error).
-            if let Some(e) = choice_error(choice) {
-                result = Err(e);
+        if let Some(message) = self.field(&choice.message, "choices[0].message") {
+            self.apply_content(&message.content);
+            let list = self.field(&message.tool_calls, "choices[0].message.tool_calls");
+            for item in list.into_iter().flatten() {
+                let Some(d) = self.field(item, "choices[0].message.tool_calls[]") else { continue };
+                let Some(call) = self.calls.add_whole(d, &mut self.anomalies) else { continue };
+                keep_first(&mut result, self.complete(call));
             }
         }
-        self.apply_usage(chunk, choice);
+        // As in a stream: what the message held stays in the output, the
+        // provider's error is raised (before any arguments error).
+        if let Some(e) = choice_error(choice) {
+            result = Err(e);
+        }
         result
-    }
-
-    /// Every element of a non-streamed `tool_calls` is one call, by
-    /// position (no slotting: two calls may even share an id).
-    fn apply_whole_calls(&mut self, message: &Delta) -> Result<(), Error> {
-        let Some(list) = self.field(&message.tool_calls, "choices[0].message.tool_calls") else {
-            return Ok(());
-        };
-        let mut first_error = Ok(());
-        for item in list {
-            let Some(d) = self.field(item, "choices[0].message.tool_calls[]") else { continue };
-            let Some(call) = self.calls.add_whole(d, &mut self.anomalies) else {
-                continue;
-            };
-            keep_first(&mut first_error, self.complete(call));
-        }
-        first_error
     }
 
     fn ignored(&mut self, field: &'static str, kind: Kind) {
