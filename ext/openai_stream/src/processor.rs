@@ -100,10 +100,6 @@ impl Processor {
         Driver::build(options.max_line_bytes, options.strict, calls, options.usage_mode, own)
     }
 
-    pub fn options(&self) -> Options {
-        self.state.own.options
-    }
-
     /// One parsed streamed chunk (the Hash path).
     pub fn process_chunk(&mut self, chunk: &Chunk) -> Result<&Output, Error> {
         self.step(|s| s.apply_chunk(chunk, false))
@@ -118,10 +114,7 @@ impl Processor {
         // Of that chunk, apply_chunk reads only the content: no envelope,
         // error, usage or tool calls, one choice, no finish_reason (so the
         // legacy simulator, which follows tool calls, has nothing to see).
-        self.step(|s| {
-            s.apply_text(text);
-            Ok(())
-        })
+        self.step_ok(|s| s.apply_text(text))
     }
 
     /// A value that is not a chunk object was given where a chunk was expected.
@@ -144,6 +137,10 @@ impl Processor {
     /// have run in the last finished stream.
     pub fn legacy_outcome(&self) -> Option<&LegacyOutcome> {
         self.state.own.legacy_outcome.as_ref()
+    }
+
+    pub fn options(&self) -> Options {
+        self.state.own.options
     }
 }
 

@@ -73,10 +73,6 @@ impl ResponsesProcessor {
         Driver::build(options.max_line_bytes, options.strict, calls, UsageMode::Current, own)
     }
 
-    pub fn options(&self) -> Options {
-        self.state.own.options
-    }
-
     /// One parsed streamed event (the Hash path).
     pub fn process_event(&mut self, event: &JsonValue) -> Result<&Output, Error> {
         self.step(|s| s.apply_value(event, false))
@@ -85,10 +81,7 @@ impl ResponsesProcessor {
     /// A text or arguments delta read by [`DeltaEvent`]: does what
     /// [`ResponsesProcessor::process_event`] does with the same event.
     pub fn process_delta(&mut self, event: &DeltaEvent) -> Result<&Output, Error> {
-        self.step(|s| {
-            s.apply_delta(event);
-            Ok(())
-        })
+        self.step_ok(|s| s.apply_delta(event))
     }
 
     /// A whole non-streamed response (`output`, `usage`).
@@ -112,6 +105,10 @@ impl ResponsesProcessor {
     /// earlier; the caller updates them).
     pub fn linked_reasonings(&self) -> &[u32] {
         self.state.own.items.linked()
+    }
+
+    pub fn options(&self) -> Options {
+        self.state.own.options
     }
 }
 
