@@ -514,12 +514,10 @@ impl<'a> Scanner<'a> {
     /// An object at the current position; `member` reads each value (the
     /// position is at the value, after whitespace).
     fn object(&mut self, mut member: impl FnMut(&mut Self, Cow<'a, str>) -> Option<()>) -> Option<()> {
-        self.eat(b'{')?;
-        self.ws();
-        if self.eat(b'}').is_some() {
-            return Some(());
+        match self.open(b'{', b'}')? {
+            true => self.members(None, &mut member),
+            false => Some(()),
         }
-        self.members(None, &mut member)
     }
 
     /// The members of an object, from a key; or, with `pending`, from the
@@ -545,43 +543,46 @@ impl<'a> Scanner<'a> {
                 }
             };
             member(self, key)?;
-            self.ws();
-            match self.peek()? {
-                b',' => {
-                    self.pos += 1;
-                    self.ws();
-                }
-                b'}' => {
-                    self.pos += 1;
-                    return Some(());
-                }
-                _ => return None,
+            if !self.next_item(b'}')? {
+                return Some(());
             }
         }
     }
 
     /// An array at the current position; `element` reads each element.
     fn array(&mut self, mut element: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
-        self.eat(b'[')?;
-        self.ws();
-        if self.eat(b']').is_some() {
-            return Some(());
-        }
-        loop {
+        let mut more = self.open(b'[', b']')?;
+        while more {
             element(self)?;
-            self.ws();
-            match self.peek()? {
-                b',' => {
-                    self.pos += 1;
-                    self.ws();
-                }
-                b']' => {
-                    self.pos += 1;
-                    return Some(());
-                }
-                _ => return None,
-            }
+            more = self.next_item(b']')?;
         }
+        Some(())
+    }
+
+    /// The opening `open` of a container: whether an item follows (or
+    /// `close` ends it at once).
+    #[inline(always)]
+    fn open(&mut self, open: u8, close: u8) -> Option<bool> {
+        self.eat(open)?;
+        self.ws();
+        Some(self.eat(close).is_none())
+    }
+
+    /// After an item of a container: whether another follows (a comma) or
+    /// `close` ends it.
+    #[inline(always)]
+    fn next_item(&mut self, close: u8) -> Option<bool> {
+        self.ws();
+        let more = match self.peek()? {
+            b',' => true,
+            b if b == close => false,
+            _ => return None,
+        };
+        self.pos += 1;
+        if more {
+            self.ws();
+        }
+        Some(more)
     }
 
     // ---- lenient fields ---------------------------------------------------
