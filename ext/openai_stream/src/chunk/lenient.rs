@@ -154,42 +154,33 @@ impl<'de> Deserialize<'de> for Unread {
 
 struct SkipVisitor;
 
+/// Visitor methods that take a scalar (or nothing) and keep nothing.
+macro_rules! skip_scalars {
+    ($($visit:ident($($arg:ty)?)),*) => {
+        $(fn $visit<E>(self $(, _: $arg)?) -> Result<Skip, E> {
+            Ok(Skip)
+        })*
+    };
+}
+
 impl<'de> Visitor<'de> for SkipVisitor {
     type Value = Skip;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("any value")
     }
-    fn visit_bool<E>(self, _: bool) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_i128<E>(self, _: i128) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_u128<E>(self, _: u128) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_str<E>(self, _: &str) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_bytes<E>(self, _: &[u8]) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_unit<E>(self) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_none<E>(self) -> Result<Skip, E> {
-        Ok(Skip)
-    }
+    skip_scalars!(
+        visit_bool(bool),
+        visit_i64(i64),
+        visit_u64(u64),
+        visit_i128(i128),
+        visit_u128(u128),
+        visit_f64(f64),
+        visit_str(&str),
+        visit_bytes(&[u8]),
+        visit_unit(),
+        visit_none()
+    );
     fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Skip, D::Error> {
         Skip::deserialize(d)
     }
