@@ -659,12 +659,10 @@ impl<'a> Scanner<'a> {
         c: &mut Chunk<'a>,
         mut envelope: Option<&mut Option<(usize, EnvelopeFields)>>,
     ) -> Option<()> {
-        self.eat(b'{')?;
-        self.ws();
-        if self.eat(b'}').is_some() {
-            return Some(());
+        match self.open(b'{', b'}')? {
+            true => self.chunk_members(c, None, &mut envelope),
+            false => Some(()),
         }
-        self.chunk_members(c, None, &mut envelope)
     }
 
     fn chunk_members(
