@@ -10,7 +10,7 @@ use crate::chunk::{
     Choice, Chunk, Content, ContentPart as Part, Delta, Field, Kind, List, Text, ToolCallDelta,
 };
 use crate::driver::{keep_first, Driver, Protocol, State};
-use crate::error::{Error, StreamErrorKind};
+use crate::error::Error;
 use crate::event_data::{glued_value_end, invalid_json};
 use crate::in_band::{choice_error, provider_error_of};
 use crate::json::{JsonValue, Reparsed};
@@ -115,17 +115,6 @@ impl Processor {
         // error, usage or tool calls, one choice, no finish_reason (so the
         // legacy simulator, which follows tool calls, has nothing to see).
         self.step_ok(|s| s.apply_text(text))
-    }
-
-    /// A value that is not a chunk object was given where a chunk was expected.
-    pub fn process_non_object(&mut self, kind: Kind) -> Result<&Output, Error> {
-        self.step(|_| {
-            Err(Error::stream(
-                StreamErrorKind::InvalidChunk,
-                format!("expected a chunk object, got {}", kind.name()),
-                String::new(),
-            ))
-        })
     }
 
     /// A whole non-streamed response: every tool call of the message.

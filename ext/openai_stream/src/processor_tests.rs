@@ -1,6 +1,7 @@
 //! Unit tests of the processor: framing decisions and the non-streamed path.
 
 use super::*;
+use crate::error::StreamErrorKind;
 use crate::output::Item;
 
 const A: &str = r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"f","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}"#;

@@ -75,11 +75,6 @@ impl<T> Field<T> {
             _ => None,
         }
     }
-
-    /// True when the key was absent or null.
-    pub fn is_absent(&self) -> bool {
-        matches!(self, Field::Missing | Field::Null)
-    }
 }
 
 /// The result of offering one JSON value to a lenient type.
