@@ -238,7 +238,8 @@ impl State<Chat> {
     /// follows them is skipped as an unreadable event.
     fn glued_event(&mut self, text: &str, end: usize) -> Result<bool, Error> {
         let (head, rest) = text.split_at(end);
-        if self.glued_in_line >= MAX_GLUED {
+        let too_many = self.glued_in_line >= MAX_GLUED;
+        if too_many {
             self.calls.note_lost(&format!("the rest of a line of glued events: {}", excerpt(rest)));
             self.anomalies.push(
                 Anomaly::new(
@@ -249,12 +250,7 @@ impl State<Chat> {
                 )
                 .excerpt(&excerpt(rest)),
             );
-            self.own.in_glued = true;
-            let applied = self.payload(head.as_bytes());
-            self.own.in_glued = false;
-            return applied.map(|_| true);
-        }
-        if !self.own.reported_glued {
+        } else if !self.own.reported_glued {
             self.own.reported_glued = true;
             self.anomalies.push(
                 Anomaly::new(
@@ -268,8 +264,10 @@ impl State<Chat> {
         self.own.in_glued = true;
         let applied = self.payload(head.as_bytes());
         self.own.in_glued = false;
-        self.error_event = false;
-        self.glued = Some(rest.as_bytes().to_vec());
+        if !too_many {
+            self.error_event = false;
+            self.glued = Some(rest.as_bytes().to_vec());
+        }
         applied.map(|_| true)
     }
 
