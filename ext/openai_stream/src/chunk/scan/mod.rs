@@ -192,6 +192,7 @@ impl EnvelopeFields {
         Some((s.pos, fields))
     }
 
+    #[inline]
     fn apply<'a>(self, text: &'a str, c: &mut Chunk<'a>) {
         c.object = self.object.get(text);
         c.message = self.message.get(text);
