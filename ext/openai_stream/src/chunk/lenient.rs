@@ -492,7 +492,9 @@ impl<'de, T: Lenient<'de>> Lenient<'de> for List<T> {
 
 /// Declares a struct read from a JSON object: known keys are matched (the
 /// last duplicate wins, as in Ruby's `JSON.parse`), unknown keys skipped,
-/// absent keys left `Missing`. Any other JSON type is `Wrong`.
+/// absent keys left `Missing`. Any other JSON type is `Wrong`. The fast
+/// scanner reads the same keys (`scan::ScanObject`), each field as its type
+/// says (`scan::ScanField`).
 macro_rules! lenient_struct {
     (
         $(#[$meta:meta])*
@@ -513,6 +515,10 @@ macro_rules! lenient_struct {
 
         impl<'de> $crate::chunk::lenient::Lenient<'de> for $name<'de> {
             $crate::chunk::lenient::lenient_struct!(@from_map $( $key => $field ),*);
+        }
+
+        impl<'a> $crate::chunk::scan::ScanObject<'a> for $name<'a> {
+            $crate::chunk::lenient::lenient_struct!(@scan 'a; $( $key => $field ),*);
         }
     };
     (
@@ -535,6 +541,10 @@ macro_rules! lenient_struct {
         impl<'de> $crate::chunk::lenient::Lenient<'de> for $name {
             $crate::chunk::lenient::lenient_struct!(@from_map $( $key => $field ),*);
         }
+
+        impl<'a> $crate::chunk::scan::ScanObject<'a> for $name {
+            $crate::chunk::lenient::lenient_struct!(@scan 'a; $( $key => $field ),*);
+        }
     };
     (@from_map $( $key:literal => $field:ident ),*) => {
         fn from_map<A: serde::de::MapAccess<'de>>(
@@ -550,6 +560,14 @@ macro_rules! lenient_struct {
                 }
             }
             Ok($crate::chunk::lenient::Got::Value(out))
+        }
+    };
+    (@scan $lt:lifetime; $( $key:literal => $field:ident ),*) => {
+        fn scan_members(s: &mut $crate::chunk::scan::Scanner<$lt>, out: &mut Self) -> Option<()> {
+            s.object(|s, key| match &*key {
+                $( $key => $crate::chunk::scan::ScanField::scan(&mut out.$field, s), )*
+                _ => s.skip(0),
+            })
         }
     };
 }
