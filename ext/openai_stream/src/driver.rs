@@ -77,16 +77,16 @@ where
     State<P>: Protocol,
 {
     pub(crate) fn build(
+        partial_tool_calls: bool,
         max_line_bytes: usize,
         strict: bool,
-        calls: Calls,
         usage_mode: UsageMode,
         own: P,
     ) -> Self {
         Driver {
             reader: LineReader::new(max_line_bytes),
             state: State {
-                calls,
+                calls: Calls::new(partial_tool_calls),
                 usage: UsageTotals::default(),
                 usage_mode,
                 anomalies: Anomalies::default(),

@@ -4,7 +4,7 @@
 //! totals and the anomalies; what is its own is reading chunks.
 
 use crate::anomaly::{excerpt, Anomaly, AnomalyKind};
-use crate::calls::{CallId, Calls};
+use crate::calls::CallId;
 use crate::chunk::scan::{Plain, ScanMemo};
 use crate::chunk::{
     Choice, Chunk, Content, ContentPart as Part, Delta, Field, Kind, List, Text, ToolCallDelta,
@@ -96,8 +96,8 @@ impl Processor {
             reported_glued: false,
             reported_choices: false,
         };
-        let calls = Calls::new(options.partial_tool_calls);
-        Driver::build(options.max_line_bytes, options.strict, calls, options.usage_mode, own)
+        let Options { partial_tool_calls, max_line_bytes, strict, usage_mode, .. } = options;
+        Driver::build(partial_tool_calls, max_line_bytes, strict, usage_mode, own)
     }
 
     /// One parsed streamed chunk (the Hash path).

@@ -14,7 +14,7 @@ pub use event::{DeltaEvent, Event, ItemKind, OutputItem, Place, Status};
 pub use items::Reasoning;
 
 use crate::anomaly::{excerpt, Anomaly, AnomalyKind};
-use crate::calls::{CallId, Calls};
+use crate::calls::CallId;
 use crate::driver::{Driver, Protocol, State};
 use crate::error::Error;
 use crate::event_data::invalid_json;
@@ -68,9 +68,9 @@ impl Default for ResponsesProcessor {
 impl ResponsesProcessor {
     pub fn new(options: Options) -> Self {
         let own = Responses { options, items: items::Items::default() };
-        let calls = Calls::new(options.partial_tool_calls);
+        let Options { partial_tool_calls, max_line_bytes, strict, .. } = options;
         // Usage is reported net of cached input.
-        Driver::build(options.max_line_bytes, options.strict, calls, UsageMode::Current, own)
+        Driver::build(partial_tool_calls, max_line_bytes, strict, UsageMode::Current, own)
     }
 
     /// One parsed streamed event (the Hash path).
