@@ -248,3 +248,10 @@ fn process_text_does_what_process_chunk_does_with_a_text_chunk() {
         }
     }
 }
+
+#[test]
+fn an_error_event_name_may_have_trailing_whitespace() {
+    let mut p = Processor::default();
+    let err = p.decode(b"event: error \ndata: overloaded\n\n").map(|_| ()).expect_err("an error event");
+    assert!(matches!(err, Error::Provider { ref message, .. } if message == "overloaded"), "{err:?}");
+}
