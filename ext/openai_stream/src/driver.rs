@@ -42,13 +42,13 @@ pub trait Protocol {
 pub struct State<P> {
     pub(crate) calls: Calls,
     pub(crate) usage: UsageTotals,
-    pub(crate) usage_mode: UsageMode,
+    usage_mode: UsageMode,
     pub(crate) anomalies: Anomalies,
     pub(crate) out: Output,
     strict: bool,
     max_line_bytes: usize,
     /// Data lines of an event whose JSON is not complete yet.
-    pub(crate) pending: Vec<u8>,
+    pending: Vec<u8>,
     /// Errors of the current line found before its own (see `on_event`).
     deferred: Vec<Error>,
     /// What followed an event's JSON on its line (`}data: [DONE]`): read as
