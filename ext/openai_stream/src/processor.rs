@@ -330,7 +330,10 @@ impl State<Chat> {
         let choice = self.first_choice(&chunk.choices);
         let result = match choice {
             Some(choice) if non_streamed => self.apply_whole_choice(choice),
-            Some(choice) => self.apply_choice(choice, is_whole_response(chunk)),
+            Some(choice) => {
+                let whole = matches!(&chunk.object, Field::Value(Text(o)) if o == "chat.completion");
+                self.apply_choice(choice, whole)
+            }
             None => Ok(()),
         };
         self.apply_usage(chunk, choice);
@@ -601,11 +604,6 @@ impl State<Chat> {
                 .field(field),
         );
     }
-}
-
-/// The chunk calls itself a whole response (`object: "chat.completion"`).
-fn is_whole_response(chunk: &Chunk) -> bool {
-    matches!(&chunk.object, Field::Value(Text(o)) if o == "chat.completion")
 }
 
 #[cfg(test)]
