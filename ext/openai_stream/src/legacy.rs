@@ -162,20 +162,24 @@ impl LegacySimulator {
 mod tests {
     use super::*;
 
-    fn run(chunks: &[&str]) -> Vec<String> {
+    fn outcome(chunks: &[&str]) -> LegacyOutcome {
         let mut sim = LegacySimulator::default();
         for c in chunks {
             sim.observe(&Chunk::from_json(c).unwrap());
         }
-        sim.finish().emitted
+        sim.finish()
+    }
+
+    /// A chunk with one whole call; `id` is JSON (a string or a number).
+    fn call(index: u32, id: &str, name: &str) -> String {
+        format!(
+            r#"{{"choices":[{{"delta":{{"tool_calls":[{{"index":{index},"id":{id},"function":{{"name":"{name}","arguments":"{{}}"}}}}]}}}}]}}"#
+        )
     }
 
     #[test]
     fn integer_ids_start_tools_as_string_ids_do() {
-        let a = r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":7,"function":{"name":"f","arguments":"{}"}}]}}]}"#;
-        let b = r#"{"choices":[{"delta":{"tool_calls":[{"index":1,"id":8,"function":{"name":"g","arguments":"{}"}}]}}]}"#;
-        let done = r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#;
-        assert_eq!(run(&[a, b, done]), ["7", "8"]);
+        assert_eq!(outcome(&[&call(0, "7", "f"), &call(1, "8", "g"), END]).emitted, ["7", "8"]);
     }
 
     #[test]
@@ -184,15 +188,12 @@ mod tests {
             {"index":0,"id":"a","function":{"name":"f","arguments":"{}"}},
             {"index":1,"id":"b","function":{"name":"f","arguments":"{}"}},
             {"index":2,"id":"c","function":{"name":"f","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}"#;
-        assert_eq!(run(&[chunk]), ["a"]);
+        assert_eq!(outcome(&[chunk]).emitted, ["a"]);
     }
 
     #[test]
     fn sequential_calls_in_separate_chunks_all_run() {
-        let a = r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"f","arguments":"{}"}}]}}]}"#;
-        let b = r#"{"choices":[{"delta":{"tool_calls":[{"index":1,"id":"b","function":{"name":"g","arguments":"{}"}}]}}]}"#;
-        let end = r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#;
-        assert_eq!(run(&[a, b, end]), ["a", "b"]);
+        assert_eq!(outcome(&[&call(0, r#""a""#, "f"), &call(1, r#""b""#, "g"), END]).emitted, ["a", "b"]);
     }
 
     #[test]
@@ -201,25 +202,16 @@ mod tests {
             {"index":0,"id":"a","function":{"name":"f","arguments":""}},
             {"index":1,"id":"b","function":{"name":"g","arguments":""}}]}}]}"#;
         let frag = r#"{"choices":[{"delta":{"tool_calls":[{"index":1,"function":{"arguments":"{}"}}]}}]}"#;
-        assert_eq!(run(&[headers, frag]), ["a"]);
+        assert_eq!(outcome(&[headers, frag]).emitted, ["a"]);
     }
 
     #[test]
     fn an_empty_tool_calls_list_emits_the_tool() {
-        let a = r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"f","arguments":"{}"}}]}}]}"#;
         let noise = r#"{"choices":[{"delta":{"content":"x","tool_calls":[]}}]}"#;
         let mut sim = LegacySimulator::default();
-        sim.observe(&Chunk::from_json(a).unwrap());
+        sim.observe(&Chunk::from_json(&call(0, r#""a""#, "f")).unwrap());
         sim.observe(&Chunk::from_json(noise).unwrap());
         assert_eq!(sim.outcome.emitted, ["a"]);
-    }
-
-    fn outcome(chunks: &[&str]) -> LegacyOutcome {
-        let mut sim = LegacySimulator::default();
-        for c in chunks {
-            sim.observe(&Chunk::from_json(c).unwrap());
-        }
-        sim.finish()
     }
 
     const HEADER_A: &str = r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"f","arguments":""}}]}}]}"#;
@@ -280,8 +272,7 @@ mod tests {
 
     #[test]
     fn good_streams_do_not_raise() {
-        let b = r#"{"choices":[{"delta":{"tool_calls":[{"index":1,"id":"b","function":{"name":"g","arguments":"{}"}}]}}]}"#;
-        let out = outcome(&[HEADER_A, &fragment(0, r#"{"x": 1}"#), b, END]);
+        let out = outcome(&[HEADER_A, &fragment(0, r#"{"x": 1}"#), &call(1, r#""b""#, "g"), END]);
         assert_eq!(out, LegacyOutcome { emitted: vec!["a".into(), "b".into()], raised: false });
     }
 }

@@ -9,7 +9,7 @@ pub mod anomaly;
 pub mod arguments;
 pub mod calls;
 pub mod chunk;
-mod completion;
+pub mod driver;
 pub mod error;
 mod event_data;
 mod in_band;

@@ -1,6 +1,7 @@
 //! Unit tests of the processor: framing decisions and the non-streamed path.
 
 use super::*;
+use crate::error::StreamErrorKind;
 use crate::output::Item;
 
 const A: &str = r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"f","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}"#;
@@ -246,4 +247,11 @@ fn process_text_does_what_process_chunk_does_with_a_text_chunk() {
             }
         }
     }
+}
+
+#[test]
+fn an_error_event_name_may_have_trailing_whitespace() {
+    let mut p = Processor::default();
+    let err = p.decode(b"event: error \ndata: overloaded\n\n").map(|_| ()).expect_err("an error event");
+    assert!(matches!(err, Error::Provider { ref message, .. } if message == "overloaded"), "{err:?}");
 }

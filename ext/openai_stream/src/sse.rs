@@ -127,11 +127,6 @@ impl LineReader {
         self.skipped_bytes
     }
 
-    /// True while the reader drops the rest of an over-long line.
-    pub fn is_skipping(&self) -> bool {
-        self.skipping
-    }
-
     /// Feeds one read: every complete line, and every line over the limit,
     /// is passed to `on` in order. A line over the limit is reported once;
     /// its bytes are dropped, also those that arrive in later reads.

@@ -75,11 +75,6 @@ impl<T> Field<T> {
             _ => None,
         }
     }
-
-    /// True when the key was absent or null.
-    pub fn is_absent(&self) -> bool {
-        matches!(self, Field::Missing | Field::Null)
-    }
 }
 
 /// The result of offering one JSON value to a lenient type.
@@ -154,42 +149,33 @@ impl<'de> Deserialize<'de> for Unread {
 
 struct SkipVisitor;
 
+/// Visitor methods that take a scalar (or nothing) and keep nothing.
+macro_rules! skip_scalars {
+    ($($visit:ident($($arg:ty)?)),*) => {
+        $(fn $visit<E>(self $(, _: $arg)?) -> Result<Skip, E> {
+            Ok(Skip)
+        })*
+    };
+}
+
 impl<'de> Visitor<'de> for SkipVisitor {
     type Value = Skip;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("any value")
     }
-    fn visit_bool<E>(self, _: bool) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_i128<E>(self, _: i128) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_u128<E>(self, _: u128) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_str<E>(self, _: &str) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_bytes<E>(self, _: &[u8]) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_unit<E>(self) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-    fn visit_none<E>(self) -> Result<Skip, E> {
-        Ok(Skip)
-    }
+    skip_scalars!(
+        visit_bool(bool),
+        visit_i64(i64),
+        visit_u64(u64),
+        visit_i128(i128),
+        visit_u128(u128),
+        visit_f64(f64),
+        visit_str(&str),
+        visit_bytes(&[u8]),
+        visit_unit(),
+        visit_none()
+    );
     fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Skip, D::Error> {
         Skip::deserialize(d)
     }
@@ -506,7 +492,9 @@ impl<'de, T: Lenient<'de>> Lenient<'de> for List<T> {
 
 /// Declares a struct read from a JSON object: known keys are matched (the
 /// last duplicate wins, as in Ruby's `JSON.parse`), unknown keys skipped,
-/// absent keys left `Missing`. Any other JSON type is `Wrong`.
+/// absent keys left `Missing`. Any other JSON type is `Wrong`. The fast
+/// scanner reads the same keys (`scan::ScanObject`), each field as its type
+/// says (`scan::ScanField`).
 macro_rules! lenient_struct {
     (
         $(#[$meta:meta])*
@@ -527,6 +515,10 @@ macro_rules! lenient_struct {
 
         impl<'de> $crate::chunk::lenient::Lenient<'de> for $name<'de> {
             $crate::chunk::lenient::lenient_struct!(@from_map $( $key => $field ),*);
+        }
+
+        impl<'a> $crate::chunk::scan::ScanObject<'a> for $name<'a> {
+            $crate::chunk::lenient::lenient_struct!(@scan 'a; $( $key => $field ),*);
         }
     };
     (
@@ -549,6 +541,10 @@ macro_rules! lenient_struct {
         impl<'de> $crate::chunk::lenient::Lenient<'de> for $name {
             $crate::chunk::lenient::lenient_struct!(@from_map $( $key => $field ),*);
         }
+
+        impl<'a> $crate::chunk::scan::ScanObject<'a> for $name {
+            $crate::chunk::lenient::lenient_struct!(@scan 'a; $( $key => $field ),*);
+        }
     };
     (@from_map $( $key:literal => $field:ident ),*) => {
         fn from_map<A: serde::de::MapAccess<'de>>(
@@ -564,6 +560,14 @@ macro_rules! lenient_struct {
                 }
             }
             Ok($crate::chunk::lenient::Got::Value(out))
+        }
+    };
+    (@scan $lt:lifetime; $( $key:literal => $field:ident ),*) => {
+        fn scan_members(s: &mut $crate::chunk::scan::Scanner<$lt>, out: &mut Self) -> Option<()> {
+            s.object(|s, key| match &*key {
+                $( $key => $crate::chunk::scan::ScanField::scan(&mut out.$field, s), )*
+                _ => s.skip(0),
+            })
         }
     };
 }

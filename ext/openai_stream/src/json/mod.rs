@@ -9,6 +9,7 @@ mod incremental;
 mod value;
 
 pub use beyond_f64::{beyond_f64, Reparsed};
+pub(crate) use incremental::short_escape;
 
 pub use incremental::{
     parse_complete, ContainerKind, IncrementalParser, SyntaxError, SyntaxErrorKind, ViewEvent, ViewEvents,

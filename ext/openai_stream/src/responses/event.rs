@@ -7,6 +7,7 @@ use std::fmt;
 
 use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 
+use crate::chunk::{Field, Text};
 use crate::json::JsonValue;
 
 /// One streamed event.
@@ -214,24 +215,12 @@ impl DeltaEvent<'_> {
 struct Str<'a>(Cow<'a, str>);
 
 impl<'de> Deserialize<'de> for Str<'de> {
+    /// A string, borrowed from the input when it has no escapes.
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Str<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
-                Ok(Str(Cow::Borrowed(v)))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-                Ok(Str(Cow::Owned(v.to_owned())))
-            }
-            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
-                Ok(Str(Cow::Owned(v)))
-            }
+        match Field::<Text<'de>>::deserialize(d)? {
+            Field::Value(Text(s)) => Ok(Str(s)),
+            _ => Err(de::Error::custom("expected a string")),
         }
-        d.deserialize_str(V)
     }
 }
 

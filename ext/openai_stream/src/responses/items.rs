@@ -4,10 +4,11 @@
 //! item keeps its own summary.
 
 use super::event::{array_at, str_at, DeltaEvent, Event, ItemKind, OutputItem, Place, Status};
-use super::State;
+use super::Responses;
 use crate::anomaly::{excerpt, Anomaly, AnomalyKind};
 use crate::calls::CallId;
 use crate::chunk::{Field, Kind, PromptTokensDetails, Tokens, Usage};
+use crate::driver::{keep_first, State};
 use crate::error::Error;
 use crate::json::JsonValue;
 
@@ -117,7 +118,7 @@ impl Items {
     }
 }
 
-impl State {
+impl State<Responses> {
     /// One streamed event object.
     pub(super) fn apply_event(&mut self, value: &JsonValue) -> Result<(), Error> {
         let event = Event::read(value);
@@ -151,7 +152,7 @@ impl State {
                 Ok(())
             }
             Event::SummaryPartAdded { at } => {
-                if self.items.part_done {
+                if self.own.items.part_done {
                     self.summary_text(at, "\n\n");
                 }
                 Ok(())
@@ -161,7 +162,7 @@ impl State {
                 Ok(())
             }
             Event::SummaryPartDone { .. } => {
-                self.items.part_done = true;
+                self.own.items.part_done = true;
                 Ok(())
             }
             Event::Response { status, response } => self.response_status(status, response),
@@ -191,11 +192,11 @@ impl State {
 
     fn ignored_event(&mut self, kind: Option<&str>) {
         let name = kind.unwrap_or("").to_owned();
-        if self.items.reported_events.len() >= 16 || self.items.reported_events.contains(&name) {
+        if self.own.items.reported_events.len() >= 16 || self.own.items.reported_events.contains(&name) {
             return;
         }
         let what = if name.is_empty() { "without a type".to_owned() } else { format!("of type {name:?}") };
-        self.items.reported_events.push(name);
+        self.own.items.reported_events.push(name);
         self.anomalies.push(Anomaly::new(
             AnomalyKind::IgnoredEvent,
             format!("an event {what} carries nothing this processor returns; skipped (reported once)"),
@@ -206,7 +207,7 @@ impl State {
         // The same item announced again (a relay that repeats events): the
         // first stays, so no second, empty call appears.
         if let Some(id) = item.id {
-            if self.items.entries.iter().any(|e| e.item_id.as_deref() == Some(id)) {
+            if self.own.items.entries.iter().any(|e| e.item_id.as_deref() == Some(id)) {
                 self.anomalies.push(Anomaly::new(
                     AnomalyKind::DuplicateId,
                     format!("output_item.added for item {id:?} came again; the first is kept"),
@@ -217,21 +218,21 @@ impl State {
         match item.kind {
             ItemKind::FunctionCall => {
                 let call = self.open_call(item);
-                self.items.add(at, item.id, Slot::Call(call));
+                self.own.items.add(at, item.id, Slot::Call(call));
                 // Some servers send the arguments with the item itself.
                 if let Some(text) = item.arguments().filter(|t| !t.is_empty()) {
                     self.feed(call, text);
                 }
             }
             ItemKind::Reasoning => {
-                let n = self.items.new_reasoning(Some(item));
-                self.items.add(at, item.id, Slot::Reasoning(n));
+                let n = self.own.items.new_reasoning(Some(item));
+                self.own.items.add(at, item.id, Slot::Reasoning(n));
             }
             ItemKind::Message => {
-                self.items.add(at, item.id, Slot::Message);
+                self.own.items.add(at, item.id, Slot::Message);
             }
             ItemKind::Other => {
-                self.items.add(at, item.id, Slot::Other);
+                self.own.items.add(at, item.id, Slot::Other);
                 self.ignored_item(item);
             }
         }
@@ -242,11 +243,11 @@ impl State {
     /// search call...): reported once per type.
     fn ignored_item(&mut self, item: &OutputItem) {
         let name = format!("item:{}", item.type_name().unwrap_or(""));
-        if self.items.reported_events.len() >= 16 || self.items.reported_events.contains(&name) {
+        if self.own.items.reported_events.len() >= 16 || self.own.items.reported_events.contains(&name) {
             return;
         }
         let what = item.type_name().map_or("without a type".to_owned(), |t| format!("of type {t:?}"));
-        self.items.reported_events.push(name);
+        self.own.items.reported_events.push(name);
         self.anomalies.push(Anomaly::new(
             AnomalyKind::IgnoredEvent,
             format!("an output item {what} carries nothing this processor returns; skipped (reported once)"),
@@ -266,17 +267,17 @@ impl State {
         }
         let call = self.calls.open_call(item.call_id().unwrap_or(""), name, &mut self.anomalies);
         let slot = call.index();
-        if self.items.call_items.len() <= slot {
-            self.items.call_items.resize(slot + 1, (None, None));
+        if self.own.items.call_items.len() <= slot {
+            self.own.items.call_items.resize(slot + 1, (None, None));
         }
-        self.items.call_items[slot] = (item.id.map(str::to_owned), item.call_id().map(str::to_owned));
+        self.own.items.call_items[slot] = (item.id.map(str::to_owned), item.call_id().map(str::to_owned));
         call
     }
 
     /// The open call an event belongs to.
     fn call_at(&self, at: Place, id: Option<&str>) -> Option<CallId> {
-        let i = self.items.find(at, id)?;
-        match self.items.entries[i].slot {
+        let i = self.own.items.find(at, id)?;
+        match self.own.items.entries[i].slot {
             Slot::Call(call) => Some(call),
             _ => None,
         }
@@ -339,19 +340,19 @@ impl State {
     }
 
     fn item_done(&mut self, at: Place, item: &OutputItem) -> Result<(), Error> {
-        let found = self.items.find(at, item.id);
+        let found = self.own.items.find(at, item.id);
         match item.kind {
             ItemKind::FunctionCall => {
-                let call = match found.map(|i| (i, self.items.entries[i].slot)) {
+                let call = match found.map(|i| (i, self.own.items.entries[i].slot)) {
                     Some((i, Slot::Call(call))) => {
-                        self.items.entries[i].done = true;
+                        self.own.items.entries[i].done = true;
                         call
                     }
                     // A call announced only by its done item: whole.
                     _ => {
                         let call = self.open_call(item);
-                        let i = self.items.add(at, item.id, Slot::Call(call));
-                        self.items.entries[i].done = true;
+                        let i = self.own.items.add(at, item.id, Slot::Call(call));
+                        self.own.items.entries[i].done = true;
                         call
                     }
                 };
@@ -365,7 +366,7 @@ impl State {
                 }
                 if let Some(call_id) = item.call_id() {
                     self.calls.learn_id(call, call_id, &mut self.anomalies);
-                    if let Some(slot) = self.items.call_items.get_mut(call.index()) {
+                    if let Some(slot) = self.own.items.call_items.get_mut(call.index()) {
                         slot.1.get_or_insert_with(|| call_id.to_owned());
                         if slot.0.is_none() {
                             slot.0 = item.id.map(str::to_owned);
@@ -378,15 +379,15 @@ impl State {
                 self.complete(call)
             }
             ItemKind::Reasoning => {
-                let n = match found.map(|i| (i, self.items.entries[i].slot)) {
+                let n = match found.map(|i| (i, self.own.items.entries[i].slot)) {
                     Some((i, Slot::Reasoning(n))) => {
-                        self.items.entries[i].done = true;
+                        self.own.items.entries[i].done = true;
                         n
                     }
                     _ => {
-                        let n = self.items.new_reasoning(Some(item));
-                        let i = self.items.add(at, item.id, Slot::Reasoning(n));
-                        self.items.entries[i].done = true;
+                        let n = self.own.items.new_reasoning(Some(item));
+                        let i = self.own.items.add(at, item.id, Slot::Reasoning(n));
+                        self.own.items.entries[i].done = true;
                         n
                     }
                 };
@@ -395,7 +396,7 @@ impl State {
             }
             ItemKind::Message => {
                 if let Some(i) = found {
-                    self.items.entries[i].done = true;
+                    self.own.items.entries[i].done = true;
                 }
                 if let Some(id) = item.id {
                     self.link_reasonings(id);
@@ -404,7 +405,7 @@ impl State {
             }
             ItemKind::Other => {
                 if let Some(i) = found {
-                    self.items.entries[i].done = true;
+                    self.own.items.entries[i].done = true;
                 }
                 if found.is_none() {
                     self.ignored_item(item);
@@ -417,14 +418,14 @@ impl State {
     /// Streamed summary text of a reasoning item: kept for its final
     /// thinking item, and returned as a partial one.
     fn summary_text(&mut self, at: Place, text: &str) {
-        if let Some(i) = self.items.find(at, None) {
-            if let Slot::Reasoning(n) = self.items.entries[i].slot {
-                if let Some(r) = self.items.reasonings.get_mut(n as usize) {
+        if let Some(i) = self.own.items.find(at, None) {
+            if let Slot::Reasoning(n) = self.own.items.entries[i].slot {
+                if let Some(r) = self.own.items.reasonings.get_mut(n as usize) {
                     r.summary.push_str(text);
                 }
             }
         }
-        if self.options.output_thinking && !text.is_empty() {
+        if self.own.options.output_thinking && !text.is_empty() {
             self.out.push_thinking(text, None);
         }
     }
@@ -432,7 +433,7 @@ impl State {
     /// A reasoning item is done: its whole summary (the streamed one, else
     /// the item's own) is returned as a finished thinking item.
     fn finish_reasoning(&mut self, n: u32, item: &OutputItem) {
-        let Some(r) = self.items.reasonings.get_mut(n as usize) else { return };
+        let Some(r) = self.own.items.reasonings.get_mut(n as usize) else { return };
         if r.finished {
             return;
         }
@@ -446,19 +447,19 @@ impl State {
         if r.summary.is_empty() {
             r.summary = item.summary_texts().collect::<Vec<_>>().join("\n\n");
         }
-        if self.options.output_thinking {
+        if self.own.options.output_thinking {
             let text = r.summary.clone();
             self.out.push_thinking(&text, Some(n));
-            self.items.waiting.push(n);
+            self.own.items.waiting.push(n);
         }
     }
 
     /// The message after finished reasoning items: they learn its id.
     fn link_reasonings(&mut self, message_id: &str) {
-        for n in std::mem::take(&mut self.items.waiting) {
-            if let Some(r) = self.items.reasonings.get_mut(n as usize) {
+        for n in std::mem::take(&mut self.own.items.waiting) {
+            if let Some(r) = self.own.items.reasonings.get_mut(n as usize) {
                 r.next_message_id = Some(message_id.to_owned());
-                self.items.linked.push(n);
+                self.own.items.linked.push(n);
             }
         }
     }
@@ -467,7 +468,7 @@ impl State {
         match status {
             Status::InProgress => Ok(()),
             Status::Completed => {
-                self.items.ending = Some((status, None));
+                self.own.items.ending = Some((status, None));
                 self.calls_only_in_output(response)
             }
             Status::Incomplete => {
@@ -480,11 +481,11 @@ impl State {
                     AnomalyKind::IncompleteResponse,
                     format!("the response ended incomplete ({what})"),
                 ));
-                self.items.ending = Some((status, reason));
+                self.own.items.ending = Some((status, reason));
                 self.calls_only_in_output(response)
             }
             Status::Failed => {
-                self.items.ending = Some((status, None));
+                self.own.items.ending = Some((status, None));
                 let error = response.and_then(|r| r.get("error")).filter(|e| !matches!(e, JsonValue::Null));
                 Err(match error {
                     Some(e) => provider_error(e),
@@ -508,18 +509,19 @@ impl State {
             if item.kind != ItemKind::FunctionCall {
                 continue;
             }
-            let known_item =
-                item.id.is_some_and(|id| self.items.entries.iter().any(|e| e.item_id.as_deref() == Some(id)));
+            let known_item = item
+                .id
+                .is_some_and(|id| self.own.items.entries.iter().any(|e| e.item_id.as_deref() == Some(id)));
             let known_call = item
                 .call_id()
-                .is_some_and(|cid| self.items.call_items.iter().any(|(_, c)| c.as_deref() == Some(cid)));
+                .is_some_and(|cid| self.own.items.call_items.iter().any(|(_, c)| c.as_deref() == Some(cid)));
             if known_item || known_call {
                 continue;
             }
             let at = Place { output_index: Some(i as i64), item_id: None };
             let call = self.open_call(&item);
-            let n = self.items.add(at, item.id, Slot::Call(call));
-            self.items.entries[n].done = true;
+            let n = self.own.items.add(at, item.id, Slot::Call(call));
+            self.own.items.entries[n].done = true;
             if let Some(text) = item.arguments() {
                 let _ = self.calls.append_text(call, text, &mut self.anomalies);
             }
@@ -531,11 +533,7 @@ impl State {
                 let a = c.anomaly(AnomalyKind::Truncated, msg);
                 self.anomalies.push(a);
             }
-            if let Err(e) = self.complete(call) {
-                if result.is_ok() {
-                    result = Err(e);
-                }
-            }
+            keep_first(&mut result, self.complete(call));
         }
         result
     }
@@ -567,34 +565,30 @@ impl State {
             match item.kind {
                 ItemKind::FunctionCall => {
                     let call = self.open_call(&item);
-                    self.items.add(at, item.id, Slot::Call(call));
+                    self.own.items.add(at, item.id, Slot::Call(call));
                     if let Some(text) = item.arguments() {
                         let _ = self.calls.append_text(call, text, &mut self.anomalies);
                     }
-                    if let Err(e) = self.complete(call) {
-                        if result.is_ok() {
-                            result = Err(e);
-                        }
-                    }
+                    keep_first(&mut result, self.complete(call));
                 }
                 ItemKind::Reasoning => {
-                    let n = self.items.new_reasoning(Some(&item));
-                    self.items.add(at, item.id, Slot::Reasoning(n));
+                    let n = self.own.items.new_reasoning(Some(&item));
+                    self.own.items.add(at, item.id, Slot::Reasoning(n));
                     self.finish_reasoning(n, &item);
-                    waiting.append(&mut self.items.waiting);
+                    waiting.append(&mut self.own.items.waiting);
                 }
                 ItemKind::Message => {
                     let texts: Vec<&str> = item.output_texts().collect();
                     self.out.push_text_parts(texts.into_iter());
                     if let Some(id) = item.id {
-                        self.items.waiting = std::mem::take(&mut waiting);
+                        self.own.items.waiting = std::mem::take(&mut waiting);
                         self.link_reasonings(id);
                     }
                 }
                 ItemKind::Other => self.ignored_item(&item),
             }
         }
-        self.items.waiting = waiting;
+        self.own.items.waiting = waiting;
         if let Some(usage) = body.get("usage") {
             self.apply_usage(usage);
         }

@@ -10,6 +10,14 @@ fn sse(events: &[&str]) -> String {
     s
 }
 
+/// An arguments delta event of the function call item `item_id`.
+fn args_delta(output_index: u32, item_id: &str, delta: &str) -> String {
+    let delta = serde_json::to_string(delta).expect("a string");
+    format!(
+        r#"{{"type":"response.function_call_arguments.delta","output_index":{output_index},"item_id":"{item_id}","delta":{delta}}}"#
+    )
+}
+
 /// (texts, completed calls as (id, name, params JSON), thinking texts) of one output.
 #[derive(Debug, Default, PartialEq)]
 struct Seen {
@@ -60,10 +68,10 @@ fn two_calls_added_before_either_is_done_with_interleaved_deltas_both_come_out_w
     let stream = sse(&[
         ADD_A,
         ADD_B,
-        r#"{"type":"response.function_call_arguments.delta","output_index":0,"item_id":"fc_a","delta":"{\"q\":"}"#,
-        r#"{"type":"response.function_call_arguments.delta","output_index":1,"item_id":"fc_b","delta":"{\"id\":"}"#,
-        r#"{"type":"response.function_call_arguments.delta","output_index":0,"item_id":"fc_a","delta":"\"rust\"}"}"#,
-        r#"{"type":"response.function_call_arguments.delta","output_index":1,"item_id":"fc_b","delta":"7}"}"#,
+        &args_delta(0, "fc_a", r#"{"q":"#),
+        &args_delta(1, "fc_b", r#"{"id":"#),
+        &args_delta(0, "fc_a", r#""rust"}"#),
+        &args_delta(1, "fc_b", "7}"),
         r#"{"type":"response.output_item.done","output_index":1,"item":{"id":"fc_b","type":"function_call","call_id":"call_b","name":"lookup","arguments":"{\"id\":7}"}}"#,
         r#"{"type":"response.output_item.done","output_index":0,"item":{"id":"fc_a","type":"function_call","call_id":"call_a","name":"search","arguments":"{\"q\":\"rust\"}"}}"#,
         r#"{"type":"response.completed","response":{"usage":{"input_tokens":10,"output_tokens":4,"input_tokens_details":{"cached_tokens":3}}}}"#,
@@ -98,10 +106,7 @@ fn two_calls_added_before_either_is_done_with_interleaved_deltas_both_come_out_w
 
 #[test]
 fn a_stream_cut_before_done_is_reported_and_unparseable_arguments_raise() {
-    let stream = sse(&[
-        ADD_A,
-        r#"{"type":"response.function_call_arguments.delta","output_index":0,"item_id":"fc_a","delta":"{\"q\":\"ru"}"#,
-    ]);
+    let stream = sse(&[ADD_A, &args_delta(0, "fc_a", r#"{"q":"ru"#)]);
     let (p, seen, error) = decode(Options::default(), &stream, 5);
     assert!(seen.calls.is_empty());
     assert!(matches!(error, Some(Error::Arguments { ref id, .. }) if id == "call_a"), "{error:?}");
@@ -113,7 +118,7 @@ fn a_stream_cut_before_done_is_reported_and_unparseable_arguments_raise() {
 fn a_cut_call_whose_arguments_are_whole_is_completed_with_an_anomaly() {
     let stream = sse(&[
         ADD_A,
-        r#"{"type":"response.function_call_arguments.delta","output_index":0,"item_id":"fc_a","delta":"{\"q\":1}"}"#,
+        &args_delta(0, "fc_a", r#"{"q":1}"#),
         r#"{"type":"response.incomplete","response":{"status":"incomplete","incomplete_details":{"reason":"max_output_tokens"}}}"#,
     ]);
     let (p, seen, error) = decode(Options::default(), &stream, 1000);
@@ -127,7 +132,7 @@ fn a_cut_call_whose_arguments_are_whole_is_completed_with_an_anomaly() {
 fn whole_arguments_of_the_done_item_win_over_different_deltas() {
     let stream = sse(&[
         ADD_A,
-        r#"{"type":"response.function_call_arguments.delta","output_index":0,"item_id":"fc_a","delta":"{\"q\":\"rus\"}"}"#,
+        &args_delta(0, "fc_a", r#"{"q":"rus"}"#),
         r#"{"type":"response.output_item.done","output_index":0,"item":{"id":"fc_a","type":"function_call","call_id":"call_a","name":"search","arguments":"{\"q\":\"rust\"}"}}"#,
     ]);
     for partial in [false, true] {
@@ -238,9 +243,7 @@ fn a_whole_call_with_bad_arguments_raises() {
 
 #[test]
 fn a_delta_for_no_known_item_is_an_orphan() {
-    let stream = sse(&[
-        r#"{"type":"response.function_call_arguments.delta","output_index":3,"item_id":"fc_x","delta":"{}"}"#,
-    ]);
+    let stream = sse(&[&args_delta(3, "fc_x", "{}")]);
     let (p, _, error) = decode(Options::default(), &stream, 1000);
     assert_eq!(error, None);
     assert_eq!(kinds(&p), [AnomalyKind::OrphanFragment]);
@@ -307,7 +310,7 @@ fn the_fast_reading_of_delta_events_agrees_with_the_full_one() {
     // The same stream read both ways gives the same calls and anomalies.
     let stream = [
         ADD_A,
-        r#"{"type":"response.function_call_arguments.delta","output_index":0,"item_id":"fc_a","delta":"{\"q\":1}"}"#,
+        &args_delta(0, "fc_a", r#"{"q":1}"#),
         r#"{"type":"response.function_call_arguments.delta","output_index":7,"delta":"orphan"}"#,
         r#"{"type":"response.output_text.delta","delta":"text"}"#,
     ];
@@ -348,11 +351,7 @@ fn an_output_item_of_another_type_is_reported_once() {
 
 #[test]
 fn an_item_announced_twice_is_one_call() {
-    let stream = sse(&[
-        ADD_A,
-        ADD_A,
-        r#"{"type":"response.function_call_arguments.delta","output_index":0,"item_id":"fc_a","delta":"{\"q\":2}"}"#,
-    ]);
+    let stream = sse(&[ADD_A, ADD_A, &args_delta(0, "fc_a", r#"{"q":2}"#)]);
     let (p, seen, error) = decode(Options::default(), &stream, 1000);
     assert_eq!(error, None);
     assert_eq!(seen.calls, [("call_a".into(), "search".into(), r#"{"q":2}"#.into())]);

@@ -18,10 +18,8 @@
 
 use std::borrow::Cow;
 
-use super::{
-    Arguments, Choice, Chunk, Content, Delta, Function, PromptTokensDetails, ToolCallDelta, Usage, XGroq,
-};
-use super::{Field, Id, Int, List, Text, Tokens};
+use super::{Any, Arguments, Chunk, Content, Field, Id, Int, List, Text, Tokens};
+use crate::json::short_escape;
 
 /// Deepest nesting of a skipped value the scanner follows (serde_json's
 /// limit, 128, is far above; deeper values go to serde_json).
@@ -191,6 +189,7 @@ impl EnvelopeFields {
         Some((s.pos, fields))
     }
 
+    #[inline]
     fn apply<'a>(self, text: &'a str, c: &mut Chunk<'a>) {
         c.object = self.object.get(text);
         c.message = self.message.get(text);
@@ -267,7 +266,7 @@ static STRING_STOP: [bool; 256] = {
     table
 };
 
-struct Scanner<'a> {
+pub(crate) struct Scanner<'a> {
     src: &'a str,
     bytes: &'a [u8],
     pos: usize,
@@ -422,16 +421,10 @@ impl<'a> Scanner<'a> {
     /// into `out`. Surrogates (`\uD800`-`\uDFFF`) are left to serde_json.
     fn escape(&mut self, out: Option<&mut String>) -> Option<()> {
         self.eat(b'\\')?;
-        let c = match self.peek()? {
-            b'"' => '"',
-            b'\\' => '\\',
-            b'/' => '/',
-            b'b' => '\u{8}',
-            b'f' => '\u{c}',
-            b'n' => '\n',
-            b'r' => '\r',
-            b't' => '\t',
-            b'u' => {
+        let b = self.peek()?;
+        let c = match short_escape(b) {
+            Some(c) => c,
+            None if b == b'u' => {
                 let hex = self.bytes.get(self.pos + 1..self.pos + 5)?;
                 let mut code = 0u32;
                 for &h in hex {
@@ -495,7 +488,7 @@ impl<'a> Scanner<'a> {
     }
 
     /// Skips any JSON value at the current position.
-    fn skip(&mut self, depth: u32) -> Option<()> {
+    pub(crate) fn skip(&mut self, depth: u32) -> Option<()> {
         match self.peek()? {
             b'"' => self.skip_string(),
             b'{' => {
@@ -518,13 +511,14 @@ impl<'a> Scanner<'a> {
 
     /// An object at the current position; `member` reads each value (the
     /// position is at the value, after whitespace).
-    fn object(&mut self, mut member: impl FnMut(&mut Self, Cow<'a, str>) -> Option<()>) -> Option<()> {
-        self.eat(b'{')?;
-        self.ws();
-        if self.eat(b'}').is_some() {
-            return Some(());
+    pub(crate) fn object(
+        &mut self,
+        mut member: impl FnMut(&mut Self, Cow<'a, str>) -> Option<()>,
+    ) -> Option<()> {
+        match self.open(b'{', b'}')? {
+            true => self.members(None, &mut member),
+            false => Some(()),
         }
-        self.members(None, &mut member)
     }
 
     /// The members of an object, from a key; or, with `pending`, from the
@@ -550,43 +544,46 @@ impl<'a> Scanner<'a> {
                 }
             };
             member(self, key)?;
-            self.ws();
-            match self.peek()? {
-                b',' => {
-                    self.pos += 1;
-                    self.ws();
-                }
-                b'}' => {
-                    self.pos += 1;
-                    return Some(());
-                }
-                _ => return None,
+            if !self.next_item(b'}')? {
+                return Some(());
             }
         }
     }
 
     /// An array at the current position; `element` reads each element.
     fn array(&mut self, mut element: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
-        self.eat(b'[')?;
-        self.ws();
-        if self.eat(b']').is_some() {
-            return Some(());
-        }
-        loop {
+        let mut more = self.open(b'[', b']')?;
+        while more {
             element(self)?;
-            self.ws();
-            match self.peek()? {
-                b',' => {
-                    self.pos += 1;
-                    self.ws();
-                }
-                b']' => {
-                    self.pos += 1;
-                    return Some(());
-                }
-                _ => return None,
-            }
+            more = self.next_item(b']')?;
         }
+        Some(())
+    }
+
+    /// The opening `open` of a container: whether an item follows (or
+    /// `close` ends it at once).
+    #[inline(always)]
+    fn open(&mut self, open: u8, close: u8) -> Option<bool> {
+        self.eat(open)?;
+        self.ws();
+        Some(self.eat(close).is_none())
+    }
+
+    /// After an item of a container: whether another follows (a comma) or
+    /// `close` ends it.
+    #[inline(always)]
+    fn next_item(&mut self, close: u8) -> Option<bool> {
+        self.ws();
+        let more = match self.peek()? {
+            b',' => true,
+            b if b == close => false,
+            _ => return None,
+        };
+        self.pos += 1;
+        if more {
+            self.ws();
+        }
+        Some(more)
     }
 
     // ---- lenient fields ---------------------------------------------------
@@ -599,22 +596,6 @@ impl<'a> Scanner<'a> {
             return Some(Field::Null);
         }
         read(self).map(Field::Value)
-    }
-
-    fn text(&mut self) -> Option<Field<Text<'a>>> {
-        self.field(|s| s.string().map(Text))
-    }
-
-    fn id(&mut self) -> Option<Field<Id<'a>>> {
-        self.field(|s| s.string().map(Id))
-    }
-
-    fn int(&mut self) -> Option<Field<Int>> {
-        self.field(|s| s.integer().map(Int))
-    }
-
-    fn tokens(&mut self) -> Option<Field<Tokens>> {
-        self.field(|s| s.integer().map(Tokens::Count))
     }
 
     /// A field holding `null` or an object that `fill` reads into a
@@ -647,12 +628,6 @@ impl<'a> Scanner<'a> {
         self.object_field(slot, |s, list| s.array(|s| fill(s, list.push_default())))
     }
 
-    /// `error` fields: only an absent or null error is read here.
-    fn no_error<T>(&mut self) -> Option<Field<T>> {
-        self.null()?;
-        Some(Field::Null)
-    }
-
     // ---- the chunk model --------------------------------------------------
 
     /// The top-level object. `envelope`, when given, records what the
@@ -663,12 +638,10 @@ impl<'a> Scanner<'a> {
         c: &mut Chunk<'a>,
         mut envelope: Option<&mut Option<(usize, EnvelopeFields)>>,
     ) -> Option<()> {
-        self.eat(b'{')?;
-        self.ws();
-        if self.eat(b'}').is_some() {
-            return Some(());
+        match self.open(b'{', b'}')? {
+            true => self.chunk_members(c, None, &mut envelope),
+            false => Some(()),
         }
-        self.chunk_members(c, None, &mut envelope)
     }
 
     fn chunk_members(
@@ -682,82 +655,70 @@ impl<'a> Scanner<'a> {
                 if let Some(slot) = envelope.take() {
                     *slot = EnvelopeFields::of(s, c);
                 }
-                s.list(&mut c.choices, Self::choice)
+                ScanField::scan(&mut c.choices, s)
             }
-            "usage" => s.object_field(&mut c.usage, Self::usage),
-            "x_groq" => s.object_field(&mut c.x_groq, Self::x_groq),
-            "error" => set(&mut c.error, s.no_error()),
-            "object" => set(&mut c.object, s.text()),
-            "message" => set(&mut c.message, s.text()),
+            "usage" => ScanField::scan(&mut c.usage, s),
+            "x_groq" => ScanField::scan(&mut c.x_groq, s),
+            "error" => ScanField::scan(&mut c.error, s),
+            "object" => ScanField::scan(&mut c.object, s),
+            "message" => ScanField::scan(&mut c.message, s),
             _ => s.skip(0),
         })
     }
+}
 
-    fn choice(&mut self, c: &mut Choice<'a>) -> Option<()> {
-        self.object(|s, key| match &*key {
-            "delta" => s.object_field(&mut c.delta, Self::delta),
-            "message" => s.object_field(&mut c.message, Self::delta),
-            "finish_reason" => set(&mut c.finish_reason, s.text()),
-            "error" => set(&mut c.error, s.no_error()),
-            "usage" => s.object_field(&mut c.usage, Self::usage),
-            "native_finish_reason" => set(&mut c.native_finish_reason, s.text()),
-            _ => s.skip(0),
-        })
-    }
+/// A field type as the scanner reads it, in place: what it accepts of it
+/// (anything else is left to serde_json).
+pub(crate) trait ScanField<'a> {
+    fn scan(slot: &mut Self, s: &mut Scanner<'a>) -> Option<()>;
+}
 
-    fn delta(&mut self, d: &mut Delta<'a>) -> Option<()> {
-        self.object(|s, key| match &*key {
-            "content" => set(&mut d.content, s.field(|s| s.varying_string().map(Content::Text))),
-            "tool_calls" => s.list(&mut d.tool_calls, Self::tool_call),
-            _ => s.skip(0),
-        })
-    }
+/// A struct the scanner reads member by member (`lenient_struct!` writes
+/// the impl from the struct's keys).
+pub(crate) trait ScanObject<'a>: Default {
+    fn scan_members(s: &mut Scanner<'a>, out: &mut Self) -> Option<()>;
+}
 
-    fn tool_call(&mut self, t: &mut ToolCallDelta<'a>) -> Option<()> {
-        self.object(|s, key| match &*key {
-            "index" => set(&mut t.index, s.int()),
-            "id" => set(&mut t.id, s.id()),
-            "function" => s.object_field(&mut t.function, Self::function),
-            _ => s.skip(0),
-        })
-    }
-
-    fn function(&mut self, f: &mut Function<'a>) -> Option<()> {
-        self.object(|s, key| match &*key {
-            "name" => set(&mut f.name, s.text()),
-            "arguments" => set(&mut f.arguments, s.field(|s| s.varying_string().map(Arguments::Text))),
-            "id" => set(&mut f.id, s.id()),
-            _ => s.skip(0),
-        })
-    }
-
-    fn usage(&mut self, u: &mut Usage) -> Option<()> {
-        self.object(|s, key| match &*key {
-            "prompt_tokens" => set(&mut u.prompt_tokens, s.tokens()),
-            "completion_tokens" => set(&mut u.completion_tokens, s.tokens()),
-            "prompt_tokens_details" => {
-                s.object_field(&mut u.prompt_tokens_details, Self::prompt_tokens_details)
+/// Field types read as one scalar: `read` reads the value (`null` aside).
+macro_rules! scan_scalar {
+    ($($ty:ty => $read:expr),* $(,)?) => {
+        $(impl<'a> ScanField<'a> for Field<$ty> {
+            #[inline]
+            fn scan(slot: &mut Self, s: &mut Scanner<'a>) -> Option<()> {
+                set(slot, s.field($read))
             }
-            "prompt_cache_hit_tokens" => set(&mut u.prompt_cache_hit_tokens, s.tokens()),
-            "cache_creation_tokens" => set(&mut u.cache_creation_tokens, s.tokens()),
-            _ => s.skip(0),
-        })
-    }
+        })*
+    };
+}
 
-    fn prompt_tokens_details(&mut self, d: &mut PromptTokensDetails) -> Option<()> {
-        self.object(|s, key| match &*key {
-            "cached_tokens" => set(&mut d.cached_tokens, s.tokens()),
-            "cache_write_tokens" => set(&mut d.cache_write_tokens, s.tokens()),
-            "cache_creation_tokens" => set(&mut d.cache_creation_tokens, s.tokens()),
-            "cache_creation_input_tokens" => set(&mut d.cache_creation_input_tokens, s.tokens()),
-            _ => s.skip(0),
-        })
-    }
+scan_scalar! {
+    Text<'a> => |s| s.string().map(Text),
+    Id<'a> => |s| s.string().map(Id),
+    Int => |s| s.integer().map(Int),
+    Tokens => |s| s.integer().map(Tokens::Count),
+    Content<'a> => |s| s.varying_string().map(Content::Text),
+    Arguments<'a> => |s| s.varying_string().map(Arguments::Text),
+}
 
-    fn x_groq(&mut self, x: &mut XGroq) -> Option<()> {
-        self.object(|s, key| match &*key {
-            "usage" => s.object_field(&mut x.usage, Self::usage),
-            _ => s.skip(0),
-        })
+/// `error` fields: only an absent or null error is read here.
+impl<'a> ScanField<'a> for Field<Any> {
+    fn scan(slot: &mut Self, s: &mut Scanner<'a>) -> Option<()> {
+        s.null()?;
+        *slot = Field::Null;
+        Some(())
+    }
+}
+
+impl<'a, T: ScanObject<'a>> ScanField<'a> for Field<T> {
+    #[inline]
+    fn scan(slot: &mut Self, s: &mut Scanner<'a>) -> Option<()> {
+        s.object_field(slot, T::scan_members)
+    }
+}
+
+impl<'a, T: ScanObject<'a>> ScanField<'a> for Field<List<T>> {
+    #[inline]
+    fn scan(slot: &mut Self, s: &mut Scanner<'a>) -> Option<()> {
+        s.list(slot, T::scan_members)
     }
 }

@@ -20,7 +20,7 @@
 
 use std::borrow::Cow;
 
-use super::{Absent, Plain, PlainCall, Scanner, TextAt, Varying};
+use super::{Absent, EnvelopeFields, Plain, PlainCall, Scanner, TextAt, Varying};
 use crate::chunk::{
     Arguments, Choice, Chunk, Content, Delta, Field, Function, Id, Int, List, Text, ToolCallDelta,
 };
@@ -36,11 +36,7 @@ pub(super) struct Template {
     prefix: String,
     /// The text from the varying string's closing quote to the end.
     suffix: String,
-    object: TextAt,
-    message: TextAt,
-    error: Absent,
-    usage: Absent,
-    x_groq: Absent,
+    envelope: EnvelopeFields,
     finish_reason: Absent,
     choice_error: Absent,
     choice_usage: Absent,
@@ -102,18 +98,20 @@ impl Template {
             }
             _ => return None,
         };
-        let object = prefixed(&c.object)?;
-        // Every other field is absent or null (or an `object`); only vLLM's
-        // `object: "error"` makes the chunk more than its delta.
-        let plain = !matches!(object.get(text), Field::Value(Text(o)) if o == "error");
-        Some(Template {
-            prefix: text.get(..start)?.to_owned(),
-            suffix: text.get(end..)?.to_owned(),
-            object,
+        let envelope = EnvelopeFields {
+            object: prefixed(&c.object)?,
             message: prefixed(&c.message)?,
             error: Absent::of(&c.error)?,
             usage: Absent::of(&c.usage)?,
             x_groq: Absent::of(&c.x_groq)?,
+        };
+        // Every other field is absent or null (or an `object`); only vLLM's
+        // `object: "error"` makes the chunk more than its delta.
+        let plain = !matches!(envelope.object.get(text), Field::Value(Text(o)) if o == "error");
+        Some(Template {
+            prefix: text.get(..start)?.to_owned(),
+            suffix: text.get(end..)?.to_owned(),
+            envelope,
             finish_reason: Absent::of(&choice.finish_reason)?,
             choice_error: Absent::of(&choice.error)?,
             choice_usage: Absent::of(&choice.usage)?,
@@ -224,11 +222,7 @@ impl Template {
             native_finish_reason: self.native_finish_reason.get(),
         };
         out.choices = Field::Value(List::one(Field::Value(choice)));
-        out.usage = self.usage.get();
-        out.x_groq = self.x_groq.get();
-        out.error = self.error.get();
-        out.object = self.object.get(text);
-        out.message = self.message.get(text);
+        self.envelope.apply(text, out);
     }
 }
 

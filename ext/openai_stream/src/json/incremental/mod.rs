@@ -29,6 +29,7 @@ pub use view::{ContainerKind, ViewEvent, ViewEvents, ViewSink};
 
 use error::found;
 use number::{NumState, Step};
+pub(crate) use string::short_escape;
 use string::Escape;
 
 use crate::json::{JsonValue, Number};
@@ -265,7 +266,28 @@ impl IncrementalParser {
     ) -> Result<(), SyntaxError> {
         match self.state {
             State::ArrayFirst if b == b']' => self.close_container(sink),
-            State::Value | State::ArrayFirst => self.begin_value(b, text, pos, sink)?,
+            State::Value | State::ArrayFirst => match b {
+                b'{' => self.open_container(ContainerKind::Object, pos, sink)?,
+                b'[' => self.open_container(ContainerKind::Array, pos, sink)?,
+                b'"' => {
+                    sink.open(self.slot_key(), ContainerKind::String);
+                    self.begin_string(false);
+                }
+                b't' => self.state = State::Lit { literal: Literal::True, matched: 1 },
+                b'f' => self.state = State::Lit { literal: Literal::False, matched: 1 },
+                b'n' => self.state = State::Lit { literal: Literal::Null, matched: 1 },
+                _ => match NumState::start(b) {
+                    Some(num) => {
+                        self.number.clear();
+                        self.number.push(char::from(b));
+                        self.state = State::Num(num);
+                    }
+                    None if self.state == State::ArrayFirst => {
+                        return Err(self.unexpected("expected a value or ']'", text, pos))
+                    }
+                    None => return Err(self.unexpected("expected a value", text, pos)),
+                },
+            },
             State::ObjectFirst | State::Key if b == b'"' => self.begin_string(true),
             State::ObjectFirst if b == b'}' => self.close_container(sink),
             State::ObjectFirst => return Err(self.unexpected("expected a string key or '}'", text, pos)),
@@ -285,42 +307,6 @@ impl IncrementalParser {
                 return Err(SyntaxError::new(SyntaxErrorKind::TrailingData, self.consumed + pos, message));
             }
             State::Str(_) | State::Num(_) | State::Lit { .. } => {}
-        }
-        Ok(())
-    }
-
-    fn begin_value<S: ViewSink>(
-        &mut self,
-        b: u8,
-        text: &str,
-        pos: usize,
-        sink: &mut S,
-    ) -> Result<(), SyntaxError> {
-        match b {
-            b'{' => self.open_container(ContainerKind::Object, pos, sink)?,
-            b'[' => self.open_container(ContainerKind::Array, pos, sink)?,
-            b'"' => {
-                sink.open(self.slot_key(), ContainerKind::String);
-                self.begin_string(false);
-            }
-            b't' => self.state = State::Lit { literal: Literal::True, matched: 1 },
-            b'f' => self.state = State::Lit { literal: Literal::False, matched: 1 },
-            b'n' => self.state = State::Lit { literal: Literal::Null, matched: 1 },
-            _ => match NumState::start(b) {
-                Some(num) => {
-                    self.number.clear();
-                    self.number.push(char::from(b));
-                    self.state = State::Num(num);
-                }
-                None => {
-                    let expected = if self.state == State::ArrayFirst {
-                        "expected a value or ']'"
-                    } else {
-                        "expected a value"
-                    };
-                    return Err(self.unexpected(expected, text, pos));
-                }
-            },
         }
         Ok(())
     }

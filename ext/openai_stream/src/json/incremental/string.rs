@@ -102,16 +102,9 @@ pub(super) fn scan(
                 let Some(&b) = bytes.get(pos) else {
                     return Ok(None);
                 };
-                let c = match b {
-                    b'"' => '"',
-                    b'\\' => '\\',
-                    b'/' => '/',
-                    b'b' => '\u{8}',
-                    b'f' => '\u{c}',
-                    b'n' => '\n',
-                    b'r' => '\r',
-                    b't' => '\t',
-                    b'u' => {
+                let c = match (b, short_escape(b)) {
+                    (_, Some(c)) => c,
+                    (b'u', None) => {
                         *esc = Escape::Hex { high: None, count: 0, acc: 0 };
                         pos += 1;
                         continue;
@@ -200,6 +193,23 @@ fn unpaired_high(high: u16, text: &str, pos: usize, base: usize) -> SyntaxError 
         found(text, pos)
     );
     lone_surrogate(base + pos, message)
+}
+
+/// The character of a one-letter JSON escape (`\n` and the like: `b` is the
+/// byte after the backslash); `\u` and invalid escapes are `None`.
+#[inline]
+pub(crate) fn short_escape(b: u8) -> Option<char> {
+    Some(match b {
+        b'"' => '"',
+        b'\\' => '\\',
+        b'/' => '/',
+        b'b' => '\u{8}',
+        b'f' => '\u{c}',
+        b'n' => '\n',
+        b'r' => '\r',
+        b't' => '\t',
+        _ => return None,
+    })
 }
 
 #[cfg(test)]

@@ -1,0 +1,569 @@
+//! What both protocol processors (chat completions, `processor`, and
+//! Responses, `responses`) share: the driver over the SSE line reader, the
+//! state of one stream, the framing of data lines into JSON payloads, the
+//! error rules of a read, usage totals and the completion of tool calls.
+//! A protocol adds its own state (`P`) and reads the payloads ([`Protocol`]).
+
+use crate::anomaly::{excerpt_bytes, Anomalies, Anomaly, AnomalyKind};
+use crate::calls::{CallId, Calls};
+use crate::chunk::Usage;
+use crate::error::{Error, StreamErrorKind};
+use crate::event_data::{completeness, line_too_long, starts_event, truncated_event, Completeness};
+use crate::json::JsonValue;
+use crate::output::Output;
+use crate::sse::{Event, Line, LineReader};
+use crate::usage::{UsageMode, UsageReport, UsageTotals};
+
+/// A processor: raw bytes, or events parsed by the caller, in; items out.
+/// [`crate::processor::Processor`] and
+/// [`crate::responses::ResponsesProcessor`] are its two protocols.
+#[derive(Debug)]
+pub struct Driver<P> {
+    pub(crate) reader: LineReader,
+    pub(crate) state: State<P>,
+}
+
+/// What a protocol reads and decides on its own.
+pub trait Protocol {
+    /// Parses and applies one JSON payload. `Ok(false)`: the JSON is not
+    /// complete yet (more data lines may follow); nothing was applied.
+    fn payload(&mut self, data: &[u8]) -> Result<bool, Error>;
+    /// A call's output starts.
+    fn begin_output(&mut self) {}
+    /// A new stream starts: the protocol's own state of the last is dropped.
+    fn reset(&mut self);
+    /// The end of the stream, once the last event is read: the open calls
+    /// are completed; the first failure is returned.
+    fn close(&mut self) -> Result<(), Error>;
+}
+
+/// Everything but the line reader, so the reader can feed lines to it.
+#[derive(Debug)]
+pub struct State<P> {
+    pub(crate) calls: Calls,
+    pub(crate) usage: UsageTotals,
+    usage_mode: UsageMode,
+    pub(crate) anomalies: Anomalies,
+    pub(crate) out: Output,
+    strict: bool,
+    max_line_bytes: usize,
+    /// Data lines of an event whose JSON is not complete yet.
+    pending: Vec<u8>,
+    /// Errors of the current line found before its own (see `on_event`).
+    deferred: Vec<Error>,
+    /// What followed an event's JSON on its line (`}data: [DONE]`): read as
+    /// the next line (see `settle`).
+    pub(crate) glued: Option<Vec<u8>>,
+    /// Values glued onto the current line so far.
+    pub(crate) glued_in_line: usize,
+    /// The current SSE event is `event: error`.
+    pub(crate) error_event: bool,
+    pub(crate) saw_done: bool,
+    /// `finish` ran: the next call starts a new stream. (The calls stay
+    /// until then, so the caller can read `finish`'s output.)
+    ended: bool,
+    /// Calls whose view events the caller has been shown.
+    pub(crate) shown_views: Vec<CallId>,
+    /// SSE anomalies reported once per stream.
+    reported_unprefixed: bool,
+    reported_fields: Vec<Vec<u8>>,
+    reported_usage_clamp: bool,
+    /// The protocol's own state.
+    pub(crate) own: P,
+}
+
+impl<P> Driver<P>
+where
+    State<P>: Protocol,
+{
+    pub(crate) fn build(
+        partial_tool_calls: bool,
+        max_line_bytes: usize,
+        strict: bool,
+        usage_mode: UsageMode,
+        own: P,
+    ) -> Self {
+        Driver {
+            reader: LineReader::new(max_line_bytes),
+            state: State {
+                calls: Calls::new(partial_tool_calls),
+                usage: UsageTotals::default(),
+                usage_mode,
+                anomalies: Anomalies::default(),
+                out: Output::default(),
+                strict,
+                max_line_bytes,
+                pending: Vec::new(),
+                deferred: Vec::new(),
+                glued: None,
+                glued_in_line: 0,
+                error_event: false,
+                saw_done: false,
+                ended: false,
+                shown_views: Vec::new(),
+                reported_unprefixed: false,
+                reported_fields: Vec::new(),
+                reported_usage_clamp: false,
+                own,
+            },
+        }
+    }
+
+    /// One call's work on the state, after the output of the last call is
+    /// dropped; its output (also after an error: see [`Driver::output`]).
+    #[inline(always)]
+    pub(crate) fn step(
+        &mut self,
+        f: impl FnOnce(&mut State<P>) -> Result<(), Error>,
+    ) -> Result<&Output, Error> {
+        self.state.begin();
+        f(&mut self.state)?;
+        Ok(&self.state.out)
+    }
+
+    /// [`Driver::step`] for work that cannot fail.
+    #[inline(always)]
+    pub(crate) fn step_ok(&mut self, f: impl FnOnce(&mut State<P>)) -> Result<&Output, Error> {
+        self.step(|s| {
+            f(s);
+            Ok(())
+        })
+    }
+
+    /// Raw bytes from the HTTP body, split anywhere. The whole read is
+    /// always decoded: when a line cannot be read, the first such error of
+    /// the read is returned (after the rest of the read, whose items are in
+    /// [`Driver::output`]), and later ones are recorded as anomalies. So
+    /// nothing is held back for the next read and nothing is lost.
+    pub fn decode(&mut self, bytes: &[u8]) -> Result<&Output, Error> {
+        self.state.begin();
+        let state = &mut self.state;
+        let mut first_error = None;
+        self.reader.feed(bytes, &mut |event| state.on_event(event, &mut first_error, false));
+        first_error.map_or(Ok(&self.state.out), Err)
+    }
+
+    /// End of stream: the last buffered event is read, every open call is
+    /// completed in order of first appearance, and the processor is ready for
+    /// a new stream (usage and anomalies are kept). The stream is over, so
+    /// bytes that cannot be read any more are recorded, not raised, and the
+    /// calls are still returned; a provider error is raised after the calls
+    /// are completed, so they are in [`Driver::output`].
+    pub fn finish(&mut self) -> Result<&Output, Error> {
+        self.state.begin();
+        let state = &mut self.state;
+        let mut first_error = None;
+        self.reader.finish(&mut |event| state.on_event(event, &mut first_error, true));
+        let state = &mut self.state;
+        let flushed = state.flush_pending(true);
+        state.settle(flushed, &mut first_error, true);
+        if let Err(e) = state.close() {
+            first_error.get_or_insert(e);
+        }
+        state.ended = true;
+        first_error.map_or(Ok(&self.state.out), Err)
+    }
+
+    /// The items of the last call (also after it returned an error).
+    pub fn output(&self) -> &Output {
+        &self.state.out
+    }
+
+    pub fn calls(&self) -> &Calls {
+        &self.state.calls
+    }
+
+    /// Raw bytes held between calls to [`Driver::decode`]: the line
+    /// reader's unterminated line plus the data lines of an event whose JSON
+    /// is not complete; each is bounded by `max_line_bytes`.
+    /// Read-only; for memory-bound checks (fuzzing).
+    pub fn buffered_bytes(&self) -> usize {
+        self.reader.buffered() + self.state.pending.len()
+    }
+
+    /// Usage as the readers report it.
+    pub fn usage(&self) -> UsageReport {
+        self.state.usage.report(self.state.usage_mode)
+    }
+
+    pub fn anomalies(&self) -> &Anomalies {
+        &self.state.anomalies
+    }
+
+    pub fn anomalies_mut(&mut self) -> &mut Anomalies {
+        &mut self.state.anomalies
+    }
+
+    /// Records an anomaly found by the caller (the binding's conversions).
+    pub fn push_anomaly(&mut self, anomaly: Anomaly) {
+        self.state.anomalies.push(anomaly);
+    }
+}
+
+impl<P> State<P>
+where
+    State<P>: Protocol,
+{
+    /// Starts an output: view events shown last time are dropped.
+    #[inline(always)]
+    fn begin(&mut self) {
+        self.out.clear();
+        self.begin_output();
+        if self.ended {
+            self.end_stream();
+        }
+        for call in self.shown_views.drain(..) {
+            self.calls.clear_view(call);
+        }
+    }
+
+    fn end_stream(&mut self) {
+        self.ended = false;
+        self.shown_views.clear();
+        self.calls.clear();
+        self.pending.clear();
+        self.deferred.clear();
+        self.glued = None;
+        self.error_event = false;
+        self.saw_done = false;
+        self.reported_unprefixed = false;
+        self.reported_fields.clear();
+        self.reported_usage_clamp = false;
+        self.reset();
+    }
+
+    fn on_event(&mut self, event: Event<'_>, first_error: &mut Option<Error>, at_end: bool) {
+        self.glued_in_line = 0;
+        let result = match event {
+            Event::Line(line) => self.on_line(line),
+            Event::TooLong(e) => {
+                self.pending.clear();
+                Err(self.lost(line_too_long(&e)))
+            }
+        };
+        // Most lines: nothing to settle (a call of `settle` and of an
+        // out-of-line `on_line` were a tenth of a text event).
+        if result.is_err() || !self.deferred.is_empty() || self.glued.is_some() {
+            self.settle(result, first_error, at_end);
+        }
+    }
+
+    /// The errors of one line: those found before its own (a truncated
+    /// earlier event), then its own. Then the rest of a glued line is read
+    /// as the next line, as long as there is one (a loop, not recursion:
+    /// `{}{}{}...` is one line).
+    #[inline(never)]
+    fn settle(&mut self, mut result: Result<(), Error>, first_error: &mut Option<Error>, at_end: bool) {
+        loop {
+            if !self.deferred.is_empty() {
+                for e in std::mem::take(&mut self.deferred) {
+                    self.note_error(e, first_error, at_end);
+                }
+            }
+            if let Err(e) = result {
+                self.note_error(e, first_error, at_end);
+            }
+            let Some(rest) = self.glued.take() else {
+                return;
+            };
+            self.glued_in_line += 1;
+            result = self.on_line(&rest);
+        }
+    }
+
+    /// An error while decoding: the first of a read is returned; later ones,
+    /// and stream errors at the end of the stream, are recorded. An event
+    /// that cannot be read is skipped and recorded unless the processor is
+    /// strict or the error is a limit that protects the process.
+    fn note_error(&mut self, e: Error, first_error: &mut Option<Error>, at_end: bool) {
+        let skipped = match &e {
+            Error::Stream { kind, .. } => !self.strict && !kind.is_limit(),
+            _ => false,
+        };
+        let raise = first_error.is_none() && !skipped && !(at_end && matches!(e, Error::Stream { .. }));
+        if raise {
+            *first_error = Some(e);
+            return;
+        }
+        let anomaly = match e {
+            Error::Stream { message, excerpt, .. } => {
+                let what = if skipped {
+                    "an event that could not be read was skipped"
+                } else if at_end {
+                    "an event at the end of the stream could not be read"
+                } else {
+                    "an event after an earlier error in the same read could not be read"
+                };
+                Anomaly::new(AnomalyKind::UnreadableEvent, format!("{what}: {message}")).excerpt(&excerpt)
+            }
+            Error::Provider { message, .. } => Anomaly::new(
+                AnomalyKind::ProviderError,
+                format!("the provider sent another error in the same read: {message}"),
+            ),
+            // Completing the call already recorded its invalid_arguments
+            // anomaly (`Calls::complete`): once is enough.
+            Error::Arguments { .. } => return,
+        };
+        self.anomalies.push(anomaly);
+    }
+
+    // ---- SSE events -------------------------------------------------------
+
+    #[inline]
+    fn on_line(&mut self, line: &[u8]) -> Result<(), Error> {
+        match Line::parse(line) {
+            Line::Blank => {
+                let r = self.flush_pending(false);
+                self.error_event = false;
+                r
+            }
+            Line::Comment(_) => Ok(()),
+            Line::Field { name: b"data", value } => self.on_data(value),
+            Line::Field { name: b"event", value } => {
+                self.error_event = value.trim_ascii() == b"error";
+                Ok(())
+            }
+            Line::Field { name: b"id" | b"retry", .. } => Ok(()),
+            Line::Field { .. } if line.first() == Some(&b'{') => {
+                if !self.reported_unprefixed {
+                    self.reported_unprefixed = true;
+                    self.anomalies.push(
+                        Anomaly::new(
+                            AnomalyKind::UnprefixedData,
+                            "a JSON line without \"data:\" was read as data",
+                        )
+                        .excerpt(&excerpt_bytes(line)),
+                    );
+                }
+                self.on_data(line)
+            }
+            Line::Field { name, .. } => {
+                if !self.reported_fields.iter().any(|f| f == name) && self.reported_fields.len() < 16 {
+                    self.reported_fields.push(name.to_vec());
+                    self.anomalies.push(
+                        Anomaly::new(
+                            AnomalyKind::UnknownSseField,
+                            format!("SSE field {:?} is not known; skipped", excerpt_bytes(name)),
+                        )
+                        .excerpt(&excerpt_bytes(line)),
+                    );
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn on_data(&mut self, value: &[u8]) -> Result<(), Error> {
+        if !self.pending.is_empty() {
+            if self.pending.len() + 1 + value.len() > self.max_line_bytes {
+                let len = self.pending.len() + 1 + value.len();
+                let head = excerpt_bytes(&self.pending);
+                self.pending.clear();
+                return Err(self.lost(Error::stream(
+                    StreamErrorKind::LineTooLong,
+                    format!(
+                        "SSE event longer than {} bytes ({len} bytes of data lines)",
+                        self.max_line_bytes
+                    ),
+                    head,
+                )));
+            }
+            if starts_event(value) {
+                return self.on_data_after_pending(value);
+            }
+            self.pending.push(b'\n');
+            self.pending.extend_from_slice(value);
+            let data = std::mem::take(&mut self.pending);
+            if !self.payload(&data)? {
+                self.pending = data;
+            }
+            return Ok(());
+        }
+        let trimmed = value.trim_ascii();
+        match trimmed.first() {
+            None => Ok(()),
+            Some(_) if trimmed == b"[DONE]" => {
+                self.saw_done = true;
+                Ok(())
+            }
+            Some(b'{' | b'[') => {
+                if !self.payload(trimmed)? {
+                    self.pending.extend_from_slice(trimmed);
+                }
+                Ok(())
+            }
+            Some(_) if self.error_event => {
+                let message = String::from_utf8_lossy(trimmed).into_owned();
+                Err(Error::Provider { payload: Some(JsonValue::String(message.clone())), message })
+            }
+            Some(_) => {
+                self.anomalies.push(
+                    Anomaly::new(AnomalyKind::NonJsonData, "a data payload that is not JSON was skipped")
+                        .excerpt(&excerpt_bytes(trimmed)),
+                );
+                Ok(())
+            }
+        }
+    }
+
+    /// A data line that starts like a new event (`{`, `[DONE]`) while the
+    /// data of an earlier line is still incomplete. Joined, they are one
+    /// event when that parses (or may still parse and the line alone would
+    /// not: JSON split over data lines). Otherwise the earlier data was
+    /// truncated (a server or proxy cut the line and lost the blank line
+    /// after it): it is reported as an unreadable event, and the new line is
+    /// read on its own, so the event it carries is not lost with it.
+    fn on_data_after_pending(&mut self, value: &[u8]) -> Result<(), Error> {
+        let mut joined = std::mem::take(&mut self.pending);
+        let truncated_len = joined.len();
+        joined.push(b'\n');
+        joined.extend_from_slice(value);
+        match completeness(&joined) {
+            Completeness::Complete => return self.payload(&joined).map(|_| ()),
+            Completeness::Incomplete if completeness(value.trim_ascii()) != Completeness::Complete => {
+                self.pending = joined;
+                return Ok(());
+            }
+            _ => {}
+        }
+        let truncated = self.lost(truncated_event(&joined[..truncated_len]));
+        self.deferred.push(truncated);
+        self.on_data(value)
+    }
+
+    /// The end of an event: data still pending must be complete now. At the
+    /// end of the stream an incomplete event is recorded (the stream was
+    /// cut); before it, it is an error (issue 4: data that starts like JSON
+    /// and does not parse), raised after the rest of the read is decoded.
+    fn flush_pending(&mut self, at_end: bool) -> Result<(), Error> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let data = std::mem::take(&mut self.pending);
+        match self.payload(&data) {
+            Ok(true) => Ok(()),
+            Ok(false) if at_end => {
+                self.calls
+                    .note_lost(&format!("an event cut by the end of the stream: {}", excerpt_bytes(&data)));
+                self.anomalies.push(
+                    Anomaly::new(
+                        AnomalyKind::TruncatedEvent,
+                        "the stream ended inside an event whose JSON was not complete; skipped",
+                    )
+                    .excerpt(&excerpt_bytes(&data)),
+                );
+                Ok(())
+            }
+            Ok(false) => Err(self.lost(truncated_event(&data))),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl<P> State<P> {
+    /// An event that cannot be read (skipped, or raised): every call open
+    /// now may have lost input with it, so none of them will be repaired
+    /// (see `Calls::note_lost`).
+    pub(crate) fn lost(&mut self, e: Error) -> Error {
+        if let Error::Stream { kind, excerpt, .. } = &e {
+            self.calls.note_lost(&format!("an unreadable event ({}): {excerpt}", kind.name()));
+        }
+        e
+    }
+
+    /// A payload as text; invalid UTF-8 is an event that cannot be read.
+    pub(crate) fn utf8<'d>(&mut self, data: &'d [u8]) -> Result<&'d str, Error> {
+        std::str::from_utf8(data).map_err(|e| {
+            self.lost(Error::stream(
+                StreamErrorKind::InvalidUtf8,
+                format!("invalid UTF-8 at byte {} of a data line: {}", e.valid_up_to(), excerpt_bytes(data)),
+                excerpt_bytes(data),
+            ))
+        })
+    }
+
+    /// Merges usage objects into the totals, each `(usage, prefix)`: a field
+    /// that is not a non-negative integer is reported as `prefix` and its
+    /// name in the protocol's words (`name`); once per stream, totals whose
+    /// net prompt tokens went below zero (`clamp`).
+    pub(crate) fn merge_usage<'u>(
+        &mut self,
+        usages: impl IntoIterator<Item = (&'u Usage, &'static str)>,
+        name: fn(&'static str) -> &'static str,
+        clamp: &'static str,
+    ) {
+        let mut bad = Vec::new();
+        for (usage, prefix) in usages {
+            self.usage.merge(usage, &mut |b| bad.push((prefix, b)));
+        }
+        for (prefix, b) in bad {
+            let kind = if b.converted { AnomalyKind::ConvertedField } else { AnomalyKind::IgnoredField };
+            let verb = if b.converted { "converted to an integer" } else { "ignored" };
+            let field = name(b.field);
+            let message = match &b.value {
+                Some(v) => {
+                    format!(
+                        "{prefix}{field} is not a non-negative integer: {v} ({}); {verb}",
+                        b.kind.described()
+                    )
+                }
+                None => format!("{prefix}{field} was {}; {verb}", b.kind.described()),
+            };
+            let mut a = Anomaly::new(kind, message).field(field);
+            a.excerpt = b.value;
+            self.anomalies.push(a);
+        }
+        if !self.reported_usage_clamp && self.usage.report(self.usage_mode).clamped {
+            self.reported_usage_clamp = true;
+            self.anomalies.push(Anomaly::new(AnomalyKind::NegativePromptTokens, clamp));
+        }
+    }
+
+    /// The ids of the open calls (for an anomaly about them).
+    pub(crate) fn open_ids(&self) -> Vec<String> {
+        self.calls.open().filter_map(|c| self.calls.get(c)).map(|c| c.id.clone()).collect()
+    }
+
+    // ---- completion -------------------------------------------------------
+
+    /// Completes one call: its parameters go to the output, or, when its
+    /// arguments cannot be read, an `Error::Arguments` with what arrived.
+    pub(crate) fn complete(&mut self, call: CallId) -> Result<(), Error> {
+        match self.calls.complete(call, &mut self.anomalies) {
+            Ok(params) => {
+                self.out.push_completed(call, params);
+                Ok(())
+            }
+            Err(e) => {
+                let raw = self.calls.take_raw(call);
+                let (id, name) =
+                    self.calls.get(call).map(|c| (c.id.clone(), c.name.clone())).unwrap_or_default();
+                Err(Error::Arguments { id, name, raw, message: e.to_string() })
+            }
+        }
+    }
+
+    /// Completes `calls` in order; all are completed even when one fails,
+    /// and the first failure is returned.
+    pub(crate) fn complete_all(&mut self, calls: impl IntoIterator<Item = CallId>) -> Result<(), Error> {
+        let mut first_error = Ok(());
+        for call in calls {
+            keep_first(&mut first_error, self.complete(call));
+        }
+        first_error
+    }
+
+    /// Completes every open call in order of first appearance (see
+    /// [`State::complete_all`]).
+    pub(crate) fn complete_open(&mut self) -> Result<(), Error> {
+        let open: Vec<CallId> = self.calls.open().collect();
+        self.complete_all(open)
+    }
+}
+
+/// Keeps the first error of several steps in `first`.
+pub(crate) fn keep_first(first: &mut Result<(), Error>, result: Result<(), Error>) {
+    if first.is_ok() {
+        *first = result;
+    }
+}
