@@ -7,119 +7,98 @@ use std::collections::HashMap;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 
-/// What kind of thing happened. The snake_case names are what Ruby sees as
-/// the `:kind` symbol.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum AnomalyKind {
-    /// An arguments fragment that matched no call; its text is kept in `excerpt`.
-    OrphanFragment,
-    /// A call with a name and no id anywhere got a generated id.
-    GeneratedId,
-    /// Arguments that did not parse were repaired (`detail` says how).
-    RepairedArguments,
-    /// Arguments that no repair fixes (the error is raised too).
-    InvalidArguments,
-    /// Arguments that stopped parsing mid-stream: partial updates stopped.
-    PartialArgumentsBroken,
-    /// A field of an unexpected type was converted (an Integer id, a String index).
-    ConvertedField,
-    /// A field of an unexpected type was ignored.
-    IgnoredField,
-    /// A call's id changed on a continuation; the first id is kept.
-    IdChanged,
-    /// A call's name changed on a continuation; the first name is kept.
-    NameChanged,
-    /// A header at another index reused the id of an earlier call: a
-    /// separate call with the same id.
-    DuplicateId,
-    /// The call got arguments both as an object and as text, or twice as
-    /// different objects; the first is kept.
-    MixedArguments,
-    /// A fragment arrived for a call that was already complete.
-    FragmentAfterCompletion,
-    /// The stream ended with open calls and no `finish_reason` or `[DONE]`.
-    Truncated,
-    /// The stream ended inside an event whose JSON was not complete.
-    TruncatedEvent,
-    /// An event that could not be read: skipped (the default), or found
-    /// after the error a read returned, or at the end of the stream.
-    UnreadableEvent,
-    /// A provider error after the one a read returned.
-    ProviderError,
-    /// A data payload that is not JSON (and not a known keep-alive) was skipped.
-    NonJsonData,
-    /// A JSON payload that is not an object was skipped.
-    UnexpectedPayload,
-    /// A data line without the `data:` prefix was read as data.
-    UnprefixedData,
-    /// An event's JSON was followed on its line by more text (`}data: [DONE]`):
-    /// the JSON ended the event and the rest was read as the next line.
-    GluedEvent,
-    /// An SSE line with an unknown field name was skipped.
-    UnknownSseField,
-    /// Choices after the first were ignored.
-    IgnoredChoices,
-    /// A content part of an unknown type was ignored.
-    IgnoredContentPart,
-    /// A Ruby value of a class with no JSON meaning was read as null.
-    UnsupportedValue,
-    /// Cache tokens exceed prompt tokens; net prompt tokens were clamped at 0.
-    NegativePromptTokens,
-    /// Too many anomalies in one stream; later ones are only counted.
-    AnomalyLimit,
-    /// The tool call class raised building a completed call, and an error
-    /// of the stream was raised in place of the `ToolCallError`.
-    ToolCallFailed,
-    /// A streamed event repeated the whole message after its deltas
-    /// (`object: "chat.completion"` with `message`); nothing emitted twice.
-    EchoedMessage,
-    /// Responses API: the `done` item's whole arguments differ from the
-    /// streamed deltas; the whole arguments were used.
-    ArgumentsMismatch,
-    /// Responses API: the response ended incomplete (`max_output_tokens`...).
-    IncompleteResponse,
-    /// Responses API: an event or output item of a type the processor does
-    /// not read was skipped.
-    IgnoredEvent,
+/// Declares [`AnomalyKind`] with each kind's snake_case name.
+macro_rules! anomaly_kinds {
+    ($( $(#[$doc:meta])* $kind:ident = $name:literal, )*) => {
+        /// What kind of thing happened. The snake_case names are what Ruby
+        /// sees as the `:kind` symbol.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum AnomalyKind {
+            $( $(#[$doc])* $kind, )*
+        }
+
+        impl AnomalyKind {
+            /// The snake_case name.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $( AnomalyKind::$kind => $name, )*
+                }
+            }
+        }
+    };
 }
 
-impl AnomalyKind {
-    /// The snake_case name.
-    pub fn name(self) -> &'static str {
-        match self {
-            AnomalyKind::OrphanFragment => "orphan_fragment",
-            AnomalyKind::GeneratedId => "generated_id",
-            AnomalyKind::RepairedArguments => "repaired_arguments",
-            AnomalyKind::InvalidArguments => "invalid_arguments",
-            AnomalyKind::PartialArgumentsBroken => "partial_arguments_broken",
-            AnomalyKind::ConvertedField => "converted_field",
-            AnomalyKind::IgnoredField => "ignored_field",
-            AnomalyKind::IdChanged => "id_changed",
-            AnomalyKind::NameChanged => "name_changed",
-            AnomalyKind::DuplicateId => "duplicate_id",
-            AnomalyKind::MixedArguments => "mixed_arguments",
-            AnomalyKind::FragmentAfterCompletion => "fragment_after_completion",
-            AnomalyKind::Truncated => "truncated",
-            AnomalyKind::TruncatedEvent => "truncated_event",
-            AnomalyKind::UnreadableEvent => "unreadable_event",
-            AnomalyKind::ProviderError => "provider_error",
-            AnomalyKind::NonJsonData => "non_json_data",
-            AnomalyKind::UnexpectedPayload => "unexpected_payload",
-            AnomalyKind::UnprefixedData => "unprefixed_data",
-            AnomalyKind::GluedEvent => "glued_event",
-            AnomalyKind::UnknownSseField => "unknown_sse_field",
-            AnomalyKind::IgnoredChoices => "ignored_choices",
-            AnomalyKind::IgnoredContentPart => "ignored_content_part",
-            AnomalyKind::UnsupportedValue => "unsupported_value",
-            AnomalyKind::NegativePromptTokens => "negative_prompt_tokens",
-            AnomalyKind::AnomalyLimit => "anomaly_limit",
-            AnomalyKind::ToolCallFailed => "tool_call_failed",
-            AnomalyKind::EchoedMessage => "echoed_message",
-            AnomalyKind::ArgumentsMismatch => "arguments_mismatch",
-            AnomalyKind::IncompleteResponse => "incomplete_response",
-            AnomalyKind::IgnoredEvent => "ignored_event",
-        }
-    }
+anomaly_kinds! {
+    /// An arguments fragment that matched no call; its text is kept in `excerpt`.
+    OrphanFragment = "orphan_fragment",
+    /// A call with a name and no id anywhere got a generated id.
+    GeneratedId = "generated_id",
+    /// Arguments that did not parse were repaired (`detail` says how).
+    RepairedArguments = "repaired_arguments",
+    /// Arguments that no repair fixes (the error is raised too).
+    InvalidArguments = "invalid_arguments",
+    /// Arguments that stopped parsing mid-stream: partial updates stopped.
+    PartialArgumentsBroken = "partial_arguments_broken",
+    /// A field of an unexpected type was converted (an Integer id, a String index).
+    ConvertedField = "converted_field",
+    /// A field of an unexpected type was ignored.
+    IgnoredField = "ignored_field",
+    /// A call's id changed on a continuation; the first id is kept.
+    IdChanged = "id_changed",
+    /// A call's name changed on a continuation; the first name is kept.
+    NameChanged = "name_changed",
+    /// A header at another index reused the id of an earlier call: a
+    /// separate call with the same id.
+    DuplicateId = "duplicate_id",
+    /// The call got arguments both as an object and as text, or twice as
+    /// different objects; the first is kept.
+    MixedArguments = "mixed_arguments",
+    /// A fragment arrived for a call that was already complete.
+    FragmentAfterCompletion = "fragment_after_completion",
+    /// The stream ended with open calls and no `finish_reason` or `[DONE]`.
+    Truncated = "truncated",
+    /// The stream ended inside an event whose JSON was not complete.
+    TruncatedEvent = "truncated_event",
+    /// An event that could not be read: skipped (the default), or found
+    /// after the error a read returned, or at the end of the stream.
+    UnreadableEvent = "unreadable_event",
+    /// A provider error after the one a read returned.
+    ProviderError = "provider_error",
+    /// A data payload that is not JSON (and not a known keep-alive) was skipped.
+    NonJsonData = "non_json_data",
+    /// A JSON payload that is not an object was skipped.
+    UnexpectedPayload = "unexpected_payload",
+    /// A data line without the `data:` prefix was read as data.
+    UnprefixedData = "unprefixed_data",
+    /// An event's JSON was followed on its line by more text (`}data: [DONE]`):
+    /// the JSON ended the event and the rest was read as the next line.
+    GluedEvent = "glued_event",
+    /// An SSE line with an unknown field name was skipped.
+    UnknownSseField = "unknown_sse_field",
+    /// Choices after the first were ignored.
+    IgnoredChoices = "ignored_choices",
+    /// A content part of an unknown type was ignored.
+    IgnoredContentPart = "ignored_content_part",
+    /// A Ruby value of a class with no JSON meaning was read as null.
+    UnsupportedValue = "unsupported_value",
+    /// Cache tokens exceed prompt tokens; net prompt tokens were clamped at 0.
+    NegativePromptTokens = "negative_prompt_tokens",
+    /// Too many anomalies in one stream; later ones are only counted.
+    AnomalyLimit = "anomaly_limit",
+    /// The tool call class raised building a completed call, and an error
+    /// of the stream was raised in place of the `ToolCallError`.
+    ToolCallFailed = "tool_call_failed",
+    /// A streamed event repeated the whole message after its deltas
+    /// (`object: "chat.completion"` with `message`); nothing emitted twice.
+    EchoedMessage = "echoed_message",
+    /// Responses API: the `done` item's whole arguments differ from the
+    /// streamed deltas; the whole arguments were used.
+    ArgumentsMismatch = "arguments_mismatch",
+    /// Responses API: the response ended incomplete (`max_output_tokens`...).
+    IncompleteResponse = "incomplete_response",
+    /// Responses API: an event or output item of a type the processor does
+    /// not read was skipped.
+    IgnoredEvent = "ignored_event",
 }
 
 impl fmt::Display for AnomalyKind {
