@@ -498,56 +498,33 @@ impl<'de, T: Lenient<'de>> Lenient<'de> for List<T> {
 macro_rules! lenient_struct {
     (
         $(#[$meta:meta])*
-        pub struct $name:ident<'a> {
+        pub struct $name:ident $(<$lt:lifetime>)? {
             $( $(#[$fmeta:meta])* $key:literal => $field:ident : $ty:ty ),* $(,)?
         }
     ) => {
         $(#[$meta])*
         #[derive(Debug, Clone, PartialEq, Default)]
-        pub struct $name<'a> {
+        pub struct $name $(<$lt>)? {
             $( $(#[$fmeta])* pub $field: $ty, )*
         }
 
-        impl $name<'_> {
+        impl $(<$lt>)? $name $(<$lt>)? {
             /// The keys this struct reads.
             pub const FIELDS: &'static [&'static str] = &[$( $key ),*];
         }
 
-        impl<'de> $crate::chunk::lenient::Lenient<'de> for $name<'de> {
+        // A struct that borrows names its lifetime `'a`, the one these
+        // impls read it with.
+        impl<'a> $crate::chunk::lenient::Lenient<'a> for $name $(<$lt>)? {
             $crate::chunk::lenient::lenient_struct!(@from_map $( $key => $field ),*);
         }
 
-        impl<'a> $crate::chunk::scan::ScanObject<'a> for $name<'a> {
-            $crate::chunk::lenient::lenient_struct!(@scan 'a; $( $key => $field ),*);
-        }
-    };
-    (
-        $(#[$meta:meta])*
-        pub struct $name:ident {
-            $( $(#[$fmeta:meta])* $key:literal => $field:ident : $ty:ty ),* $(,)?
-        }
-    ) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, PartialEq, Default)]
-        pub struct $name {
-            $( $(#[$fmeta])* pub $field: $ty, )*
-        }
-
-        impl $name {
-            /// The keys this struct reads.
-            pub const FIELDS: &'static [&'static str] = &[$( $key ),*];
-        }
-
-        impl<'de> $crate::chunk::lenient::Lenient<'de> for $name {
-            $crate::chunk::lenient::lenient_struct!(@from_map $( $key => $field ),*);
-        }
-
-        impl<'a> $crate::chunk::scan::ScanObject<'a> for $name {
+        impl<'a> $crate::chunk::scan::ScanObject<'a> for $name $(<$lt>)? {
             $crate::chunk::lenient::lenient_struct!(@scan 'a; $( $key => $field ),*);
         }
     };
     (@from_map $( $key:literal => $field:ident ),*) => {
-        fn from_map<A: serde::de::MapAccess<'de>>(
+        fn from_map<A: serde::de::MapAccess<'a>>(
             mut map: A,
         ) -> Result<$crate::chunk::lenient::Got<Self>, A::Error> {
             let mut out = Self::default();
@@ -593,13 +570,8 @@ impl<'de> Visitor<'de> for KeyIn {
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an object key")
     }
+    // serde's `visit_borrowed_str` and `visit_string` come here.
     fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
-        Ok(self.0.iter().copied().find(|name| *name == v))
-    }
-    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
-        Ok(self.0.iter().copied().find(|name| *name == v))
-    }
-    fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
         Ok(self.0.iter().copied().find(|name| *name == v))
     }
     // Keys that are not strings (a Ruby Hash may have Integer keys) match
@@ -615,45 +587,6 @@ impl<'de> Visitor<'de> for KeyIn {
     }
     fn visit_bool<E>(self, _v: bool) -> Result<Self::Value, E> {
         Ok(None)
-    }
-}
-
-/// An object key, borrowed when the source allows.
-pub struct Key<'de>(pub Cow<'de, str>);
-
-impl<'de> Deserialize<'de> for Key<'de> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct KeyVisitor;
-        impl<'de> Visitor<'de> for KeyVisitor {
-            type Value = Key<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an object key")
-            }
-            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Borrowed(v)))
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(v.to_owned())))
-            }
-            fn visit_string<E>(self, v: String) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(v)))
-            }
-            // Keys that are not strings (a Ruby Hash may have Integer keys)
-            // match no field.
-            fn visit_i64<E>(self, v: i64) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(v.to_string())))
-            }
-            fn visit_u64<E>(self, v: u64) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(v.to_string())))
-            }
-            fn visit_unit<E>(self) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Borrowed("")))
-            }
-            fn visit_bool<E>(self, _v: bool) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Borrowed("")))
-            }
-        }
-        deserializer.deserialize_any(KeyVisitor)
     }
 }
 
