@@ -26,7 +26,6 @@ struct Entry {
     output_index: Option<i64>,
     item_id: Option<String>,
     slot: Slot,
-    done: bool,
 }
 
 /// A reasoning item.
@@ -98,23 +97,20 @@ impl Items {
         self.entries.iter().rposition(|e| e.output_index == Some(index))
     }
 
-    fn add(&mut self, at: Place, id: Option<&str>, slot: Slot) -> usize {
-        self.entries.push(Entry {
-            output_index: at.output_index,
-            item_id: id.map(str::to_owned),
-            slot,
-            done: false,
-        });
-        self.entries.len() - 1
+    fn add(&mut self, at: Place, id: Option<&str>, slot: Slot) {
+        self.entries.push(Entry { output_index: at.output_index, item_id: id.map(str::to_owned), slot });
     }
 
-    fn new_reasoning(&mut self, item: Option<&OutputItem>) -> u32 {
+    /// A reasoning item's entry and state; its number.
+    fn add_reasoning(&mut self, at: Place, item: &OutputItem) -> u32 {
+        let n = self.reasonings.len() as u32;
         self.reasonings.push(Reasoning {
-            id: item.and_then(|i| i.id).map(str::to_owned),
-            encrypted_content: item.and_then(|i| i.encrypted_content()).map(str::to_owned),
+            id: item.id.map(str::to_owned),
+            encrypted_content: item.encrypted_content().map(str::to_owned),
             ..Reasoning::default()
         });
-        (self.reasonings.len() - 1) as u32
+        self.add(at, item.id, Slot::Reasoning(n));
+        n
     }
 }
 
@@ -169,7 +165,7 @@ impl State<Responses> {
             Event::Error { body } => Err(provider_error(body)),
             Event::Bookkeeping => Ok(()),
             Event::Other { kind } => {
-                self.ignored_event(kind);
+                self.ignored_event("event", kind);
                 Ok(())
             }
         };
@@ -190,16 +186,22 @@ impl State<Responses> {
         }
     }
 
-    fn ignored_event(&mut self, kind: Option<&str>) {
-        let name = kind.unwrap_or("").to_owned();
+    /// An event (`"event"`) or output item (`"output item"`, a web search
+    /// call...) of a type this processor does not return: reported once
+    /// per type.
+    fn ignored_event(&mut self, what: &str, kind: Option<&str>) {
+        let name = format!("{what}:{}", kind.unwrap_or(""));
         if self.own.items.reported_events.len() >= 16 || self.own.items.reported_events.contains(&name) {
             return;
         }
-        let what = if name.is_empty() { "without a type".to_owned() } else { format!("of type {name:?}") };
+        let of = match kind {
+            Some(t) if !t.is_empty() => format!("of type {t:?}"),
+            _ => "without a type".to_owned(),
+        };
         self.own.items.reported_events.push(name);
         self.anomalies.push(Anomaly::new(
             AnomalyKind::IgnoredEvent,
-            format!("an event {what} carries nothing this processor returns; skipped (reported once)"),
+            format!("an {what} {of} carries nothing this processor returns; skipped (reported once)"),
         ));
     }
 
@@ -225,33 +227,17 @@ impl State<Responses> {
                 }
             }
             ItemKind::Reasoning => {
-                let n = self.own.items.new_reasoning(Some(item));
-                self.own.items.add(at, item.id, Slot::Reasoning(n));
+                self.own.items.add_reasoning(at, item);
             }
             ItemKind::Message => {
                 self.own.items.add(at, item.id, Slot::Message);
             }
             ItemKind::Other => {
                 self.own.items.add(at, item.id, Slot::Other);
-                self.ignored_item(item);
+                self.ignored_event("output item", item.type_name());
             }
         }
         Ok(())
-    }
-
-    /// An output item of a type this processor does not return (a web
-    /// search call...): reported once per type.
-    fn ignored_item(&mut self, item: &OutputItem) {
-        let name = format!("item:{}", item.type_name().unwrap_or(""));
-        if self.own.items.reported_events.len() >= 16 || self.own.items.reported_events.contains(&name) {
-            return;
-        }
-        let what = item.type_name().map_or("without a type".to_owned(), |t| format!("of type {t:?}"));
-        self.own.items.reported_events.push(name);
-        self.anomalies.push(Anomaly::new(
-            AnomalyKind::IgnoredEvent,
-            format!("an output item {what} carries nothing this processor returns; skipped (reported once)"),
-        ));
     }
 
     fn open_call(&mut self, item: &OutputItem) -> CallId {
@@ -343,16 +329,12 @@ impl State<Responses> {
         let found = self.own.items.find(at, item.id);
         match item.kind {
             ItemKind::FunctionCall => {
-                let call = match found.map(|i| (i, self.own.items.entries[i].slot)) {
-                    Some((i, Slot::Call(call))) => {
-                        self.own.items.entries[i].done = true;
-                        call
-                    }
+                let call = match found.map(|i| self.own.items.entries[i].slot) {
+                    Some(Slot::Call(call)) => call,
                     // A call announced only by its done item: whole.
                     _ => {
                         let call = self.open_call(item);
-                        let i = self.own.items.add(at, item.id, Slot::Call(call));
-                        self.own.items.entries[i].done = true;
+                        self.own.items.add(at, item.id, Slot::Call(call));
                         call
                     }
                 };
@@ -379,36 +361,22 @@ impl State<Responses> {
                 self.complete(call)
             }
             ItemKind::Reasoning => {
-                let n = match found.map(|i| (i, self.own.items.entries[i].slot)) {
-                    Some((i, Slot::Reasoning(n))) => {
-                        self.own.items.entries[i].done = true;
-                        n
-                    }
-                    _ => {
-                        let n = self.own.items.new_reasoning(Some(item));
-                        let i = self.own.items.add(at, item.id, Slot::Reasoning(n));
-                        self.own.items.entries[i].done = true;
-                        n
-                    }
+                let n = match found.map(|i| self.own.items.entries[i].slot) {
+                    Some(Slot::Reasoning(n)) => n,
+                    _ => self.own.items.add_reasoning(at, item),
                 };
                 self.finish_reasoning(n, item);
                 Ok(())
             }
             ItemKind::Message => {
-                if let Some(i) = found {
-                    self.own.items.entries[i].done = true;
-                }
                 if let Some(id) = item.id {
                     self.link_reasonings(id);
                 }
                 Ok(())
             }
             ItemKind::Other => {
-                if let Some(i) = found {
-                    self.own.items.entries[i].done = true;
-                }
                 if found.is_none() {
-                    self.ignored_item(item);
+                    self.ignored_event("output item", item.type_name());
                 }
                 Ok(())
             }
@@ -518,24 +486,28 @@ impl State<Responses> {
             if known_item || known_call {
                 continue;
             }
-            let at = Place { output_index: Some(i as i64), item_id: None };
-            let call = self.open_call(&item);
-            let n = self.own.items.add(at, item.id, Slot::Call(call));
-            self.own.items.entries[n].done = true;
-            if let Some(text) = item.arguments() {
-                let _ = self.calls.append_text(call, text, &mut self.anomalies);
-            }
+            let call = self.whole_call(i, &item);
             if let Some(c) = self.calls.get(call) {
                 let msg = format!(
                     "call {:?} ({}) came only in the final response's output, never streamed; completed from there",
                     c.id, c.name
                 );
-                let a = c.anomaly(AnomalyKind::Truncated, msg);
-                self.anomalies.push(a);
+                self.anomalies.push(c.anomaly(AnomalyKind::Truncated, msg));
             }
             keep_first(&mut result, self.complete(call));
         }
         result
+    }
+
+    /// A call read whole from the response's `output` (at `i`): opened with
+    /// its arguments, to be completed.
+    fn whole_call(&mut self, i: usize, item: &OutputItem) -> CallId {
+        let call = self.open_call(item);
+        self.own.items.add(Place { output_index: Some(i as i64), item_id: None }, item.id, Slot::Call(call));
+        if let Some(text) = item.arguments() {
+            let _ = self.calls.append_text(call, text, &mut self.anomalies);
+        }
+        call
     }
 
     // ---- whole responses ---------------------------------------------------
@@ -564,16 +536,11 @@ impl State<Responses> {
             let at = Place { output_index: Some(i as i64), item_id: None };
             match item.kind {
                 ItemKind::FunctionCall => {
-                    let call = self.open_call(&item);
-                    self.own.items.add(at, item.id, Slot::Call(call));
-                    if let Some(text) = item.arguments() {
-                        let _ = self.calls.append_text(call, text, &mut self.anomalies);
-                    }
+                    let call = self.whole_call(i, &item);
                     keep_first(&mut result, self.complete(call));
                 }
                 ItemKind::Reasoning => {
-                    let n = self.own.items.new_reasoning(Some(&item));
-                    self.own.items.add(at, item.id, Slot::Reasoning(n));
+                    let n = self.own.items.add_reasoning(at, &item);
                     self.finish_reasoning(n, &item);
                     waiting.append(&mut self.own.items.waiting);
                 }
@@ -585,7 +552,7 @@ impl State<Responses> {
                         self.link_reasonings(id);
                     }
                 }
-                ItemKind::Other => self.ignored_item(&item),
+                ItemKind::Other => self.ignored_event("output item", item.type_name()),
             }
         }
         self.own.items.waiting = waiting;
