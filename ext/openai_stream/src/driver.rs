@@ -38,7 +38,7 @@ pub trait Protocol {
 }
 
 /// Everything but the line reader, so the reader can feed lines to it.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct State<P> {
     pub(crate) calls: Calls,
     pub(crate) usage: UsageTotals,
@@ -82,29 +82,19 @@ where
         strict: bool,
         usage_mode: UsageMode,
         own: P,
-    ) -> Self {
+    ) -> Self
+    where
+        P: Default,
+    {
         Driver {
             reader: LineReader::new(max_line_bytes),
             state: State {
                 calls: Calls::new(partial_tool_calls),
-                usage: UsageTotals::default(),
                 usage_mode,
-                anomalies: Anomalies::default(),
-                out: Output::default(),
                 strict,
                 max_line_bytes,
-                pending: Vec::new(),
-                deferred: Vec::new(),
-                glued: None,
-                glued_in_line: 0,
-                error_event: false,
-                saw_done: false,
-                ended: false,
-                shown_views: Vec::new(),
-                reported_unprefixed: false,
-                reported_fields: Vec::new(),
-                reported_usage_clamp: false,
                 own,
+                ..State::default()
             },
         }
     }

@@ -59,7 +59,7 @@ impl Default for Options {
 pub type Processor = Driver<Chat>;
 
 /// The chat protocol's own state of a [`Processor`].
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Chat {
     options: Options,
     /// The event being applied is the head of a glued line.
@@ -87,14 +87,8 @@ impl Processor {
     pub fn new(options: Options) -> Self {
         let own = Chat {
             options,
-            in_glued: false,
-            envelope: ScanMemo::default(),
-            saw_finish_reason: false,
-            streamed_text: false,
             legacy: options.simulate_legacy.then(LegacySimulator::default),
-            legacy_outcome: None,
-            reported_glued: false,
-            reported_choices: false,
+            ..Chat::default()
         };
         let Options { partial_tool_calls, max_line_bytes, strict, usage_mode, .. } = options;
         Driver::build(partial_tool_calls, max_line_bytes, strict, usage_mode, own)
@@ -551,16 +545,10 @@ impl State<Chat> {
 
     #[inline(always)]
     fn apply_usage(&mut self, chunk: &Chunk, choice: Option<&Choice>) {
-        let groq = match self.field(&chunk.x_groq, "x_groq") {
-            Some(x) => self.field(&x.usage, "x_groq.usage"),
-            None => None,
-        };
+        let groq = self.field(&chunk.x_groq, "x_groq").and_then(|x| self.field(&x.usage, "x_groq.usage"));
         let own = self.field(&chunk.usage, "usage");
         // Moonshot Kimi puts it inside the finish chunk's choice.
-        let inner = match choice {
-            Some(c) => self.field(&c.usage, "choices[0].usage"),
-            None => None,
-        };
+        let inner = choice.and_then(|c| self.field(&c.usage, "choices[0].usage"));
         if groq.is_none() && own.is_none() && inner.is_none() {
             // Nothing merged (most chunks): the totals, and so the clamp
             // check below, are what they were after the last merge.

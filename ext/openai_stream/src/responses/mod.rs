@@ -53,7 +53,7 @@ impl Default for Options {
 pub type ResponsesProcessor = Driver<Responses>;
 
 /// The Responses protocol's own state of a [`ResponsesProcessor`].
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Responses {
     options: Options,
     items: items::Items,
