@@ -245,6 +245,15 @@ impl<'d> Header<'d> {
             function.and_then(|f| read(&f.arguments, "tool_calls[].function.arguments", problems));
         Header { index, id, name, arguments }
     }
+
+    /// An anomaly about the element when it goes to no call: its own id
+    /// and index.
+    fn anomaly(&self, kind: AnomalyKind, message: String) -> Anomaly {
+        let mut a = Anomaly::new(kind, message);
+        a.call_id = self.id.map(str::to_owned);
+        a.index = self.index;
+        a
+    }
 }
 
 impl Calls {
@@ -338,12 +347,7 @@ impl Calls {
                     message.push_str(&format!(" (call {:?})", call.id));
                     call.anomaly(anomaly_kind, message)
                 }
-                None => {
-                    let mut a = Anomaly::new(anomaly_kind, message);
-                    a.call_id = h.id.map(str::to_owned);
-                    a.index = h.index;
-                    a
-                }
+                None => h.anomaly(anomaly_kind, message),
             };
             a.field = Some(p.field);
             anomalies.push(a);
@@ -375,11 +379,7 @@ impl Calls {
             // A header with a new id: a new call. At an occupied index
             // (rule 7: Ollama, old vLLM, SGLang) the previous call is done.
             (Some(id), Some(name), occupied) => {
-                if let Some(prev) = occupied {
-                    if !self.calls[prev as usize].completed {
-                        applied.replaced = Some(CallId(prev));
-                    }
-                }
+                self.displace(occupied, applied);
                 Some(self.start(id.to_owned(), false, name, h.index))
             }
             // A different name at an occupied index with no id, or the same
@@ -387,9 +387,7 @@ impl Calls {
             (None, Some(name), Some(occ))
                 if name != self.calls[occ as usize].name || self.starts_anew(occ, h) =>
             {
-                if !self.calls[occ as usize].completed {
-                    applied.replaced = Some(CallId(occ));
-                }
+                self.displace(Some(occ), applied);
                 Some(self.start_generated(name, h.index, anomalies))
             }
             // Rules 5, 8: the call at this index (a changed id on an
@@ -399,8 +397,9 @@ impl Calls {
             // also when the name is repeated in full.
             (None, name, None)
                 if h.index.is_none()
-                    && self.current_matches(name)
-                    && !self.current.is_some_and(|cur| self.starts_anew(cur, h)) =>
+                    && self.current.is_some_and(|cur| {
+                        name.is_none_or(|n| n == self.calls[cur as usize].name) && !self.starts_anew(cur, h)
+                    }) =>
             {
                 self.current
             }
@@ -443,11 +442,7 @@ impl Calls {
             // Rule 14: a header at another index than the indexed call with
             // this id is a distinct call that shares the id.
             if let Some(first_index) = self.calls[known as usize].index {
-                if let Some(prev) = occupied {
-                    if !self.calls[prev as usize].completed {
-                        applied.replaced = Some(CallId(prev));
-                    }
-                }
+                self.displace(occupied, applied);
                 let n = self.start(id.to_owned(), false, name, Some(ix));
                 let (first, c) = (&self.calls[known as usize], &self.calls[n as usize]);
                 let msg = format!(
@@ -459,12 +454,8 @@ impl Calls {
                 return n;
             }
         }
-        // The call's id wins over the delta's index (rule 8), which now
-        // names the call too if no other call has it (rule 6).
-        if let Some(ix) = h.index {
-            self.by_index.entry(ix).or_insert(known);
-            self.calls[known as usize].index.get_or_insert(ix);
-        }
+        // The call's id wins over the delta's index (rule 8).
+        self.take_index(known, h.index);
         match h.name {
             Some(name) => self.check_name(known, name, anomalies),
             None => known,
@@ -498,11 +489,25 @@ impl Calls {
             return None;
         }
         self.note_id_change(call, h.id, anomalies);
-        if let Some(ix) = h.index {
+        self.take_index(call, h.index);
+        Some(call)
+    }
+
+    /// A delta's index names the call it went to too, if no other call has
+    /// it (rule 6).
+    fn take_index(&mut self, call: u32, index: Option<i64>) {
+        if let Some(ix) = index {
             self.by_index.entry(ix).or_insert(call);
             self.calls[call as usize].index.get_or_insert(ix);
         }
-        Some(call)
+    }
+
+    /// Rule 7: a new call takes the index of `prev`, which is complete now
+    /// (unless it was already).
+    fn displace(&self, prev: Option<u32>, applied: &mut Applied) {
+        if let Some(prev) = prev.filter(|&p| !self.calls[p as usize].completed) {
+            applied.replaced = Some(CallId(prev));
+        }
     }
 
     /// True when the call's arguments are a complete JSON value: an object
@@ -538,10 +543,7 @@ impl Calls {
             let lost = &mut call.lost;
             LostInput::push(&mut lost.fragments, &mut lost.count, &text);
         }
-        let mut a = Anomaly::new(AnomalyKind::OrphanFragment, message).excerpt(&text);
-        a.call_id = h.id.map(str::to_owned);
-        a.index = h.index;
-        anomalies.push(a);
+        anomalies.push(h.anomaly(AnomalyKind::OrphanFragment, message).excerpt(&text));
     }
 
     /// A header with a name and no id that matches `call` by index or as the
@@ -587,14 +589,6 @@ impl Calls {
                     None => closed_object(&c.raw),
                 }
             }
-        }
-    }
-
-    fn current_matches(&self, name: Option<&str>) -> bool {
-        match (self.current, name) {
-            (Some(_), None) => true,
-            (Some(cur), Some(n)) => self.calls[cur as usize].name == n,
-            (None, _) => false,
         }
     }
 
@@ -667,11 +661,8 @@ impl Calls {
         let Some(name) = name else {
             self.report_fields(&problems, None, &header, anomalies);
             let text = arguments.map(arguments_text).unwrap_or_default();
-            let mut a = Anomaly::new(AnomalyKind::OrphanFragment, "a tool call without a name was skipped")
-                .excerpt(&text);
-            a.call_id = id.map(str::to_owned);
-            a.index = index;
-            anomalies.push(a);
+            let message = "a tool call without a name was skipped".to_owned();
+            anomalies.push(header.anomaly(AnomalyKind::OrphanFragment, message).excerpt(&text));
             return None;
         };
         let n = match id {
