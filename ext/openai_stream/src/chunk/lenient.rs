@@ -24,16 +24,9 @@ pub enum Kind {
 
 impl Kind {
     /// The name with its article, for messages: "an integer", "a string".
-    pub fn described(self) -> &'static str {
-        match self {
-            Kind::Null => "a null",
-            Kind::Boolean => "a boolean",
-            Kind::Integer => "an integer",
-            Kind::Float => "a float",
-            Kind::String => "a string",
-            Kind::Array => "an array",
-            Kind::Object => "an object",
-        }
+    pub fn described(self) -> String {
+        let article = if matches!(self, Kind::Integer | Kind::Array | Kind::Object) { "an" } else { "a" };
+        format!("{article} {}", self.name())
     }
 
     /// Lower-case name for messages.
