@@ -6,7 +6,7 @@
 //! `x_groq.usage`. Each field takes the latest value seen; a later `null` or
 //! absent field never erases one.
 
-use crate::chunk::{Field, Kind, Tokens, Usage};
+use crate::chunk::{Field, Kind, PromptTokensDetails, Tokens, Usage};
 
 /// How `prompt_tokens` is reported, matching the two Discourse generations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -61,48 +61,32 @@ impl UsageTotals {
     /// `bad` (each one, with its value) and ignored.
     pub fn merge(&mut self, usage: &Usage, bad: &mut impl FnMut(BadUsageField)) {
         self.seen = true;
-        take(&mut self.prompt, &usage.prompt_tokens, "usage.prompt_tokens", bad);
-        take(&mut self.completion, &usage.completion_tokens, "usage.completion_tokens", bad);
-        let details = match &usage.prompt_tokens_details {
-            Field::Value(d) | Field::Converted(d, _) => Some(d),
+        self.prompt = count(&usage.prompt_tokens, "usage.prompt_tokens", bad).or(self.prompt);
+        self.completion = count(&usage.completion_tokens, "usage.completion_tokens", bad).or(self.completion);
+        let absent = PromptTokensDetails::default();
+        let d = match &usage.prompt_tokens_details {
+            Field::Value(d) | Field::Converted(d, _) => d,
             Field::Wrong(kind) => {
-                bad(BadUsageField {
-                    field: "usage.prompt_tokens_details",
-                    converted: false,
-                    kind: *kind,
-                    value: None,
-                });
-                None
+                let field = "usage.prompt_tokens_details";
+                bad(BadUsageField { field, converted: false, kind: *kind, value: None });
+                &absent
             }
-            Field::Missing | Field::Null => None,
+            Field::Missing | Field::Null => &absent,
         };
+        let mut count = |field: &Field<Tokens>, name| self::count(field, name, bad);
         // Cache reads: DeepSeek sends both fields for the same tokens, so
         // the second is only a fallback, never added. Each is read (and a
         // bad one reported) whichever is used.
-        let read =
-            details.and_then(|d| count(&d.cached_tokens, "usage.prompt_tokens_details.cached_tokens", bad));
-        let hit = count(&usage.prompt_cache_hit_tokens, "usage.prompt_cache_hit_tokens", bad);
-        if let Some(n) = read.or(hit) {
-            self.cache_read = Some(n);
-        }
-        let write = details.and_then(|d| {
-            count(&d.cache_write_tokens, "usage.prompt_tokens_details.cache_write_tokens", bad)
-        });
-        let creation = details.and_then(|d| {
-            count(&d.cache_creation_tokens, "usage.prompt_tokens_details.cache_creation_tokens", bad)
-        });
+        let read = count(&d.cached_tokens, "usage.prompt_tokens_details.cached_tokens");
+        let hit = count(&usage.prompt_cache_hit_tokens, "usage.prompt_cache_hit_tokens");
+        self.cache_read = read.or(hit).or(self.cache_read);
+        let write = count(&d.cache_write_tokens, "usage.prompt_tokens_details.cache_write_tokens");
+        let creation = count(&d.cache_creation_tokens, "usage.prompt_tokens_details.cache_creation_tokens");
         // DashScope (Qwen) names its cache writes after Anthropic's.
-        let input_creation = details.and_then(|d| {
-            count(
-                &d.cache_creation_input_tokens,
-                "usage.prompt_tokens_details.cache_creation_input_tokens",
-                bad,
-            )
-        });
-        let top_creation = count(&usage.cache_creation_tokens, "usage.cache_creation_tokens", bad);
-        if let Some(n) = write.or(creation).or(input_creation).or(top_creation) {
-            self.cache_write = Some(n);
-        }
+        let input_creation =
+            count(&d.cache_creation_input_tokens, "usage.prompt_tokens_details.cache_creation_input_tokens");
+        let top_creation = count(&usage.cache_creation_tokens, "usage.cache_creation_tokens");
+        self.cache_write = write.or(creation).or(input_creation).or(top_creation).or(self.cache_write);
     }
 
     /// True once any chunk carried usage.
@@ -140,45 +124,26 @@ impl UsageTotals {
     }
 }
 
-fn take(
-    slot: &mut Option<u64>,
-    field: &Field<Tokens>,
-    name: &'static str,
-    bad: &mut impl FnMut(BadUsageField),
-) {
-    if let Some(n) = count(field, name, bad) {
-        *slot = Some(n);
-    }
-}
-
 /// A field's count, when it holds one; anything else is reported.
 fn count(field: &Field<Tokens>, name: &'static str, bad: &mut impl FnMut(BadUsageField)) -> Option<u64> {
-    match field {
+    let (kind, value) = match field {
         Field::Value(Tokens::Count(n)) | Field::Converted(Tokens::Count(n), _) if *n >= 0 => {
             if let Field::Converted(_, kind) = field {
                 bad(BadUsageField { field: name, converted: true, kind: *kind, value: None });
             }
-            Some(*n as u64)
+            return Some(*n as u64);
         }
         Field::Value(Tokens::Count(n)) | Field::Converted(Tokens::Count(n), _) => {
-            bad(BadUsageField {
-                field: name,
-                converted: false,
-                kind: Kind::Integer,
-                value: Some(n.to_string()),
-            });
-            None
+            (Kind::Integer, Some(n.to_string()))
         }
         Field::Value(Tokens::Bad(kind, value)) | Field::Converted(Tokens::Bad(kind, value), _) => {
-            bad(BadUsageField { field: name, converted: false, kind: *kind, value: Some(value.clone()) });
-            None
+            (*kind, Some(value.clone()))
         }
-        Field::Wrong(kind) => {
-            bad(BadUsageField { field: name, converted: false, kind: *kind, value: None });
-            None
-        }
-        Field::Missing | Field::Null => None,
-    }
+        Field::Wrong(kind) => (*kind, None),
+        Field::Missing | Field::Null => return None,
+    };
+    bad(BadUsageField { field: name, converted: false, kind, value });
+    None
 }
 
 #[cfg(test)]
