@@ -91,12 +91,6 @@ pub struct LineReader {
     skipped_bytes: usize,
 }
 
-impl Default for LineReader {
-    fn default() -> Self {
-        LineReader::new(DEFAULT_MAX_LINE_BYTES)
-    }
-}
-
 const HEAD_LEN: usize = 80;
 
 impl LineReader {
@@ -110,11 +104,6 @@ impl LineReader {
             skipping: false,
             skipped_bytes: 0,
         }
-    }
-
-    /// The line limit in bytes.
-    pub fn max_line(&self) -> usize {
-        self.max_line
     }
 
     /// Bytes held for an unterminated line (never more than the limit).
@@ -191,28 +180,17 @@ impl LineReader {
     /// End of input: a last line without a line end is complete now. The
     /// reader is then ready for a new stream.
     pub fn finish(&mut self, on: &mut impl FnMut(Event<'_>)) {
-        let tail = std::mem::take(&mut self.buf);
-        let was_skipping = self.skipping;
-        let at_start = self.at_start;
-        self.reset();
-        if was_skipping {
+        let ended = std::mem::replace(self, LineReader::new(self.max_line));
+        if ended.skipping {
             return;
         }
-        let line = match tail.strip_prefix(BOM) {
-            Some(rest) if at_start => rest,
-            _ => &tail[..],
+        let line = match ended.buf.strip_prefix(BOM) {
+            Some(rest) if ended.at_start => rest,
+            _ => &ended.buf[..],
         };
         if !line.is_empty() {
             on(Event::Line(line));
         }
-    }
-
-    /// Forgets everything buffered and starts a new stream.
-    pub fn reset(&mut self) {
-        self.buf.clear();
-        self.at_start = true;
-        self.skip_lf = false;
-        self.skipping = false;
     }
 
     /// The first bytes of a stream: a UTF-8 BOM is dropped. Fewer than three

@@ -89,11 +89,6 @@ impl UsageTotals {
         self.cache_write = write.or(creation).or(input_creation).or(top_creation).or(self.cache_write);
     }
 
-    /// True once any chunk carried usage.
-    pub fn seen(&self) -> bool {
-        self.seen
-    }
-
     /// The values the readers return in `mode`. Cache counts are 0 once
     /// usage was seen without them; everything is `None` before.
     pub fn report(&self, mode: UsageMode) -> UsageReport {
