@@ -134,12 +134,8 @@ fn from_value(value: JsonValue) -> Result<ParsedArguments, ArgumentsError> {
 
 fn not_an_object(value: &JsonValue) -> ArgumentsError {
     let what = match value {
-        JsonValue::Null => "JSON null",
-        JsonValue::Bool(_) => "a JSON boolean",
-        JsonValue::Number(_) => "a JSON number",
-        JsonValue::String(_) => "a JSON string",
-        JsonValue::Array(_) => "a JSON array",
-        JsonValue::Object(_) => "a JSON object",
+        JsonValue::Null => "JSON null".to_owned(),
+        other => format!("a JSON {}", other.kind()),
     };
     ArgumentsError { message: format!("arguments are {what}, not an object"), offset: None }
 }

@@ -6,9 +6,7 @@
 use crate::anomaly::{excerpt, Anomaly, AnomalyKind};
 use crate::calls::CallId;
 use crate::chunk::scan::{Plain, ScanMemo};
-use crate::chunk::{
-    Choice, Chunk, Content, ContentPart as Part, Delta, Field, Kind, List, Text, ToolCallDelta,
-};
+use crate::chunk::{Choice, Chunk, Content, Delta, Field, Kind, List, Text, ToolCallDelta};
 use crate::driver::{keep_first, Driver, Protocol, State};
 use crate::error::Error;
 use crate::event_data::{glued_value_end, invalid_json};
@@ -458,31 +456,32 @@ impl State<Chat> {
             Field::Value(Content::Parts(parts)) => {
                 let mut texts: Vec<&str> = Vec::new();
                 for part in parts {
-                    match part {
-                        Field::Value(Part { kind: Field::Wrong(k), .. }) => {
+                    let Some(p) = self.field(part, "choices[0].delta.content[]") else { continue };
+                    let kind = match &p.kind {
+                        Field::Wrong(k) => {
                             self.ignored("choices[0].delta.content[].type", *k);
+                            continue;
                         }
-                        Field::Value(p) => match p.kind.get().map(|t| &*t.0) {
-                            Some("text") => match &p.text {
-                                Field::Value(Text(t)) | Field::Converted(Text(t), _) => texts.push(t),
-                                Field::Wrong(k) => self.ignored("choices[0].delta.content[].text", *k),
-                                Field::Missing | Field::Null => {}
-                            },
-                            // Reasoning is not content.
-                            Some("thinking" | "reasoning") => {}
-                            other => {
-                                let what = other.map_or("untyped".to_owned(), |t| format!("{t:?}"));
-                                self.anomalies.push(
-                                    Anomaly::new(
-                                        AnomalyKind::IgnoredContentPart,
-                                        format!("a content part of type {what} was ignored"),
-                                    )
-                                    .field("choices[0].delta.content[]"),
-                                );
+                        kind => kind.get().map(|t| &*t.0),
+                    };
+                    match kind {
+                        Some("text") => {
+                            if let Some(Text(t)) = self.field(&p.text, "choices[0].delta.content[].text") {
+                                texts.push(t);
                             }
-                        },
-                        Field::Wrong(kind) => self.ignored("choices[0].delta.content[]", *kind),
-                        _ => {}
+                        }
+                        // Reasoning is not content.
+                        Some("thinking" | "reasoning") => {}
+                        other => {
+                            let what = other.map_or("untyped".to_owned(), |t| format!("{t:?}"));
+                            self.anomalies.push(
+                                Anomaly::new(
+                                    AnomalyKind::IgnoredContentPart,
+                                    format!("a content part of type {what} was ignored"),
+                                )
+                                .field("choices[0].delta.content[]"),
+                            );
+                        }
                     }
                 }
                 if texts.iter().any(|t| !t.is_empty()) {
