@@ -134,7 +134,8 @@ impl<'a> Event<'a> {
         };
         let delta = || str_at(value, "delta").unwrap_or("");
         let item = || value.get("item").filter(|i| i.is_object()).map(OutputItem::read);
-        let response = || value.get("response").filter(|r| r.is_object());
+        let response =
+            |status| Event::Response { status, response: value.get("response").filter(|r| r.is_object()) };
         match kind {
             Some("response.output_text.delta") => Event::TextDelta { delta: delta() },
             Some("response.output_item.added") => match item() {
@@ -153,13 +154,11 @@ impl<'a> Event<'a> {
             Some("response.reasoning_summary_text.delta") => Event::SummaryDelta { at, delta: delta() },
             Some("response.reasoning_summary_part.done") => Event::SummaryPartDone { at },
             Some("response.created" | "response.in_progress" | "response.queued") => {
-                Event::Response { status: Status::InProgress, response: response() }
+                response(Status::InProgress)
             }
-            Some("response.completed") => Event::Response { status: Status::Completed, response: response() },
-            Some("response.incomplete") => {
-                Event::Response { status: Status::Incomplete, response: response() }
-            }
-            Some("response.failed") => Event::Response { status: Status::Failed, response: response() },
+            Some("response.completed") => response(Status::Completed),
+            Some("response.incomplete") => response(Status::Incomplete),
+            Some("response.failed") => response(Status::Failed),
             Some("error") => Event::Error { body: value },
             Some(
                 "response.content_part.added"

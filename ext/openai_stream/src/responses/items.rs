@@ -64,10 +64,6 @@ impl Items {
         self.linked.clear();
     }
 
-    pub(super) fn clear(&mut self) {
-        *self = Items::default();
-    }
-
     pub(super) fn call_item(&self, call: CallId) -> Option<(Option<&str>, Option<&str>)> {
         self.call_items.get(call.index()).map(|(id, call_id)| (id.as_deref(), call_id.as_deref()))
     }

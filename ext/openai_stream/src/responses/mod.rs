@@ -134,7 +134,7 @@ impl Protocol for State<Responses> {
     }
 
     fn reset(&mut self) {
-        self.own.items.clear();
+        self.own.items = items::Items::default();
     }
 
     /// Open calls are completed from what arrived (in order of first

@@ -47,25 +47,6 @@ impl ViewSink for () {
     fn close(&mut self) {}
 }
 
-impl<S: ViewSink + ?Sized> ViewSink for &mut S {
-    #[inline]
-    fn open(&mut self, key: Option<&str>, kind: ContainerKind) {
-        (**self).open(key, kind);
-    }
-    #[inline]
-    fn append(&mut self, text: &str) {
-        (**self).append(text);
-    }
-    #[inline]
-    fn scalar(&mut self, key: Option<&str>, value: &JsonValue) {
-        (**self).scalar(key, value);
-    }
-    #[inline]
-    fn close(&mut self) {
-        (**self).close();
-    }
-}
-
 /// One recorded event, borrowed from a [`ViewEvents`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ViewEvent<'a> {
