@@ -68,10 +68,6 @@ module DiscourseAiStream
 
       File.binread(name)
     end
-
-    def self.json(value)
-      JSON.generate(value)
-    end
   end
 end
 

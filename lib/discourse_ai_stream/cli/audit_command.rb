@@ -21,7 +21,8 @@ module DiscourseAiStream
         end
         entries = files.flat_map { |file| responses(file) }.map { |name, payload| entry(name, payload) }
         summary = summarize(entries)
-        @cli.say(@json ? CLI.json(responses: entries, summary: summary) : text(entries, summary).join("\n"))
+        lines = entries.map { |entry| line(entry) } << summary_line(summary)
+        @cli.say(@json ? JSON.generate(responses: entries, summary: summary) : lines.join("\n"))
         summary[:lost].positive? ? 1 : 0
       end
 
@@ -82,10 +83,6 @@ module DiscourseAiStream
           ran: streamed.sum { |entry| entry[:ran].size },
           lost: streamed.sum { |entry| entry[:lost].size },
           responses_with_loss: streamed.count { |entry| entry[:lost].any? } }
-      end
-
-      def text(entries, summary)
-        entries.map { |entry| line(entry) } << summary_line(summary)
       end
 
       def line(entry)

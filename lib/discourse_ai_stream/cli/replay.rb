@@ -17,7 +17,7 @@ module DiscourseAiStream
         raise UsageError, "replay needs exactly one FILE (or -), got #{files.size}" unless files.size == 1
 
         outcome = decode(@cli.read_input(files.first))
-        @cli.say(@options[:json] ? CLI.json(outcome) : text(outcome).join("\n"))
+        @cli.say(@options[:json] ? JSON.generate(outcome) : text(outcome).join("\n"))
         outcome[:error] ? 1 : 0
       end
 
@@ -71,7 +71,7 @@ module DiscourseAiStream
       end
 
       def text(outcome)
-        lines = ["text: #{CLI.json(outcome[:text])}"]
+        lines = ["text: #{JSON.generate(outcome[:text])}"]
         lines.concat(call_lines("partial", outcome[:partial_updates]))
         lines.concat(call_lines("tool call", outcome[:tool_calls]))
         lines << "tool calls: none" if outcome[:tool_calls].empty?
@@ -83,7 +83,7 @@ module DiscourseAiStream
 
       def call_lines(label, calls)
         Array(calls).each_with_index.map do |call, i|
-          "#{label} #{i + 1}: #{call[:name]} (id #{call[:id]}) #{CLI.json(call[:parameters])}"
+          "#{label} #{i + 1}: #{call[:name]} (id #{call[:id]}) #{JSON.generate(call[:parameters])}"
         end
       end
 
