@@ -31,14 +31,13 @@ module DiscourseAiStream
       # gem's processor decode the raw bytes (no JsonStreamDecoder).
       # Returns the classes patched by this call.
       def install!(fast_decode: true)
-        endpoints = lookup(ENDPOINTS)
-        unless endpoints.is_a?(Module)
+        unless lookup(ENDPOINTS).is_a?(Module)
           warn_log("discourse_ai_stream: #{ENDPOINTS} is not defined; nothing installed")
           return []
         end
 
         @fast_decode = fast_decode ? true : false
-        patched = endpoint_classes(endpoints).select { |klass| Patch.apply(klass) }
+        patched = endpoint_classes.select { |klass| Patch.apply(klass) }
         @installed = true
         patched
       end
@@ -67,10 +66,7 @@ module DiscourseAiStream
 
       # Endpoint classes of the current namespace that carry the patch.
       def patched_classes
-        endpoints = lookup(ENDPOINTS)
-        return [] unless endpoints.is_a?(Module)
-
-        endpoint_classes(endpoints).select { |klass| Patch.applied?(klass) }
+        endpoint_classes.select { |klass| Patch.applied?(klass) }
       end
 
       # :current or :legacy, from the readers of the stock processor class
@@ -121,8 +117,11 @@ module DiscourseAiStream
       private
 
       # The classes of the namespace, and subclasses of Endpoints::Base
-      # defined elsewhere (another plugin's endpoint).
-      def endpoint_classes(endpoints)
+      # defined elsewhere (another plugin's endpoint); none without it.
+      def endpoint_classes
+        endpoints = lookup(ENDPOINTS)
+        return [] unless endpoints.is_a?(Module)
+
         found = endpoints.constants.sort.filter_map do |name|
           value = endpoints.const_get(name, false)
           value if value.is_a?(Class)
