@@ -37,13 +37,8 @@ module DiscourseAiStream
       __setup(!!partial_tool_calls, usage, Integer(max_line_bytes), klass, !!simulate_legacy, !!strict)
     end
 
-    def inspect
-      "#<#{self.class.name} partial_tool_calls=#{partial_tool_calls?} usage=#{usage_mode} " \
-      "anomalies=#{anomalies.size}>"
-    rescue ConcurrencyError, InternalError
-      # Busy (inspected from a callback or another thread) or stopped: the
-      # state cannot be read now, and inspect must not raise.
-      "#<#{self.class.name} (busy or stopped)>"
-    end
+    private
+
+    def inspect_options = "usage=#{usage_mode}"
   end
 end

@@ -33,14 +33,9 @@ module DiscourseAiStream
 
     attr_reader :thinking_class
 
-    def inspect
-      "#<#{self.class.name} partial_tool_calls=#{partial_tool_calls?} output_thinking=#{output_thinking?} " \
-      "anomalies=#{anomalies.size}>"
-    rescue ConcurrencyError, InternalError
-      "#<#{self.class.name} (busy or stopped)>"
-    end
-
     private
+
+    def inspect_options = "output_thinking=#{output_thinking?}"
 
     # Called by the native code for each thinking item: a partial delta, or
     # the whole summary of a finished reasoning item with its ids.

@@ -2,9 +2,17 @@
 
 module DiscourseAiStream
   # What both processors (chat completions and Responses API) share on the
-  # Ruby side: the anomaly hook, and refusing copies of native state.
+  # Ruby side: the anomaly hook, inspect, and refusing copies of native state.
   module ProcessorSupport
     attr_accessor :on_anomaly
+
+    def inspect
+      "#<#{self.class.name} partial_tool_calls=#{partial_tool_calls?} #{inspect_options} anomalies=#{anomalies.size}>"
+    rescue ConcurrencyError, InternalError
+      # Busy (inspected from a callback or another thread) or stopped: the
+      # state cannot be read now, and inspect must not raise.
+      "#<#{self.class.name} (busy or stopped)>"
+    end
 
     private
 
