@@ -64,10 +64,10 @@ pub struct State<P> {
     ended: bool,
     /// Calls whose view events the caller has been shown.
     pub(crate) shown_views: Vec<CallId>,
-    /// SSE anomalies reported once per stream.
-    reported_unprefixed: bool,
+    /// The kinds of anomaly reported once per stream that were (see
+    /// [`State::first`]), and the unknown SSE field names reported.
+    reported: Vec<AnomalyKind>,
     reported_fields: Vec<Vec<u8>>,
-    reported_usage_clamp: bool,
     /// The protocol's own state.
     pub(crate) own: P,
 }
@@ -216,9 +216,8 @@ where
         self.glued = None;
         self.error_event = false;
         self.saw_done = false;
-        self.reported_unprefixed = false;
+        self.reported.clear();
         self.reported_fields.clear();
-        self.reported_usage_clamp = false;
         self.reset();
     }
 
@@ -315,8 +314,7 @@ where
             }
             Line::Field { name: b"id" | b"retry", .. } => Ok(()),
             Line::Field { .. } if line.first() == Some(&b'{') => {
-                if !self.reported_unprefixed {
-                    self.reported_unprefixed = true;
+                if self.first(AnomalyKind::UnprefixedData) {
                     self.anomalies.push(
                         Anomaly::new(
                             AnomalyKind::UnprefixedData,
@@ -503,10 +501,19 @@ impl<P> State<P> {
             a.excerpt = b.value;
             self.anomalies.push(a);
         }
-        if !self.reported_usage_clamp && self.usage.report(self.usage_mode).clamped {
-            self.reported_usage_clamp = true;
+        if self.usage.report(self.usage_mode).clamped && self.first(AnomalyKind::NegativePromptTokens) {
             self.anomalies.push(Anomaly::new(AnomalyKind::NegativePromptTokens, clamp));
         }
+    }
+
+    /// True the first time in a stream an anomaly of `kind`, one reported
+    /// once per stream, is to be reported.
+    pub(crate) fn first(&mut self, kind: AnomalyKind) -> bool {
+        let first = !self.reported.contains(&kind);
+        if first {
+            self.reported.push(kind);
+        }
+        first
     }
 
     /// The ids of the open calls (for an anomaly about them).

@@ -70,9 +70,6 @@ pub struct Chat {
     legacy: Option<LegacySimulator>,
     /// What the legacy processor would have run in the last finished stream.
     legacy_outcome: Option<LegacyOutcome>,
-    /// Anomalies reported once per stream.
-    reported_glued: bool,
-    reported_choices: bool,
 }
 
 impl Default for Processor {
@@ -194,8 +191,6 @@ impl Protocol for State<Chat> {
         let own = &mut self.own;
         own.saw_finish_reason = false;
         own.streamed_text = false;
-        own.reported_glued = false;
-        own.reported_choices = false;
     }
 
     /// Calls still open are completed from what arrived (reported when
@@ -242,8 +237,7 @@ impl State<Chat> {
                 )
                 .excerpt(&excerpt(rest)),
             );
-        } else if !self.own.reported_glued {
-            self.own.reported_glued = true;
+        } else if self.first(AnomalyKind::GluedEvent) {
             self.anomalies.push(
                 Anomaly::new(
                     AnomalyKind::GluedEvent,
@@ -335,8 +329,7 @@ impl State<Chat> {
     #[inline(always)]
     fn first_choice<'c, 'a>(&mut self, choices: &'c Field<List<Choice<'a>>>) -> Option<&'c Choice<'a>> {
         let list = self.field(choices, "choices")?;
-        if list.len() > 1 && !self.own.reported_choices {
-            self.own.reported_choices = true;
+        if list.len() > 1 && self.first(AnomalyKind::IgnoredChoices) {
             self.anomalies.push(
                 Anomaly::new(
                     AnomalyKind::IgnoredChoices,
