@@ -168,13 +168,13 @@ impl State<Responses> {
     /// One event object. `raw`: it came from the SSE stream (where an
     /// `event: error` line makes it an error).
     fn apply_value(&mut self, value: &JsonValue, raw: bool) -> Result<(), Error> {
+        if raw && self.error_event {
+            return Err(match value.is_object() {
+                true => items::provider_error(value),
+                false => Error::Provider { message: excerpt(&value.to_json()), payload: Some(value.clone()) },
+            });
+        }
         if !value.is_object() {
-            if raw && self.error_event {
-                return Err(Error::Provider {
-                    message: excerpt(&value.to_json()),
-                    payload: Some(value.clone()),
-                });
-            }
             self.anomalies.push(
                 Anomaly::new(
                     AnomalyKind::UnexpectedPayload,
@@ -183,9 +183,6 @@ impl State<Responses> {
                 .excerpt(&value.to_json()),
             );
             return Ok(());
-        }
-        if raw && self.error_event {
-            return Err(items::provider_error(value));
         }
         self.apply_event(value)
     }
