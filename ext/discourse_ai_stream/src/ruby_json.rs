@@ -44,12 +44,15 @@ pub fn read(ruby: &Ruby, value: Value) -> Result<(JsonValue, Vec<Anomaly>), Erro
     Ok((json, anomalies))
 }
 
-/// A chunk read from a converted value by the core's lenient chunk reader
-/// (the one the raw path reads a chunk it parsed twice with).
+/// A chunk read from a converted value by the core's lenient chunk reader,
+/// through the value's Deserializer (what the raw path reads a line with
+/// when serde_json refused it for a number beyond f64's range). Not through
+/// `to_json` and the text reader: a non-finite Float has no JSON text.
 pub fn chunk_of(json: &JsonValue) -> Result<Chunk<'_>, String> {
     Field::<Chunk>::deserialize(json).map(Chunk::from_field).map_err(|e| e.to_string())
 }
 
+/// `v`, at nesting `depth`, adding to `anomalies`; the error's message.
 fn convert(ruby: &Ruby, v: Value, depth: usize, anomalies: &mut Vec<Anomaly>) -> Result<JsonValue, String> {
     if v.is_nil() {
         return Ok(JsonValue::Null);
