@@ -5,12 +5,13 @@ require_relative "support/chunks"
 require_relative "support/sse_fixtures"
 
 # The Hash path reads a chunk with a fast walker (hash_walk.rs) and leaves
-# every shape it does not know to the serde reader (ruby_de.rs). Whenever
-# the walker reads a Hash, it must build exactly the chunk serde builds, and
-# serde must have found nothing to report; so conversions, anomalies and
-# errors stay serde's. `hash_readers_for_tests` returns both chunks as debug
-# text (the walker's is nil when it declined) and the classes serde found
-# unsupported.
+# every shape it does not know to the other reader: the Hash converted to a
+# JSON value (ruby_json.rs), read by the core's chunk reader. Whenever the
+# walker reads a Hash, it must build exactly the chunk the other reader
+# builds, and the conversion must have found nothing to report in what the
+# chunk reads; so conversions, anomalies and errors stay the other reader's.
+# `hash_readers_for_tests` returns both chunks as debug text (the walker's
+# is nil when it declined) and the messages of the conversion's anomalies.
 RSpec.describe "Hash path: the fast chunk walker" do
   include ChunkHelpers
   include SseFixtures
@@ -19,12 +20,12 @@ RSpec.describe "Hash path: the fast chunk walker" do
     DiscourseAiStream::Native.hash_readers_for_tests(value)
   end
 
-  # The walker's chunk, after checking it against serde's; nil when the
-  # walker left the value to serde.
+  # The walker's chunk, after checking it against the other reader's; nil
+  # when the walker left the value to it.
   def checked(value)
-    fast, serde, unsupported = readers(value)
+    fast, other, unsupported = readers(value)
     unless fast.nil?
-      expect(fast).to eq(serde), "walker and serde differ on #{value.inspect}"
+      expect(fast).to eq(other), "the walker and the other reader differ on #{value.inspect}"
       expect(unsupported).to be_empty
     end
     fast
@@ -40,14 +41,14 @@ RSpec.describe "Hash path: the fast chunk walker" do
     end
   end
 
-  it "builds serde's chunk for every event of every fixture, and reads most of them itself" do
+  it "builds the other reader's chunk for every event of every fixture, and reads most of them itself" do
     events = fixture_events
     fast = events.count { |event| checked(event) }
     expect(events.size).to be > 100
     expect(fast).to be > events.size * 3 / 4
   end
 
-  it "declines the fixtures' events parsed with String keys, which serde reads" do
+  it "declines the fixtures' events parsed with String keys, which the other reader reads" do
     declined = 0
     fixture_names.each do |name|
       sse_data_payloads(fixture_bytes(name)).each do |payload|
@@ -78,14 +79,14 @@ RSpec.describe "Hash path: the fast chunk walker" do
       { choices: nil }, { choices: [nil, { delta: nil, message: nil, error: nil }] }, {},
       message([call("c1", "f", '{"a":1}')], content: "text"),
       { extra: { nested: [1, 2.5, true, false, nil, "s", :sym, { deeper: [] }] }, choices: [] },
-      { café: 1, choices: [] }, { extra: { 1.5 => 2 } }, parsed(envelope.merge(text_chunk("caf\u00e9 \u{1F389}"))),
+      { café: 1, choices: [] }, parsed(envelope.merge(text_chunk("caf\u00e9 \u{1F389}"))),
       { choices: [{ delta: {}, finish_reason: "error", native_finish_reason: "MALFORMED_FUNCTION_CALL" }] },
       { choices: [{ delta: { content: "x" }, usage: nil, native_finish_reason: nil }] }
     ]
     shapes.each { |shape| expect(checked(shape)).not_to be_nil, "declined #{shape.inspect}" }
   end
 
-  it "leaves wrong types, conversions and content parts to serde" do
+  it "leaves wrong types, conversions and content parts to the other reader" do
     shapes = [
       { choices: "x" }, { choices: [1] }, { choices: [{ delta: "d" }] }, { choices: [{ delta: { content: 5 } }] },
       { choices: [{ delta: { content: :sym } }] }, { choices: [{ finish_reason: :stop }] },
@@ -101,8 +102,8 @@ RSpec.describe "Hash path: the fast chunk walker" do
     shapes.each { |shape| expect(checked(shape)).to be_nil, "read #{shape.inspect}" }
   end
 
-  it "leaves keys that are not Symbols, and values with no plain JSON reading in a field it reads, to serde" do
-    utf16 = "caf\u00e9".encode("UTF-16LE") # not UTF-8 as it is: serde transcodes it
+  it "leaves keys that are not Symbols, and values with no plain JSON reading in a field it reads, to the other one" do
+    utf16 = "caf\u00e9".encode("UTF-16LE") # not UTF-8 as it is: the conversion transcodes it
     shapes = [
       { "choices" => [] }, { choices: [], "choices" => [] }, { 1 => 2, choices: [] }, { nil => 1 },
       { 1.5 => 1 }, { [1] => 1 }, { choices: [{ "delta" => {} }] }, { object: Object.new },
@@ -113,14 +114,31 @@ RSpec.describe "Hash path: the fast chunk walker" do
     shapes.each { |shape| expect(checked(shape)).to be_nil, "read #{shape.inspect}" }
   end
 
-  it "reads values under keys no struct reads without looking at them, as serde does" do
+  it "reads values under keys no struct reads without looking at them, where the conversion looks at them" do
+    # The walker skips them unseen, as the stock processor does. The
+    # conversion (for shapes the walker declines, String keys above all)
+    # converts the whole Hash, as the raw path parses the whole line: what
+    # has no JSON meaning there is an anomaly, what is not JSON an error.
     deep = 200.times.reduce([]) { |inner, _| [inner] }
-    odd = [Object.new, 2**80, "\xFF".b, "caf\u00e9".encode("UTF-16LE"), deep, [Object.new], 1r, Time.at(0),
-           { Object.new => 1 }]
-    odd.each do |value|
+    nothing = "a value of class %s has no JSON meaning; read as nil"
+    key = Object.new
+    odd = {
+      Object.new => [format(nothing, "Object")] * 2, 2**80 => [], "\xFF".b => "invalid UTF-8 in a String at byte 0",
+      "caf\u00e9".encode("UTF-16LE") => [], deep => "the chunk is nested deeper than 128 levels",
+      [Object.new] => [format(nothing, "Object")] * 2, 1r => [format(nothing, "Rational")] * 2,
+      Time.at(0) => [format(nothing, "Time")] * 2,
+      { key => 1 } => ["a Hash key of class Object is neither a String nor a Symbol; read as #{key.to_s.inspect}"] * 2,
+      { 1.5 => 2 } => ["a Hash key of class Float is neither a String nor a Symbol; read as \"1.5\""] * 2
+    }
+    odd.each do |value, found|
       shape = { extra: value, created: value }.merge(text_chunk("x"))
-      expect(checked(shape)).not_to be_nil, "declined #{shape.inspect}"
-      expect(readers(shape)[1]).to eq(readers(text_chunk("x"))[1])
+      fast, other, anomalies = readers(shape)
+      expect(fast).to eq(readers(text_chunk("x"))[0]), "walker on #{shape.inspect}"
+      if found.is_a?(String)
+        expect(other).to start_with("error: #{found}"), shape.inspect
+      else
+        expect([other, anomalies]).to eq([fast, found]), shape.inspect
+      end
     end
   end
 
@@ -155,9 +173,9 @@ RSpec.describe "Hash path: the fast chunk walker" do
     expect(items).to eq(["kept", "again", "st", nil])
   end
 
-  it "leaves a Symbol that has a field's name but is not its key to serde" do
+  it "leaves a Symbol that has a field's name but is not its key to the other reader" do
     # The bytes of "choices" in UTF-16BE: another Symbol than :choices, whose
-    # name serde reads as the text "choices", so it must not be skipped.
+    # name the conversion reads as the text "choices", so it must not be skipped.
     other = (+"choices").force_encoding(Encoding::UTF_16BE).to_sym
     expect(other).not_to equal(:choices)
     expect(checked({ other => [] })).to be_nil

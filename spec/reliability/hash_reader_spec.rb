@@ -4,10 +4,10 @@ require_relative "../spec_helper"
 require_relative "../support/chunks"
 require_relative "../support/stressed_processor"
 
-# The serde reader of the Hash path (ruby_de.rs) on Hashes that make it run
+# The conversion of the Hash path (ruby_json.rs) on Hashes that make it run
 # Ruby code while it reads: Strings it has Ruby transcode, and keys that are
 # neither Strings nor Symbols.
-RSpec.describe "Hash path: the serde reader" do
+RSpec.describe "Hash path: the conversion to a JSON value" do
   include ChunkHelpers
 
   # A String the reader has Ruby transcode, which compacts the heap when it

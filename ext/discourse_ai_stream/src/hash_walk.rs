@@ -2,28 +2,33 @@
 //! `JSON.parse(line, symbolize_names: true)` read straight into the core's
 //! [`Chunk`], for the shapes servers send on every event.
 //!
-//! It builds exactly the `Chunk` the serde path ([`crate::ruby_de`]) builds,
-//! and gives up (returns false) on anything it does not read the same way: a key
-//! that is not a Symbol, a Symbol that is not one of ours but has the name of
-//! a field, a field of an unexpected type (the lenient model records those
-//! as `Converted` or `Wrong`), content parts, object arguments, error and
-//! usage payloads, a String that is not UTF-8, a Bignum, or a value of a
-//! class with no JSON meaning, in a field it reads. Values under keys no
-//! struct reads are not looked at, by either path. The
-//! caller then reads the Hash with the serde path, which decides. So
-//! anomalies, conversions and errors stay exactly those of the serde path
-//! (spec/hash_walk_spec.rb compares both on every fixture and on odd shapes).
+//! It builds exactly the `Chunk` the other reader builds (the Hash
+//! converted by [`crate::ruby_json`], then read by the core's lenient chunk
+//! reader), and gives up (returns false) on anything it does not read the
+//! same way: a key that is not a Symbol, a Symbol that is not one of ours but
+//! has the name of a field, a field of an unexpected type (the lenient model
+//! records those as `Converted` or `Wrong`), content parts, object
+//! arguments, error and usage payloads, a String that is not UTF-8, a
+//! Bignum, or a value of a class with no JSON meaning, in a field it reads.
+//! The caller then reads the Hash with the other reader, which decides. So
+//! anomalies, conversions and errors stay exactly those of the other reader
+//! (spec/hash_walk_spec.rb compares both on every fixture and on odd
+//! shapes). One difference: values under keys no struct reads are skipped
+//! unseen here, as the stock processor skips them, where the conversion
+//! looks at the whole Hash, as the raw path parses the whole line.
 //!
-//! Why there are two readers: serde reads every shape (content parts,
-//! object arguments, error payloads, keys of any class, other encodings),
-//! and alone it misses issue 8's Hash-path target (the processor's own cost
-//! at most a third of the stock processor's) by far: a visitor per value,
-//! the name of every Symbol key read as text, a `kind_of?` check per value.
-//! In instructions per event beyond the floor (`bench/count`, Ruby 3.4 with
-//! YJIT), text_2k costs 8.62k with serde alone and 1.16k with this walker,
-//! where the stock processor costs 2.22k; tools_4k 11.6k and 2.65k, stock
-//! 13.7k. Teaching the walker every shape serde reads would make it a
-//! second serde. Here keys are matched by identity against Symbols interned once (a Symbol
+//! Why there are two readers: the other one reads every shape (content
+//! parts, object arguments, error payloads, keys of any class, other
+//! encodings), and alone it would miss issue 8's Hash-path target (the
+//! processor's own cost at most a third of the stock processor's) by far:
+//! it visits every value and builds an owned copy of the whole Hash. (The
+//! serde Deserializer over Ruby values the conversion replaced cost, in instructions per
+//! event beyond the floor (`bench/count`, Ruby 3.4 with YJIT), 8.62k on
+//! text_2k where this walker costs 1.16k and the stock processor 2.22k;
+//! tools_4k 11.6k, 2.65k and 13.7k.) Teaching the walker every shape would
+//! make it a second general reader.
+//!
+//! Here keys are matched by identity against Symbols interned once (a Symbol
 //! is unique per name), types are read from the object header, nil, true and
 //! false are compared as constants, and Strings are borrowed, not copied.
 //! Each Hash is iterated once, noting the values of the known keys
@@ -196,12 +201,12 @@ const fn bit(k: K) -> u32 {
 
 /// The keys one struct reads (`FIELDS`, declared by `lenient_struct!` in
 /// the core's chunk module): a Symbol of one of these names that is not
-/// the interned one is left to the serde path.
+/// the interned one is left to the other reader.
 type Names = &'static [&'static str];
 
 /// The structs the walker reads, by their keys: each must be in [`KNOWN`],
 /// or the walker stands aside (a field added to the core and not here is
-/// read by serde, never skipped).
+/// read by the other reader, never skipped).
 const READ: [Names; 5] =
     [Chunk::FIELDS, Choice::FIELDS, Delta::FIELDS, ToolCallDelta::FIELDS, Function::FIELDS];
 
@@ -257,8 +262,8 @@ fn keys() -> Option<&'static Keys> {
 
 const NIL: VALUE = ruby_special_consts::RUBY_Qnil as VALUE;
 
-/// Reads a chunk Hash into `out` (a default chunk); false when the serde
-/// path must read it (`out` then holds a part of it, to be thrown away).
+/// Reads a chunk Hash into `out` (a default chunk); false when the other
+/// reader must read it (`out` then holds a part of it, to be thrown away).
 ///
 /// # Safety
 ///
@@ -381,7 +386,7 @@ impl Found {
     }
 
     /// Sets `field` from the value of `k` read by `read`, if it was there
-    /// (None from `read`: the serde path decides).
+    /// (None from `read`: the other reader decides).
     fn set<T>(&self, k: K, field: &mut Field<T>, read: impl FnOnce(VALUE) -> Option<Field<T>>) -> bool {
         self.with(k, |v| match read(v) {
             Some(value) => {
@@ -392,7 +397,7 @@ impl Found {
         })
     }
 
-    /// Notes one pair; false when the serde path must read the Hash (see
+    /// Notes one pair; false when the other reader must read the Hash (see
     /// [`unread_symbol`]).
     #[inline(always)]
     unsafe fn note(&mut self, keys: &Keys, key: VALUE, value: VALUE, names: Names) -> bool {
@@ -408,7 +413,7 @@ impl Found {
 }
 
 /// The values of the known keys of `hash`; None when a key must be left to
-/// the serde path. `names`: the keys of the struct the Hash is read into.
+/// the other reader. `names`: the keys of the struct the Hash is read into.
 ///
 /// # Safety
 ///
@@ -453,8 +458,8 @@ unsafe extern "C" fn collect_pair(key: VALUE, value: VALUE, arg: VALUE) -> c_int
 }
 
 /// True for a key the walker did not intern that is a Symbol no struct of
-/// `names` reads: its value is skipped unseen, as the serde path skips it.
-/// False when the serde path must decide: a key that is not a Symbol (a
+/// `names` reads: its value is skipped unseen, as the stock processor skips
+/// it. False when the other reader must decide: a key that is not a Symbol (a
 /// String key may name a field), or a Symbol whose name is one of `names`
 /// without being the interned one.
 #[cold]
@@ -467,7 +472,7 @@ unsafe fn unread_symbol(key: VALUE, names: &[&str]) -> bool {
 }
 
 /// The text of a String when it is UTF-8 (whatever its encoding says, as the
-/// serde path reads it), borrowed.
+/// other reader reads it), borrowed.
 ///
 /// # Safety
 ///
@@ -499,7 +504,7 @@ fn put<T>(field: &mut T, value: T) {
 
 /// A field read from a text, `wrap`ped: a UTF-8 String or nil. What reads
 /// other types (Integer ids, content parts, object arguments) is left to the
-/// serde path.
+/// other reader.
 unsafe fn text_as<'a, T>(v: VALUE, wrap: impl FnOnce(Cow<'a, str>) -> T) -> Option<Field<T>> {
     Some(match unsafe { text(v) }? {
         Field::Value(Text(t)) => Field::Value(wrap(t)),
@@ -570,7 +575,7 @@ unsafe fn object<T: Default>(
     unsafe { nil_or(v, ruby_value_type::RUBY_T_HASH, field, T::default, |value| fill(v, value)) }
 }
 
-/// A Symbol's name when it is UTF-8 (as `ruby_de::symbol_text` reads it).
+/// A Symbol's name when it is UTF-8 (as `ruby_json` reads it).
 unsafe fn symbol_name<'s>(sym: VALUE) -> Option<&'s str> {
     // SAFETY: rb_sym2str returns the Symbol's frozen name String, which
     // lives as long as the Symbol (held by the Hash being read).
@@ -584,7 +589,7 @@ unsafe fn symbol_name<'s>(sym: VALUE) -> Option<&'s str> {
 /// `"error"` (or nil), and a `finish_reason` that is nil. The core's
 /// [`openai_stream::processor::Processor::process_text`] does with it
 /// exactly what it does with that chunk. None for anything else, which
-/// [`read`] (or serde) reads as usual: a key of another field (`usage`,
+/// [`read`] (or the other reader) reads as usual: a key of another field (`usage`,
 /// `error`, `tool_calls`, ... even when nil), another type, a list of
 /// other than one choice, content that is not a UTF-8 String.
 ///

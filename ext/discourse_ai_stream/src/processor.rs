@@ -13,6 +13,7 @@ use magnus::{Error, RArray, RHash, Ruby, Symbol, TryConvert, TypedData, Value};
 use openai_stream::anomaly::Anomalies;
 use openai_stream::calls::Calls;
 use openai_stream::chunk::Chunk;
+use openai_stream::json::JsonValue;
 use openai_stream::output::Item;
 use openai_stream::processor::{Options, Processor};
 use openai_stream::usage::UsageMode;
@@ -22,7 +23,7 @@ use crate::guard::guard;
 use crate::hash_walk::{self, ContentString, Seen};
 use crate::holder::{read, Holder, CALLS};
 use crate::items::{new_anomalies, Built, CallSource, Shape, Tools};
-use crate::ruby_de::{read_chunk, Unsupported};
+use crate::ruby_json;
 
 #[derive(TypedData, Default)]
 #[magnus(class = "DiscourseAiStream::OpenAiMessageProcessor", free_immediately, mark)]
@@ -173,20 +174,27 @@ impl RbProcessor {
         f: impl FnOnce(&mut Processor, &Chunk) -> Result<(), openai_stream::error::Error>,
     ) -> Result<Value, Error> {
         errors::expect_hash(ruby, value, "a parsed chunk")?;
-        let unsupported = Unsupported::default();
+        // What the walker stands aside on is converted, then read by the
+        // core's chunk reader; the chunk may borrow the converted value.
+        let converted: JsonValue;
+        let mut unsupported = Vec::new();
         let mut chunk = Chunk::default();
         let mut seen = Seen::default();
-        guard(ruby, || {
-            read_chunk(ruby, &value, &unsupported, &mut chunk, &mut seen)
-                .map_err(|e| errors::invalid_chunk(ruby, e.to_string()))
-        })?;
+        // SAFETY: a Hash, alive on the caller's stack; the chunk borrows its
+        // Strings only until `f` has read it, before any Ruby code runs.
+        if !guard(ruby, || Ok(unsafe { hash_walk::read(value.as_raw(), &mut chunk, &mut seen) }))? {
+            seen = Seen::default();
+            (converted, unsupported) = ruby_json::read(ruby, value)?;
+            chunk =
+                guard(ruby, || ruby_json::chunk_of(&converted).map_err(|e| errors::invalid_chunk(ruby, e)))?;
+        }
         let reuse = seen.content;
         // The chunk may borrow the Hash's Strings: only `f` reads it, before
         // any Ruby code runs (dropping it reads no text). Borrowed, not
         // moved into the closure: a move copies a few hundred bytes.
         let read = &chunk;
         let result = Self::run(ruby, rb_self, shape, Some(value), reuse, move |core| {
-            for anomaly in unsupported.into_inner() {
+            for anomaly in unsupported {
                 core.push_anomaly(anomaly);
             }
             f(core, read)

@@ -13,14 +13,13 @@ use openai_stream::anomaly::Anomalies;
 use openai_stream::calls::{CallId, Calls};
 use openai_stream::json::JsonValue;
 use openai_stream::output::Item;
-use openai_stream::responses::{DeltaEvent, Options, ResponsesProcessor};
-use serde::Deserialize;
+use openai_stream::responses::{Options, ResponsesProcessor};
 
 use crate::errors;
 use crate::guard::guard;
 use crate::holder::{read, Holder, CALLS};
 use crate::items::{Built, CallSource, Shape};
-use crate::ruby_de::{RubyDe, Unsupported};
+use crate::ruby_json;
 
 /// A slot of the `objects` Array, after holder.rs's:
 /// `thinkings[n]`: the finished Thinking of reasoning item `n` (its
@@ -83,20 +82,6 @@ impl RbResponsesProcessor {
     }
 
     pub fn process_streamed_message(ruby: &Ruby, rb_self: Me, event: Value) -> Result<Value, Error> {
-        if RHash::from_value(event).is_some() {
-            // The commonest events (text and arguments deltas) are read
-            // without building the whole value; anything else fails here
-            // and is read whole below.
-            let unsupported = Unsupported::default();
-            let delta =
-                guard(ruby, || Ok(DeltaEvent::deserialize(RubyDe::new(ruby, event, &unsupported)).ok()))?;
-            let clean = unsupported.borrow().is_empty();
-            if let (Some(delta), true) = (delta, clean) {
-                return Self::run(ruby, rb_self, Shape::Streamed, Some(event), |core| {
-                    core.process_delta(&delta).map(|_| ())
-                });
-            }
-        }
         Self::with_value(ruby, rb_self, event, Shape::Streamed, |core, v| core.process_event(v).map(|_| ()))
     }
 
@@ -126,13 +111,9 @@ impl RbResponsesProcessor {
         f: impl FnOnce(&mut ResponsesProcessor, &JsonValue) -> Result<(), openai_stream::error::Error>,
     ) -> Result<Value, Error> {
         errors::expect_hash(ruby, value, "a parsed event")?;
-        let unsupported = Unsupported::default();
-        let json = guard(ruby, || {
-            JsonValue::deserialize(RubyDe::new(ruby, value, &unsupported))
-                .map_err(|e| errors::invalid_chunk(ruby, e.to_string()))
-        })?;
+        let (json, unsupported) = ruby_json::read(ruby, value)?;
         Self::run(ruby, rb_self, shape, Some(value), move |core| {
-            for anomaly in unsupported.into_inner() {
+            for anomaly in unsupported {
                 core.push_anomaly(anomaly);
             }
             f(core, &json)
