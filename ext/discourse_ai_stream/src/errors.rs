@@ -133,10 +133,6 @@ pub fn expect_hash(ruby: &Ruby, value: Value, what: &str) -> Result<(), Error> {
 
 /// A StreamError for a chunk or event Hash the reader refused.
 pub fn invalid_chunk(ruby: &Ruby, message: String) -> Error {
-    let err = openai_stream::error::Error::Stream {
-        kind: StreamErrorKind::InvalidChunk,
-        message,
-        excerpt: String::new(),
-    };
+    let err = CoreError::Stream { kind: StreamErrorKind::InvalidChunk, message, excerpt: String::new() };
     from_core(ruby, &err, ruby.ary_new(), None)
 }
