@@ -17,11 +17,10 @@ module DiscourseAiStream
         @errors = []
       end
 
-      # The processor's on_anomaly hook. Also hands the anomaly on to the
+      # The processor's on_anomaly hook. Then hands the anomaly on to the
       # process-wide DiscourseAiStream.on_anomaly, which an instance hook
-      # would otherwise shadow.
+      # would otherwise shadow; the processor warns when that raises.
       def anomaly(anomaly)
-        forward(anomaly)
         kind = anomaly[:kind]
         @counts[kind] += 1
         if @counts[kind] == 1
@@ -29,6 +28,7 @@ module DiscourseAiStream
         else
           @unlogged[kind] += 1
         end
+        DiscourseAiStream.on_anomaly&.call(anomaly)
       end
 
       # Once per error object, however many wrappers it passes through.
@@ -61,13 +61,6 @@ module DiscourseAiStream
         return "" if details.empty?
 
         " (#{details.map { |key, value| "#{key} #{value}" }.join(", ")})"
-      end
-
-      def forward(anomaly)
-        hook = DiscourseAiStream.on_anomaly
-        hook&.call(anomaly)
-      rescue StandardError => e
-        Kernel.warn("discourse_ai_stream: on_anomaly hook raised #{e.class}: #{e.message}")
       end
     end
   end
