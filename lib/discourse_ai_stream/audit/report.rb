@@ -41,10 +41,6 @@ module DiscourseAiStream
         providers.sum { |stats| stats[name] }
       end
 
-      def any_loss?
-        total(:dropped).positive?
-      end
-
       def lines
         return ["no streamed responses found"] if providers.sum(&:responses).zero? && total(:skipped).zero?
 

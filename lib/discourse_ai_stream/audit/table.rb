@@ -52,27 +52,19 @@ module DiscourseAiStream
         estimate_relation.select(Arel.star.count).to_sql
       end
 
-      # Yields each batch: an Array of Row, ascending ids.
-      def each_batch
-        return enum_for(:each_batch) unless block_given?
+      # Yields each Row, ascending ids, a batch (one query) at a time.
+      def each(&)
+        return enum_for(:each) unless block_given?
         return unless first_id
 
         after = first_id - 1
         loop do
-          rows = batch_after(after)
-          break if rows.empty?
-
-          yield rows
+          rows = batch_relation(after).pluck(*COLUMNS).map { |values| Row.new(*values) }
+          rows.each(&)
           break if rows.size < batch_size
 
           after = rows.last.id
         end
-      end
-
-      def each(&)
-        return enum_for(:each) unless block_given?
-
-        each_batch { |rows| rows.each(&) }
       end
 
       # The SQL of one batch, for EXPLAIN (the benchmark prints its plan).
@@ -94,10 +86,6 @@ module DiscourseAiStream
 
       def estimate_relation
         candidates.where(@model.arel_table[:id].gteq(first_id.to_i))
-      end
-
-      def batch_after(after)
-        batch_relation(after).pluck(*COLUMNS).map { |values| Row.new(*values) }
       end
 
       def batch_relation(after)
