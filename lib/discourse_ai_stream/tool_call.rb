@@ -42,11 +42,7 @@ module DiscourseAiStream
     end
 
     def dup
-      copy = self.class.new(
-        id: id, name: name,
-        parameters: Marshal.load(Marshal.dump(parameters)),
-        provider_data: Marshal.load(Marshal.dump(provider_data))
-      )
+      copy = self.class.new(id: id, name: name, **Marshal.load(Marshal.dump({ parameters:, provider_data: })))
       copy.partial = partial
       copy
     end
