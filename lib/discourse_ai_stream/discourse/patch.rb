@@ -36,7 +36,7 @@ module DiscourseAiStream
 
         # Whether `klass` carries a patch of its own (not only its parent's).
         def applied?(klass)
-          own_prepends(klass).any?(Patch)
+          klass.ancestors.take_while { |mod| !mod.equal?(klass) }.any?(Patch)
         end
 
         # Prepends a patch unless `klass` has one or defines nothing to wrap.
@@ -53,10 +53,6 @@ module DiscourseAiStream
 
         private
 
-        def own_prepends(klass)
-          klass.ancestors.take_while { |mod| !mod.equal?(klass) }
-        end
-
         # The class and the modules it includes itself, without its prepends
         # and without what it inherits.
         def own_layer(klass)
@@ -67,7 +63,7 @@ module DiscourseAiStream
         end
 
         def defines?(mod, name)
-          mod.instance_methods(false).include?(name) || mod.private_instance_methods(false).include?(name)
+          mod.method_defined?(name, false) || mod.private_method_defined?(name, false)
         end
       end
 
