@@ -14,7 +14,7 @@ module DiscourseAiStream
         @label = label
         @counts = Hash.new(0)
         @unlogged = Hash.new(0)
-        @errors = []
+        @errors = Set.new.compare_by_identity
       end
 
       # The processor's on_anomaly hook. Then hands the anomaly on to the
@@ -33,9 +33,8 @@ module DiscourseAiStream
 
       # Once per error object, however many wrappers it passes through.
       def provider_error(error)
-        return if @errors.any? { |seen| seen.equal?(error) }
+        return unless @errors.add?(error)
 
-        @errors << error
         Discourse.warn_log("discourse_ai_stream: #{label}: provider error in the stream: #{error.message}")
       end
 
