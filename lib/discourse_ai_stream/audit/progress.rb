@@ -68,13 +68,9 @@ module DiscourseAiStream
         @next_line = ((@done / @every) + 1) * @every
       end
 
-      def elapsed
-        @clock.call - @started
-      end
+      def elapsed = @clock.call - @started
 
-      def percent
-        @total.zero? ? 100 : (100 * @done / @total)
-      end
+      def percent = @total.zero? ? 100 : (100 * @done / @total)
 
       def duration(seconds)
         seconds = seconds.round

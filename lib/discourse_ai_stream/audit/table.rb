@@ -44,13 +44,9 @@ module DiscourseAiStream
       end
 
       # How many rows the walk will read, as the table is now.
-      def estimate
-        first_id ? estimate_relation.count : 0
-      end
+      def estimate = first_id ? estimate_relation.count : 0
 
-      def estimate_sql
-        estimate_relation.select(Arel.star.count).to_sql
-      end
+      def estimate_sql = estimate_relation.select(Arel.star.count).to_sql
 
       # Yields each Row, ascending ids, a batch (one query) at a time.
       def each(&)
@@ -68,9 +64,7 @@ module DiscourseAiStream
       end
 
       # The SQL of one batch, for EXPLAIN (the benchmark prints its plan).
-      def batch_sql(after = first_id.to_i - 1)
-        batch_relation(after).select(*COLUMNS).to_sql
-      end
+      def batch_sql(after = first_id.to_i - 1) = batch_relation(after).select(*COLUMNS).to_sql
 
       private
 
@@ -84,21 +78,13 @@ module DiscourseAiStream
         @model.unscoped.from(period, :period).minimum(:id)
       end
 
-      def estimate_relation
-        candidates.where(@model.arel_table[:id].gteq(first_id.to_i))
-      end
+      def estimate_relation = candidates.where(@model.arel_table[:id].gteq(first_id.to_i))
 
-      def batch_relation(after)
-        candidates.where(@model.arel_table[:id].gt(after)).order(:id).limit(batch_size)
-      end
+      def batch_relation(after) = candidates.where(@model.arel_table[:id].gt(after)).order(:id).limit(batch_size)
 
-      def candidates
-        in_period(@model.where(provider_id: @provider_ids))
-      end
+      def candidates = in_period(@model.where(provider_id: @provider_ids))
 
-      def in_period(relation)
-        @since ? relation.where(@model.arel_table[:created_at].gteq(@since)) : relation
-      end
+      def in_period(relation) = @since ? relation.where(@model.arel_table[:created_at].gteq(@since)) : relation
     end
   end
 end

@@ -28,9 +28,7 @@ module DiscourseAiStream
 
       private
 
-      def parser
-        OptionParser.new { |opts| opts.on("--json") { @json = true } }
-      end
+      def parser = OptionParser.new { |opts| opts.on("--json") { @json = true } }
 
       # [[name, payload], ...]: the file itself, or each row of an export.
       def responses(file)

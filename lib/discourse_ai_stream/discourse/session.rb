@@ -58,19 +58,13 @@ module DiscourseAiStream
         end
 
         # End of a response: one line for the anomalies that were not logged.
-        def flush(endpoint)
-          of(endpoint)&.reporter&.flush
-        end
+        def flush(endpoint) = of(endpoint)&.reporter&.flush
 
-        def of(endpoint)
-          endpoint.instance_variable_get(IVAR)
-        end
+        def of(endpoint) = endpoint.instance_variable_get(IVAR)
 
         # By name, so that it holds across code reloads (new class objects)
         # and excludes subclasses.
-        def stock?(candidate)
-          REPLACED.key?(candidate.class.name)
-        end
+        def stock?(candidate) = REPLACED.key?(candidate.class.name)
 
         # "mistral (DiscourseAi::Completions::Endpoints::Mistral)".
         def label(endpoint)
