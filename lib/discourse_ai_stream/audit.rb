@@ -30,20 +30,14 @@ module DiscourseAiStream
     # One response: ids of the calls the stream requested and of those the
     # legacy processor ran; errors the decoding raised ("Class: message").
     Result = Struct.new(:requested, :ran, :errors, :anomalies, keyword_init: true) do
-      def lost
-        requested - ran
-      end
+      def lost = requested - ran
 
-      def lost?
-        !lost.empty?
-      end
+      def lost? = !lost.empty?
     end
 
     module_function
 
-    def streamed?(payload)
-      payload.is_a?(String) && STREAM_LINE.match?(payload.b)
-    end
+    def streamed?(payload) = payload.is_a?(String) && STREAM_LINE.match?(payload.b)
 
     # The Result for one raw response, nil when it is not a stream.
     def analyze(payload)

@@ -8,9 +8,7 @@ module DiscourseAiStream
     # DiscourseAi::Completions::ToolCall when Discourse has defined it, else
     # DiscourseAiStream::ToolCall. Looked up when asked, because Discourse
     # autoloads its classes after this gem is required.
-    def tool_call_class
-      @tool_call_class || discourse_or_own(:ToolCall)
-    end
+    def tool_call_class = @tool_call_class || discourse_or_own(:ToolCall)
 
     # nil restores the automatic choice.
     attr_writer :tool_call_class
@@ -18,9 +16,7 @@ module DiscourseAiStream
     # The Thinking class for new Responses processors, resolved as the
     # ToolCall class is: set explicitly, else DiscourseAi::Completions::Thinking
     # when Discourse has defined it, else DiscourseAiStream::Thinking.
-    def thinking_class
-      @thinking_class || discourse_or_own(:Thinking)
-    end
+    def thinking_class = @thinking_class || discourse_or_own(:Thinking)
 
     # nil restores the automatic choice.
     attr_writer :thinking_class
@@ -29,9 +25,7 @@ module DiscourseAiStream
     attr_accessor :on_anomaly
 
     # :current or :legacy; see OpenAiMessageProcessor#initialize.
-    def default_usage
-      @default_usage || :current
-    end
+    def default_usage = @default_usage || :current
 
     attr_writer :default_usage
 

@@ -43,9 +43,7 @@ module DiscourseAiStream
       end
 
       # True between install! and uninstall!.
-      def installed?
-        @installed ? true : false
-      end
+      def installed? = @installed ? true : false
 
       # A prepended module cannot be removed: the patches stay in place and
       # pass everything through to the stock code until install! runs again.
@@ -54,20 +52,14 @@ module DiscourseAiStream
         nil
       end
 
-      def fast_decode?
-        installed? && @fast_decode != false
-      end
+      def fast_decode? = installed? && @fast_decode != false
 
       # The stock processor classes (by name) that patched endpoints replace,
       # with the gem's class that stands in for each.
-      def replaced_processors
-        Session::REPLACED
-      end
+      def replaced_processors = Session::REPLACED
 
       # Endpoint classes of the current namespace that carry the patch.
-      def patched_classes
-        endpoint_classes.select { |klass| Patch.applied?(klass) }
-      end
+      def patched_classes = endpoint_classes.select { |klass| Patch.applied?(klass) }
 
       # :current or :legacy, from the readers of the stock processor class
       # (current Discourse logs cache_read_tokens / cache_write_tokens, the

@@ -7,14 +7,23 @@ module DiscourseAiStream
   # catches them all, including ToolArgumentsError, which is also a
   # JSON::ParserError so that code written for the stock processor (which
   # raised JSON::ParserError on bad arguments) keeps working.
+  #
+  # Each class names its default MESSAGE and the FIELDS it takes as keywords
+  # (nil when not given) besides `items`.
   module Error
+    FIELDS = [].freeze
+
     # Items (Strings and ToolCalls) the failing call had already produced.
     # They were not returned because the call raised; nothing is lost.
     attr_reader :items
 
-    private
+    def initialize(message = self.class::MESSAGE, items: [], **fields)
+      unknown = fields.keys - self.class::FIELDS
+      raise ArgumentError, "unknown keyword#{"s" if unknown.size > 1}: #{unknown.map(&:inspect).join(", ")}" \
+        unless unknown.empty?
 
-    def take_items(items)
+      super(message)
+      self.class::FIELDS.each { |name| instance_variable_set(:"@#{name}", fields[name]) }
       @items = Array(items).freeze
     end
   end
@@ -23,46 +32,30 @@ module DiscourseAiStream
   class ProviderError < StandardError
     include Error
 
-    # The provider's error object (or the whole event), symbol keys.
-    attr_reader :payload
-
-    def initialize(message = "provider error", payload: nil, items: [])
-      super(message)
-      @payload = payload
-      take_items(items)
-    end
+    MESSAGE = "provider error"
+    # payload: the provider's error object (or the whole event), symbol keys.
+    FIELDS = %i[payload].freeze
+    attr_reader(*FIELDS)
   end
 
   # Bytes or values that cannot be read as a stream of chunks.
   class StreamError < StandardError
     include Error
 
-    # :invalid_json, :invalid_utf8, :too_deep, :line_too_long, :invalid_chunk
-    attr_reader :kind
-    # The start of the offending data (never the whole payload).
-    attr_reader :excerpt
-
-    def initialize(message = "invalid stream", kind: nil, excerpt: nil, items: [])
-      super(message)
-      @kind = kind
-      @excerpt = excerpt
-      take_items(items)
-    end
+    MESSAGE = "invalid stream"
+    # kind: :invalid_json, :invalid_utf8, :too_deep, :line_too_long, :invalid_chunk
+    # excerpt: the start of the offending data (never the whole payload).
+    FIELDS = %i[kind excerpt].freeze
+    attr_reader(*FIELDS)
   end
 
   # A tool call whose arguments are not valid JSON, even after repair.
   class ToolArgumentsError < JSON::ParserError
     include Error
 
-    attr_reader :tool_id, :tool_name, :raw_arguments
-
-    def initialize(message = "invalid tool arguments", tool_id: nil, tool_name: nil, raw_arguments: nil, items: [])
-      super(message)
-      @tool_id = tool_id
-      @tool_name = tool_name
-      @raw_arguments = raw_arguments
-      take_items(items)
-    end
+    MESSAGE = "invalid tool arguments"
+    FIELDS = %i[tool_id tool_name raw_arguments].freeze
+    attr_reader(*FIELDS)
   end
 
   # A processor was used by two threads at once, or re-entered from a
@@ -70,10 +63,7 @@ module DiscourseAiStream
   class ConcurrencyError < StandardError
     include Error
 
-    def initialize(message = "processor in use", items: [])
-      super(message)
-      take_items(items)
-    end
+    MESSAGE = "processor in use"
   end
 
   # The tool call class raised while the processor built the ToolCall of a
@@ -84,16 +74,13 @@ module DiscourseAiStream
   class ToolCallError < StandardError
     include Error
 
-    attr_reader :tool_id, :tool_name, :tool_ids, :error
+    MESSAGE = "tool call class raised"
+    FIELDS = %i[tool_id tool_name tool_ids error].freeze
+    attr_reader(*FIELDS)
 
-    def initialize(message = "tool call class raised", tool_id: nil, tool_name: nil, tool_ids: nil, error: nil,
-                   items: [])
-      super(message)
-      @tool_id = tool_id
-      @tool_name = tool_name
+    def initialize(...)
+      super
       @tool_ids = (tool_ids || [tool_id].compact).freeze
-      @error = error
-      take_items(items)
     end
   end
 
@@ -102,9 +89,6 @@ module DiscourseAiStream
   class InternalError < StandardError
     include Error
 
-    def initialize(message = "internal error", items: [])
-      super(message)
-      take_items(items)
-    end
+    MESSAGE = "internal error"
   end
 end

@@ -15,9 +15,7 @@ module DiscourseAiStream
       @provider_info = provider_info || {}
     end
 
-    def partial?
-      !!@partial
-    end
+    def partial? = !!@partial
 
     def ==(other)
       other.respond_to?(:provider_info) && message == other.message && signature == other.signature &&
@@ -29,8 +27,6 @@ module DiscourseAiStream
                      provider_info: Marshal.load(Marshal.dump(provider_info)))
     end
 
-    def to_s
-      "#{message} - #{signature} - #{redacted} - #{partial}"
-    end
+    def to_s = "#{message} - #{signature} - #{redacted} - #{partial}"
   end
 end

@@ -16,9 +16,7 @@ module DiscourseAiStream
       @partial = false
     end
 
-    def partial?
-      !!@partial
-    end
+    def partial? = !!@partial
 
     def parameters=(parameters)
       raise ArgumentError, "parameters must be a hash" unless parameters.is_a?(Hash)
@@ -37,16 +35,10 @@ module DiscourseAiStream
         parameters == other.parameters && provider_data == other.provider_data
     end
 
-    def to_s
-      "#{name} - #{id} (\n#{parameters.map(&:to_s).join("\n")}\n)"
-    end
+    def to_s = "#{name} - #{id} (\n#{parameters.map(&:to_s).join("\n")}\n)"
 
     def dup
-      copy = self.class.new(
-        id: id, name: name,
-        parameters: Marshal.load(Marshal.dump(parameters)),
-        provider_data: Marshal.load(Marshal.dump(provider_data))
-      )
+      copy = self.class.new(id: id, name: name, **Marshal.load(Marshal.dump({ parameters:, provider_data: })))
       copy.partial = partial
       copy
     end

@@ -89,6 +89,15 @@ RSpec.describe "logging of anomalies and provider errors with the gem installed"
     expect(seen).to eq([:orphan_fragment] * 4)
   end
 
+  it "logs an anomaly before DiscourseAiStream.on_anomaly sees it, and warns when that hook raises" do
+    logged = []
+    DiscourseAiStream.on_anomaly = ->(_anomaly) { (logged << logger.warnings.size) && raise("hook failed") }
+    expect { mistral.perform_stream(sse(*orphan_fragments(2))) }
+      .to output("discourse_ai_stream: on_anomaly hook raised RuntimeError: hook failed\n" * 2).to_stderr
+    expect(logged).to eq([1, 1])
+    expect(logger.warnings[0]).to include("orphan_fragment")
+  end
+
   it "logs nothing for a clean stream" do
     mistral.perform_stream([DiscourseStandIns::MISTRAL_SSE])
     expect(logger.lines).to eq([])

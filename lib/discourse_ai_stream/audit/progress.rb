@@ -38,21 +38,16 @@ module DiscourseAiStream
         @io.puts("discourse_ai_stream audit: #{@done} rows in #{duration(elapsed)} (#{rate.round} rows/s)")
       end
 
+      # With the time left once the rate is known.
       def line
-        text = "discourse_ai_stream audit: #{@done} of #{@total} rows (#{percent}%), #{rate.round} rows/s"
-        left = time_left
-        left ? "#{text}, #{duration(left)} left" : text
+        speed = rate
+        text = "discourse_ai_stream audit: #{@done} of #{@total} rows (#{percent}%), #{speed.round} rows/s"
+        speed.positive? ? "#{text}, #{duration((@total - @done) / speed)} left" : text
       end
 
       def rate
         seconds = elapsed
         seconds.positive? ? @done / seconds : 0.0
-      end
-
-      # Seconds, nil before the rate is known.
-      def time_left
-        speed = rate
-        speed.positive? ? (@total - @done) / speed : nil
       end
 
       private
@@ -73,13 +68,9 @@ module DiscourseAiStream
         @next_line = ((@done / @every) + 1) * @every
       end
 
-      def elapsed
-        @clock.call - @started
-      end
+      def elapsed = @clock.call - @started
 
-      def percent
-        @total.zero? ? 100 : (100 * @done / @total)
-      end
+      def percent = @total.zero? ? 100 : (100 * @done / @total)
 
       def duration(seconds)
         seconds = seconds.round

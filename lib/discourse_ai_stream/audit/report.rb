@@ -33,17 +33,9 @@ module DiscourseAiStream
         rank(stats.worst, [result.lost.size, result.requested.size, row_id])
       end
 
-      def providers
-        @stats.values.sort_by { |stats| stats.provider.to_s }
-      end
+      def providers = @stats.values.sort_by { |stats| stats.provider.to_s }
 
-      def total(name)
-        providers.sum { |stats| stats[name] }
-      end
-
-      def any_loss?
-        total(:dropped).positive?
-      end
+      def total(name) = providers.sum { |stats| stats[name] }
 
       def lines
         return ["no streamed responses found"] if providers.sum(&:responses).zero? && total(:skipped).zero?

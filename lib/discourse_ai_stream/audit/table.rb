@@ -44,41 +44,27 @@ module DiscourseAiStream
       end
 
       # How many rows the walk will read, as the table is now.
-      def estimate
-        first_id ? estimate_relation.count : 0
-      end
+      def estimate = first_id ? estimate_relation.count : 0
 
-      def estimate_sql
-        estimate_relation.select(Arel.star.count).to_sql
-      end
+      def estimate_sql = estimate_relation.select(Arel.star.count).to_sql
 
-      # Yields each batch: an Array of Row, ascending ids.
-      def each_batch
-        return enum_for(:each_batch) unless block_given?
+      # Yields each Row, ascending ids, a batch (one query) at a time.
+      def each(&)
+        return enum_for(:each) unless block_given?
         return unless first_id
 
         after = first_id - 1
         loop do
-          rows = batch_after(after)
-          break if rows.empty?
-
-          yield rows
+          rows = batch_relation(after).pluck(*COLUMNS).map { |values| Row.new(*values) }
+          rows.each(&)
           break if rows.size < batch_size
 
           after = rows.last.id
         end
       end
 
-      def each(&)
-        return enum_for(:each) unless block_given?
-
-        each_batch { |rows| rows.each(&) }
-      end
-
       # The SQL of one batch, for EXPLAIN (the benchmark prints its plan).
-      def batch_sql(after = first_id.to_i - 1)
-        batch_relation(after).select(*COLUMNS).to_sql
-      end
+      def batch_sql(after = first_id.to_i - 1) = batch_relation(after).select(*COLUMNS).to_sql
 
       private
 
@@ -92,25 +78,13 @@ module DiscourseAiStream
         @model.unscoped.from(period, :period).minimum(:id)
       end
 
-      def estimate_relation
-        candidates.where(@model.arel_table[:id].gteq(first_id.to_i))
-      end
+      def estimate_relation = candidates.where(@model.arel_table[:id].gteq(first_id.to_i))
 
-      def batch_after(after)
-        batch_relation(after).pluck(*COLUMNS).map { |values| Row.new(*values) }
-      end
+      def batch_relation(after) = candidates.where(@model.arel_table[:id].gt(after)).order(:id).limit(batch_size)
 
-      def batch_relation(after)
-        candidates.where(@model.arel_table[:id].gt(after)).order(:id).limit(batch_size)
-      end
+      def candidates = in_period(@model.where(provider_id: @provider_ids))
 
-      def candidates
-        in_period(@model.where(provider_id: @provider_ids))
-      end
-
-      def in_period(relation)
-        @since ? relation.where(@model.arel_table[:created_at].gteq(@since)) : relation
-      end
+      def in_period(relation) = @since ? relation.where(@model.arel_table[:created_at].gteq(@since)) : relation
     end
   end
 end

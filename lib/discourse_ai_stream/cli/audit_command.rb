@@ -28,9 +28,7 @@ module DiscourseAiStream
 
       private
 
-      def parser
-        OptionParser.new { |opts| opts.on("--json") { @json = true } }
-      end
+      def parser = OptionParser.new { |opts| opts.on("--json") { @json = true } }
 
       # [[name, payload], ...]: the file itself, or each row of an export.
       def responses(file)
@@ -78,10 +76,8 @@ module DiscourseAiStream
 
       def summarize(entries)
         streamed = entries.select { |entry| entry[:streamed] }
-        { responses: entries.size, skipped: entries.size - streamed.size,
-          requested: streamed.sum { |entry| entry[:requested].size },
-          ran: streamed.sum { |entry| entry[:ran].size },
-          lost: streamed.sum { |entry| entry[:lost].size },
+        sums = %i[requested ran lost].to_h { |key| [key, streamed.sum { |entry| entry[key].size }] }
+        { responses: entries.size, skipped: entries.size - streamed.size, **sums,
           responses_with_loss: streamed.count { |entry| entry[:lost].any? } }
       end
 

@@ -5,8 +5,6 @@ module DiscourseAiStream
     # `replay FILE`: feeds a saved response to a processor line by line, as
     # a stream arrives, and shows what came out.
     class Replay
-      QUIET = ->(_anomaly) {}
-
       def initialize(cli)
         @cli = cli
         @options = { partial: false, json: false, usage: :current }
@@ -33,7 +31,7 @@ module DiscourseAiStream
 
       def decode(raw)
         processor = OpenAiMessageProcessor.new(partial_tool_calls: @options[:partial], usage: @options[:usage],
-                                               tool_call_class: DiscourseAiStream::ToolCall, on_anomaly: QUIET)
+                                               tool_call_class: DiscourseAiStream::ToolCall, on_anomaly: Audit::QUIET)
         outcome = { text: +"", tool_calls: [], partial_updates: [], usage: nil, anomalies: [], error: nil }
         raw.each_line { |line| break unless feed(outcome) { processor.decode_chunk(line) } }
         feed(outcome) { processor.finish }

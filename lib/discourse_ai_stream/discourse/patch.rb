@@ -30,14 +30,10 @@ module DiscourseAiStream
 
       class << self
         # A class worth patching: it has a processor method (own or inherited).
-        def endpoint?(klass)
-          klass.method_defined?(:processor) || klass.private_method_defined?(:processor)
-        end
+        def endpoint?(klass) = klass.method_defined?(:processor) || klass.private_method_defined?(:processor)
 
         # Whether `klass` carries a patch of its own (not only its parent's).
-        def applied?(klass)
-          own_prepends(klass).any?(Patch)
-        end
+        def applied?(klass) = klass.ancestors.take_while { |mod| !mod.equal?(klass) }.any?(Patch)
 
         # Prepends a patch unless `klass` has one or defines nothing to wrap.
         # Returns true when it prepended.
@@ -53,10 +49,6 @@ module DiscourseAiStream
 
         private
 
-        def own_prepends(klass)
-          klass.ancestors.take_while { |mod| !mod.equal?(klass) }
-        end
-
         # The class and the modules it includes itself, without its prepends
         # and without what it inherits.
         def own_layer(klass)
@@ -66,9 +58,7 @@ module DiscourseAiStream
           ancestors[start...stop].reject { |mod| mod.is_a?(Patch) }
         end
 
-        def defines?(mod, name)
-          mod.instance_methods(false).include?(name) || mod.private_instance_methods(false).include?(name)
-        end
+        def defines?(mod, name) = mod.method_defined?(name, false) || mod.private_method_defined?(name, false)
       end
 
       attr_reader :target_name, :wrapped, :fast_decode

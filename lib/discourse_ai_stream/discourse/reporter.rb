@@ -14,14 +14,13 @@ module DiscourseAiStream
         @label = label
         @counts = Hash.new(0)
         @unlogged = Hash.new(0)
-        @errors = []
+        @errors = Set.new.compare_by_identity
       end
 
-      # The processor's on_anomaly hook. Also hands the anomaly on to the
+      # The processor's on_anomaly hook. Then hands the anomaly on to the
       # process-wide DiscourseAiStream.on_anomaly, which an instance hook
-      # would otherwise shadow.
+      # would otherwise shadow; the processor warns when that raises.
       def anomaly(anomaly)
-        forward(anomaly)
         kind = anomaly[:kind]
         @counts[kind] += 1
         if @counts[kind] == 1
@@ -29,13 +28,13 @@ module DiscourseAiStream
         else
           @unlogged[kind] += 1
         end
+        DiscourseAiStream.on_anomaly&.call(anomaly)
       end
 
       # Once per error object, however many wrappers it passes through.
       def provider_error(error)
-        return if @errors.any? { |seen| seen.equal?(error) }
+        return unless @errors.add?(error)
 
-        @errors << error
         Discourse.warn_log("discourse_ai_stream: #{label}: provider error in the stream: #{error.message}")
       end
 
@@ -61,13 +60,6 @@ module DiscourseAiStream
         return "" if details.empty?
 
         " (#{details.map { |key, value| "#{key} #{value}" }.join(", ")})"
-      end
-
-      def forward(anomaly)
-        hook = DiscourseAiStream.on_anomaly
-        hook&.call(anomaly)
-      rescue StandardError => e
-        Kernel.warn("discourse_ai_stream: on_anomaly hook raised #{e.class}: #{e.message}")
       end
     end
   end

@@ -58,19 +58,13 @@ module DiscourseAiStream
         end
 
         # End of a response: one line for the anomalies that were not logged.
-        def flush(endpoint)
-          of(endpoint)&.reporter&.flush
-        end
+        def flush(endpoint) = of(endpoint)&.reporter&.flush
 
-        def of(endpoint)
-          endpoint.instance_variable_get(IVAR)
-        end
+        def of(endpoint) = endpoint.instance_variable_get(IVAR)
 
         # By name, so that it holds across code reloads (new class objects)
         # and excludes subclasses.
-        def stock?(candidate)
-          REPLACED.key?(candidate.class.name)
-        end
+        def stock?(candidate) = REPLACED.key?(candidate.class.name)
 
         # "mistral (DiscourseAi::Completions::Endpoints::Mistral)".
         def label(endpoint)
@@ -111,50 +105,33 @@ module DiscourseAiStream
       private
 
       def build(endpoint, stock)
-        partial = partial_tool_calls(endpoint, stock)
-        if REPLACED[stock.class.name] == DiscourseAiStream::OpenAiResponsesMessageProcessor
-          return DiscourseAiStream::OpenAiResponsesMessageProcessor.new(
-            partial_tool_calls: partial, output_thinking: setting(endpoint, stock, :output_thinking),
-            tool_call_class: tool_call_class, thinking_class: thinking_class, on_anomaly: @reporter.method(:anomaly)
-          )
+        klass = REPLACED.fetch(stock.class.name)
+        options = { partial_tool_calls: setting(endpoint, stock, :partial_tool_calls),
+                    tool_call_class: completions_class(:ToolCall, :tool_call_class),
+                    on_anomaly: @reporter.method(:anomaly) }
+        if klass == DiscourseAiStream::OpenAiResponsesMessageProcessor
+          options[:output_thinking] = setting(endpoint, stock, :output_thinking)
+          options[:thinking_class] = completions_class(:Thinking, :thinking_class)
+        else
+          options[:usage] = Discourse.generation(stock.class)
         end
-
-        DiscourseAiStream::OpenAiMessageProcessor.new(
-          partial_tool_calls: partial,
-          usage: Discourse.generation(stock.class) == :legacy ? :legacy : :current,
-          tool_call_class: tool_call_class,
-          on_anomaly: @reporter.method(:anomaly)
-        )
+        klass.new(**options)
       end
 
       # A setting the stock processor was built with (its ivar), else the
       # endpoint's, else false.
       def setting(endpoint, stock, name)
         ivar = :"@#{name}"
-        if stock.instance_variable_defined?(ivar)
-          stock.instance_variable_get(ivar) ? true : false
-        elsif endpoint.respond_to?(name, true)
-          endpoint.send(name) ? true : false
-        else
-          false
-        end
+        return stock.instance_variable_get(ivar) ? true : false if stock.instance_variable_defined?(ivar)
+
+        endpoint.respond_to?(name, true) && endpoint.send(name) ? true : false
       end
 
-      def thinking_class
-        klass = Discourse.lookup("#{NAMESPACE}::Thinking")
-        klass.is_a?(Class) ? klass : DiscourseAiStream.thinking_class
-      end
-
-      # The stock processor was built with the endpoint's setting: read it
-      # back from there, else from the endpoint.
-      def partial_tool_calls(endpoint, stock)
-        setting(endpoint, stock, :partial_tool_calls)
-      end
-
-      # The bot and the endpoints test `is_a?(DiscourseAi::Completions::ToolCall)`.
-      def tool_call_class
-        klass = Discourse.lookup("#{NAMESPACE}::ToolCall")
-        klass.is_a?(Class) ? klass : DiscourseAiStream.tool_call_class
+      # DiscourseAi::Completions::<name> when it is a class, else the gem's
+      # `reader`: the bot and the endpoints test `is_a?(DiscourseAi::Completions::ToolCall)`.
+      def completions_class(name, reader)
+        klass = Discourse.lookup("#{NAMESPACE}::#{name}")
+        klass.is_a?(Class) ? klass : DiscourseAiStream.public_send(reader)
       end
     end
   end
