@@ -232,24 +232,13 @@ pub(crate) struct Strings {
 impl Strings {
     /// `b` when it is outside every string and not a quote.
     pub(crate) fn outside(&mut self, b: u8) -> Option<u8> {
-        match b {
-            _ if !self.in_string => {
-                self.in_string = b == b'"';
-                (!self.in_string).then_some(b)
-            }
-            _ if self.escaped => {
-                self.escaped = false;
-                None
-            }
-            b'\\' => {
-                self.escaped = true;
-                None
-            }
-            _ => {
-                self.in_string = b != b'"';
-                None
-            }
+        if self.in_string {
+            self.in_string = self.escaped || b != b'"';
+            self.escaped = !self.escaped && b == b'\\';
+            return None;
         }
+        self.in_string = b == b'"';
+        (!self.in_string).then_some(b)
     }
 }
 
