@@ -713,15 +713,13 @@ impl Calls {
         let clean = matches!(parsed, Ok(ParsedArguments { repair: None, .. }));
         let empty = !whole_object && call.raw.trim().is_empty();
         if !call.lost.is_empty() && !whole_object && (empty || !clean) {
-            let state = if empty {
-                "its arguments are empty".to_owned()
-            } else if parsed.is_ok() {
-                "its arguments would need repair".to_owned()
-            } else {
-                "its arguments do not parse".to_owned()
+            let state = match parsed {
+                _ if empty => "are empty",
+                Ok(_) => "would need repair",
+                Err(_) => "do not parse",
             };
             let message = format!(
-                "input was lost while the call was open and {state}, so they are not repaired: {}",
+                "input was lost while the call was open and its arguments {state}, so they are not repaired: {}",
                 call.lost.describe()
             );
             let msg = format!("arguments of call {:?} ({}) cannot be trusted: {message}", call.id, call.name);
