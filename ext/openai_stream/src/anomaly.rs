@@ -153,20 +153,9 @@ impl Anomaly {
     }
 
     /// Everything that makes two anomalies the same one (all but the count):
-    /// what [`Anomaly::same_as`] compares and [`Anomaly::key`] hashes.
+    /// what [`Anomalies::push`] compares, found by its hash.
     fn identity(&self) -> Identity<'_> {
         (self.kind, &self.message, &self.call_id, &self.call_name, self.index, self.field, &self.excerpt)
-    }
-
-    /// True when `other` is the same anomaly (count aside).
-    fn same_as(&self, other: &Anomaly) -> bool {
-        self.identity() == other.identity()
-    }
-
-    fn key(&self) -> u64 {
-        let mut h = DefaultHasher::new();
-        self.identity().hash(&mut h);
-        h.finish()
     }
 
     pub fn field(mut self, field: &'static str) -> Self {
@@ -226,7 +215,8 @@ pub struct Anomalies {
     /// [`Anomalies::take_new`], each once: taken again with their count.
     repeated: Vec<usize>,
     dropped: u64,
-    /// Positions of kept anomalies by [`Anomaly::key`] (first of each key).
+    /// Positions of kept anomalies by the hash of their identity (first of
+    /// each hash).
     seen: HashMap<u64, usize>,
     /// Noise entries kept, per noise kind; one more than the cap once the
     /// cap was announced.
@@ -242,9 +232,13 @@ impl Anomalies {
     pub fn push(&mut self, anomaly: Anomaly) {
         // Anomalies of a call are each kept (two calls may share an id, and
         // each is reported once per call already); the rest repeat.
-        let key = anomaly.call_id.is_none().then(|| anomaly.key());
+        let key = anomaly.call_id.is_none().then(|| {
+            let mut h = DefaultHasher::new();
+            anomaly.identity().hash(&mut h);
+            h.finish()
+        });
         if let Some(&at) = key.as_ref().and_then(|k| self.seen.get(k)) {
-            if let Some(kept) = self.list.get_mut(at).filter(|k| k.same_as(&anomaly)) {
+            if let Some(kept) = self.list.get_mut(at).filter(|k| k.identity() == anomaly.identity()) {
                 kept.count = kept.count.saturating_add(1);
                 if at < self.delivered && !self.repeated.contains(&at) {
                     self.repeated.push(at);
