@@ -143,8 +143,11 @@ struct Nesting {
 }
 
 impl Nesting {
-    fn feed(&mut self, bytes: &[u8]) {
-        for b in bytes.iter().filter_map(|&b| self.strings.outside(b)) {
+    /// Scans what `raw` gained since the last call; true when a container
+    /// opened and every container closed since.
+    fn balanced(&mut self, raw: &str) -> bool {
+        let new = raw.as_bytes().get(self.scanned..).unwrap_or_default();
+        for b in new.iter().filter_map(|&b| self.strings.outside(b)) {
             match b {
                 b'{' | b'[' => {
                     self.depth = self.depth.saturating_add(1);
@@ -154,10 +157,7 @@ impl Nesting {
                 _ => {}
             }
         }
-    }
-
-    /// True when a container opened and every container closed since.
-    fn balanced(&self) -> bool {
+        self.scanned = raw.len();
         self.opened && self.depth == 0 && !self.strings.in_string
     }
 }
@@ -324,16 +324,12 @@ impl Calls {
             } else {
                 (AnomalyKind::IgnoredField, "ignored")
             };
-            let mut message = format!("{} was {}; {verb}", p.field, p.kind.described());
-            let mut a = match target.and_then(|t| self.calls.get(t as usize)) {
-                Some(call) => {
-                    message.push_str(&format!(" (call {:?})", call.id));
-                    call.anomaly(anomaly_kind, message)
-                }
+            let message = format!("{} was {}; {verb}", p.field, p.kind.described());
+            let a = match target.and_then(|t| self.calls.get(t as usize)) {
+                Some(call) => call.anomaly(anomaly_kind, format!("{message} (call {:?})", call.id)),
                 None => h.anomaly(anomaly_kind, message),
             };
-            a.field = Some(p.field);
-            anomalies.push(a);
+            anomalies.push(a.field(p.field));
         }
     }
 
@@ -500,15 +496,7 @@ impl Calls {
         let Some(c) = self.calls.get_mut(call as usize) else {
             return false;
         };
-        if c.completed || c.object.is_some() {
-            return true;
-        }
-        let Some(new) = c.raw.get(c.nesting.scanned..) else {
-            return false;
-        };
-        c.nesting.feed(new.as_bytes());
-        c.nesting.scanned = c.raw.len();
-        c.nesting.balanced() && closed_object(&c.raw)
+        c.completed || c.object.is_some() || c.nesting.balanced(&c.raw) && closed_object(&c.raw)
     }
 
     /// Reports a fragment that goes to no call (`message` says why); its id
