@@ -227,7 +227,7 @@ impl State<Chat> {
                         "more than {MAX_GLUED} events glued onto one line; the rest of the line was skipped"
                     ),
                 )
-                .excerpt(&excerpt(rest)),
+                .excerpt(rest),
             );
         } else if self.first(AnomalyKind::GluedEvent) {
             self.anomalies.push(
@@ -236,7 +236,7 @@ impl State<Chat> {
                     "an event's JSON was followed by more text on its line; the JSON ended the event and \
                      the rest was read as the next line",
                 )
-                .excerpt(&excerpt(rest)),
+                .excerpt(rest),
             );
         }
         self.own.in_glued = true;
