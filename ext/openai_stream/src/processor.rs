@@ -433,14 +433,11 @@ impl State<Chat> {
                 let mut texts: Vec<&str> = Vec::new();
                 for part in parts {
                     let Some(p) = self.field(part, "choices[0].delta.content[]") else { continue };
-                    let kind = match &p.kind {
-                        Field::Wrong(k) => {
-                            self.ignored("choices[0].delta.content[].type", *k);
-                            continue;
-                        }
-                        kind => kind.get().map(|t| &*t.0),
-                    };
-                    match kind {
+                    if let Field::Wrong(k) = p.kind {
+                        self.ignored("choices[0].delta.content[].type", k);
+                        continue;
+                    }
+                    match p.kind.get().map(|t| &*t.0) {
                         Some("text") => {
                             if let Some(Text(t)) = self.field(&p.text, "choices[0].delta.content[].text") {
                                 texts.push(t);
