@@ -218,8 +218,8 @@ pub struct Anomalies {
     /// Positions of kept anomalies by the hash of their identity (first of
     /// each hash).
     seen: HashMap<u64, usize>,
-    /// Noise entries kept, per noise kind; one more than the cap once the
-    /// cap was announced.
+    /// Noise entries seen, per noise kind, counted up to two past the cap
+    /// (one past: the cap is announced now).
     noise: [usize; 2],
     limit_reported: bool,
 }
@@ -251,26 +251,16 @@ impl Anomalies {
             AnomalyKind::UnexpectedPayload => Some(1),
             _ => None,
         };
-        match noise.and_then(|i| self.noise.get_mut(i)) {
-            Some(n) if *n < Self::NOISE_LIMIT => *n += 1,
-            Some(n) => {
-                let first_past_cap = *n == Self::NOISE_LIMIT;
-                *n = Self::NOISE_LIMIT + 1;
+        if let Some(n) = noise.and_then(|i| self.noise.get_mut(i)) {
+            *n = (*n + 1).min(Self::NOISE_LIMIT + 2);
+            if *n > Self::NOISE_LIMIT {
                 self.dropped += 1;
                 // Past the overall limit its own entry says enough.
-                if first_past_cap && self.list.len() < Self::LIMIT {
-                    self.list.push(Anomaly::new(
-                        AnomalyKind::AnomalyLimit,
-                        format!(
-                            "more than {} {} anomalies; later ones are only counted",
-                            Self::NOISE_LIMIT,
-                            anomaly.kind.name()
-                        ),
-                    ));
+                if *n == Self::NOISE_LIMIT + 1 && self.list.len() < Self::LIMIT {
+                    self.note_limit(Self::NOISE_LIMIT, &format!("{} ", anomaly.kind));
                 }
                 return;
             }
-            None => {}
         }
         self.keep(anomaly, key);
     }
@@ -285,13 +275,16 @@ impl Anomalies {
         } else {
             if !self.limit_reported {
                 self.limit_reported = true;
-                self.list.push(Anomaly::new(
-                    AnomalyKind::AnomalyLimit,
-                    format!("more than {} anomalies; later ones are only counted", Self::LIMIT),
-                ));
+                self.note_limit(Self::LIMIT, "");
             }
             self.dropped += 1;
         }
+    }
+
+    /// Says that after `limit` anomalies (`of` a kind) the rest is counted.
+    fn note_limit(&mut self, limit: usize, of: &str) {
+        let message = format!("more than {limit} {of}anomalies; later ones are only counted");
+        self.list.push(Anomaly::new(AnomalyKind::AnomalyLimit, message));
     }
 
     /// Every anomaly kept so far.
