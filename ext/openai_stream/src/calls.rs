@@ -795,16 +795,11 @@ fn is_json(text: &str) -> bool {
 /// The value of a field (a converted one too), with a field of a wrong
 /// type, or converted, added to `problems` as `name`.
 fn read<'f, T>(field: &'f Field<T>, name: &'static str, problems: &mut Vec<FieldProblem>) -> Option<&'f T> {
-    let (value, problem) = match field {
-        Field::Value(v) => (Some(v), None),
-        Field::Converted(v, kind) => (Some(v), Some((*kind, true))),
-        Field::Wrong(kind) => (None, Some((*kind, false))),
-        Field::Missing | Field::Null => (None, None),
-    };
-    if let Some((kind, converted)) = problem {
-        problems.push(FieldProblem { field: name, kind, converted });
+    if let Field::Converted(_, kind) | Field::Wrong(kind) = field {
+        let converted = matches!(field, Field::Converted(..));
+        problems.push(FieldProblem { field: name, kind: *kind, converted });
     }
-    value
+    field.get()
 }
 
 fn arguments_text(arguments: &Arguments) -> String {
