@@ -153,20 +153,9 @@ impl Anomaly {
     }
 
     /// Everything that makes two anomalies the same one (all but the count):
-    /// what [`Anomaly::same_as`] compares and [`Anomaly::key`] hashes.
+    /// what [`Anomalies::push`] compares, found by its hash.
     fn identity(&self) -> Identity<'_> {
         (self.kind, &self.message, &self.call_id, &self.call_name, self.index, self.field, &self.excerpt)
-    }
-
-    /// True when `other` is the same anomaly (count aside).
-    fn same_as(&self, other: &Anomaly) -> bool {
-        self.identity() == other.identity()
-    }
-
-    fn key(&self) -> u64 {
-        let mut h = DefaultHasher::new();
-        self.identity().hash(&mut h);
-        h.finish()
     }
 
     pub fn field(mut self, field: &'static str) -> Self {
@@ -226,10 +215,11 @@ pub struct Anomalies {
     /// [`Anomalies::take_new`], each once: taken again with their count.
     repeated: Vec<usize>,
     dropped: u64,
-    /// Positions of kept anomalies by [`Anomaly::key`] (first of each key).
+    /// Positions of kept anomalies by the hash of their identity (first of
+    /// each hash).
     seen: HashMap<u64, usize>,
-    /// Noise entries kept, per noise kind; one more than the cap once the
-    /// cap was announced.
+    /// Noise entries seen, per noise kind, counted up to two past the cap
+    /// (one past: the cap is announced now).
     noise: [usize; 2],
     limit_reported: bool,
 }
@@ -242,9 +232,13 @@ impl Anomalies {
     pub fn push(&mut self, anomaly: Anomaly) {
         // Anomalies of a call are each kept (two calls may share an id, and
         // each is reported once per call already); the rest repeat.
-        let key = anomaly.call_id.is_none().then(|| anomaly.key());
+        let key = anomaly.call_id.is_none().then(|| {
+            let mut h = DefaultHasher::new();
+            anomaly.identity().hash(&mut h);
+            h.finish()
+        });
         if let Some(&at) = key.as_ref().and_then(|k| self.seen.get(k)) {
-            if let Some(kept) = self.list.get_mut(at).filter(|k| k.same_as(&anomaly)) {
+            if let Some(kept) = self.list.get_mut(at).filter(|k| k.identity() == anomaly.identity()) {
                 kept.count = kept.count.saturating_add(1);
                 if at < self.delivered && !self.repeated.contains(&at) {
                     self.repeated.push(at);
@@ -257,26 +251,16 @@ impl Anomalies {
             AnomalyKind::UnexpectedPayload => Some(1),
             _ => None,
         };
-        match noise.and_then(|i| self.noise.get_mut(i)) {
-            Some(n) if *n < Self::NOISE_LIMIT => *n += 1,
-            Some(n) => {
-                let first_past_cap = *n == Self::NOISE_LIMIT;
-                *n = Self::NOISE_LIMIT + 1;
+        if let Some(n) = noise.and_then(|i| self.noise.get_mut(i)) {
+            *n = (*n + 1).min(Self::NOISE_LIMIT + 2);
+            if *n > Self::NOISE_LIMIT {
                 self.dropped += 1;
                 // Past the overall limit its own entry says enough.
-                if first_past_cap && self.list.len() < Self::LIMIT {
-                    self.list.push(Anomaly::new(
-                        AnomalyKind::AnomalyLimit,
-                        format!(
-                            "more than {} {} anomalies; later ones are only counted",
-                            Self::NOISE_LIMIT,
-                            anomaly.kind.name()
-                        ),
-                    ));
+                if *n == Self::NOISE_LIMIT + 1 && self.list.len() < Self::LIMIT {
+                    self.note_limit(Self::NOISE_LIMIT, &format!("{} ", anomaly.kind));
                 }
                 return;
             }
-            None => {}
         }
         self.keep(anomaly, key);
     }
@@ -291,13 +275,16 @@ impl Anomalies {
         } else {
             if !self.limit_reported {
                 self.limit_reported = true;
-                self.list.push(Anomaly::new(
-                    AnomalyKind::AnomalyLimit,
-                    format!("more than {} anomalies; later ones are only counted", Self::LIMIT),
-                ));
+                self.note_limit(Self::LIMIT, "");
             }
             self.dropped += 1;
         }
+    }
+
+    /// Says that after `limit` anomalies (`of` a kind) the rest is counted.
+    fn note_limit(&mut self, limit: usize, of: &str) {
+        let message = format!("more than {limit} {of}anomalies; later ones are only counted");
+        self.list.push(Anomaly::new(AnomalyKind::AnomalyLimit, message));
     }
 
     /// Every anomaly kept so far.

@@ -207,31 +207,39 @@ fn missing_opening(text: &str) -> Option<&'static str> {
 /// quote is never invented), nothing is open, or a closer does not match.
 fn missing_closers(text: &str) -> Option<String> {
     let mut open = Vec::new();
-    let mut in_string = false;
-    let mut escaped = false;
-    for b in text.bytes() {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
-            }
-            continue;
-        }
+    let mut strings = Strings::default();
+    for b in text.bytes().filter_map(|b| strings.outside(b)) {
         match b {
-            b'"' => in_string = true,
             b'{' => open.push(b'}'),
             b'[' => open.push(b']'),
             b'}' | b']' if open.pop() != Some(b) => return None,
             _ => {}
         }
     }
-    if in_string || open.is_empty() {
+    if strings.in_string || open.is_empty() {
         return None;
     }
     Some(open.iter().rev().map(|&b| char::from(b)).collect())
+}
+
+/// Where JSON text scanned byte by byte is: inside a string or not.
+#[derive(Debug, Default)]
+pub(crate) struct Strings {
+    pub(crate) in_string: bool,
+    escaped: bool,
+}
+
+impl Strings {
+    /// `b` when it is outside every string and not a quote.
+    pub(crate) fn outside(&mut self, b: u8) -> Option<u8> {
+        if self.in_string {
+            self.in_string = self.escaped || b != b'"';
+            self.escaped = !self.escaped && b == b'\\';
+            return None;
+        }
+        self.in_string = b == b'"';
+        (!self.in_string).then_some(b)
+    }
 }
 
 #[cfg(test)]

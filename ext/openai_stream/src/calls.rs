@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::anomaly::{Anomalies, Anomaly, AnomalyKind};
-use crate::arguments::{finish_arguments, parse_arguments, ArgumentsError, ParsedArguments};
+use crate::arguments::{finish_arguments, parse_arguments, ArgumentsError, ParsedArguments, Strings};
 use crate::chunk::{Arguments, Field, Id, Int, Kind, Text, ToolCallDelta};
 use crate::json::{ContainerKind, IncrementalParser, JsonValue, ViewEvents, ViewSink};
 
@@ -60,8 +60,9 @@ struct LostInput {
 const LOST_KEPT: usize = 3;
 
 impl LostInput {
-    fn push(list: &mut Vec<String>, count: &mut usize, what: &str) {
-        *count += 1;
+    fn push(&mut self, fragment: bool, what: &str) {
+        self.count += 1;
+        let list = if fragment { &mut self.fragments } else { &mut self.events };
         if list.len() < LOST_KEPT {
             list.push(crate::anomaly::excerpt(what));
         }
@@ -103,10 +104,7 @@ impl Call {
     /// (an object given as such, or text that parses whole): nothing more
     /// can be appended to them without making them invalid.
     pub fn has_whole_arguments(&self) -> bool {
-        self.object.is_some() || {
-            let t = self.raw.trim();
-            !t.is_empty() && serde_json::from_str::<crate::chunk::lenient::Skip>(t).is_ok()
-        }
+        self.object.is_some() || is_json(self.raw.trim())
     }
 
     /// View events not yet consumed (partial mode).
@@ -141,24 +139,16 @@ struct Nesting {
     scanned: usize,
     depth: u64,
     opened: bool,
-    in_string: bool,
-    escaped: bool,
+    strings: Strings,
 }
 
 impl Nesting {
-    fn feed(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            if self.in_string {
-                match b {
-                    _ if self.escaped => self.escaped = false,
-                    b'\\' => self.escaped = true,
-                    b'"' => self.in_string = false,
-                    _ => {}
-                }
-                continue;
-            }
+    /// Scans what `raw` gained since the last call; true when a container
+    /// opened and every container closed since.
+    fn balanced(&mut self, raw: &str) -> bool {
+        let new = raw.as_bytes().get(self.scanned..).unwrap_or_default();
+        for b in new.iter().filter_map(|&b| self.strings.outside(b)) {
             match b {
-                b'"' => self.in_string = true,
                 b'{' | b'[' => {
                     self.depth = self.depth.saturating_add(1);
                     self.opened = true;
@@ -167,11 +157,8 @@ impl Nesting {
                 _ => {}
             }
         }
-    }
-
-    /// True when a container opened and every container closed since.
-    fn balanced(&self) -> bool {
-        self.opened && self.depth == 0 && !self.in_string
+        self.scanned = raw.len();
+        self.opened && self.depth == 0 && !self.strings.in_string
     }
 }
 
@@ -285,11 +272,7 @@ impl Calls {
 
     /// Forgets every call (a new stream starts).
     pub fn clear(&mut self) {
-        self.calls.clear();
-        self.by_index.clear();
-        self.by_id.clear();
-        self.current = None;
-        self.reported.clear();
+        *self = Calls { list: self.list, ..Calls::new(self.partial) };
     }
 
     /// Drops view events the caller has consumed.
@@ -341,16 +324,12 @@ impl Calls {
             } else {
                 (AnomalyKind::IgnoredField, "ignored")
             };
-            let mut message = format!("{} was {}; {verb}", p.field, p.kind.described());
-            let mut a = match target.and_then(|t| self.calls.get(t as usize)) {
-                Some(call) => {
-                    message.push_str(&format!(" (call {:?})", call.id));
-                    call.anomaly(anomaly_kind, message)
-                }
+            let message = format!("{} was {}; {verb}", p.field, p.kind.described());
+            let a = match target.and_then(|t| self.calls.get(t as usize)) {
+                Some(call) => call.anomaly(anomaly_kind, format!("{message} (call {:?})", call.id)),
                 None => h.anomaly(anomaly_kind, message),
             };
-            a.field = Some(p.field);
-            anomalies.push(a);
+            anomalies.push(a.field(p.field));
         }
     }
 
@@ -380,7 +359,7 @@ impl Calls {
             // (rule 7: Ollama, old vLLM, SGLang) the previous call is done.
             (Some(id), Some(name), occupied) => {
                 self.displace(occupied, applied);
-                Some(self.start(id.to_owned(), false, name, h.index))
+                Some(self.start(Some(id), name, h.index, anomalies))
             }
             // A different name at an occupied index with no id, or the same
             // name where it cannot continue the call there: a new call.
@@ -388,7 +367,7 @@ impl Calls {
                 if name != self.calls[occ as usize].name || self.starts_anew(occ, h) =>
             {
                 self.displace(Some(occ), applied);
-                Some(self.start_generated(name, h.index, anomalies))
+                Some(self.start(None, name, h.index, anomalies))
             }
             // Rules 5, 8: the call at this index (a changed id on an
             // arguments-only delta is a continuation while it can be one).
@@ -419,7 +398,7 @@ impl Calls {
                 }
             },
             // Rule 11: a name and no id anywhere.
-            (None, Some(name), None) => Some(self.start_generated(name, h.index, anomalies)),
+            (None, Some(name), None) => Some(self.start(None, name, h.index, anomalies)),
         }
     }
 
@@ -443,7 +422,7 @@ impl Calls {
             // this id is a distinct call that shares the id.
             if let Some(first_index) = self.calls[known as usize].index {
                 self.displace(occupied, applied);
-                let n = self.start(id.to_owned(), false, name, Some(ix));
+                let n = self.start(Some(id), name, Some(ix), anomalies);
                 let (first, c) = (&self.calls[known as usize], &self.calls[n as usize]);
                 let msg = format!(
                     "tool call {name:?} at index {ix} has the id {id:?} of call {:?} at index {first_index}; \
@@ -517,15 +496,7 @@ impl Calls {
         let Some(c) = self.calls.get_mut(call as usize) else {
             return false;
         };
-        if c.completed || c.object.is_some() {
-            return true;
-        }
-        let Some(new) = c.raw.get(c.nesting.scanned..) else {
-            return false;
-        };
-        c.nesting.feed(new.as_bytes());
-        c.nesting.scanned = c.raw.len();
-        c.nesting.balanced() && closed_object(&c.raw)
+        c.completed || c.object.is_some() || c.nesting.balanced(&c.raw) && closed_object(&c.raw)
     }
 
     /// Reports a fragment that goes to no call (`message` says why); its id
@@ -539,10 +510,7 @@ impl Calls {
         }
         // Every open call may have lost it (rule: never `{}` or repaired
         // after dropped fragments, see [`Calls::complete`]).
-        for call in self.calls.iter_mut().filter(|c| !c.completed) {
-            let lost = &mut call.lost;
-            LostInput::push(&mut lost.fragments, &mut lost.count, &text);
-        }
+        self.lose(true, &text);
         anomalies.push(h.anomaly(AnomalyKind::OrphanFragment, message).excerpt(&text));
     }
 
@@ -565,30 +533,15 @@ impl Calls {
         if c.list == self.list {
             return true;
         }
-        let Some(arguments) = h.arguments else {
-            return false;
-        };
-        match arguments {
-            Arguments::Text(t) => {
-                let t = t.trim_start();
-                if t.is_empty() {
-                    return false;
-                }
-                if c.completed || c.object.is_some() {
-                    return true;
-                }
-                t.starts_with('{') && closed_object(&c.raw)
+        match h.arguments {
+            None => false,
+            Some(Arguments::Text(t)) if t.trim_start().is_empty() => false,
+            Some(_) if c.completed => true,
+            Some(Arguments::Text(t)) => {
+                c.object.is_some() || t.trim_start().starts_with('{') && closed_object(&c.raw)
             }
-            Arguments::Object(v) => {
-                if c.completed {
-                    return true;
-                }
-                match &c.object {
-                    // The same object again is a repeated header (rule 10).
-                    Some(existing) => existing != v,
-                    None => closed_object(&c.raw),
-                }
-            }
+            // The same object again is a repeated header (rule 10).
+            Some(Arguments::Object(v)) => c.object.as_ref().map_or_else(|| closed_object(&c.raw), |o| o != v),
         }
     }
 
@@ -611,8 +564,15 @@ impl Calls {
         }
     }
 
-    fn start(&mut self, id: String, id_generated: bool, name: &str, index: Option<i64>) -> u32 {
+    /// Starts a call; one without a (non-empty) id gets a generated one,
+    /// reported.
+    fn start(&mut self, id: Option<&str>, name: &str, index: Option<i64>, anomalies: &mut Anomalies) -> u32 {
         let n = self.calls.len() as u32;
+        let id_generated = id.is_none_or(str::is_empty);
+        let id = match id {
+            Some(id) if !id_generated => id.to_owned(),
+            _ => generated_id(),
+        };
         if let Some(earlier) = self.by_id.insert(id.clone(), n).and_then(|e| self.calls.get_mut(e as usize)) {
             earlier.id_reused = true;
         }
@@ -638,14 +598,11 @@ impl Calls {
             id_reused: false,
             lost: LostInput::default(),
         });
-        n
-    }
-
-    fn start_generated(&mut self, name: &str, index: Option<i64>, anomalies: &mut Anomalies) -> u32 {
-        let n = self.start(generated_id(), true, name, index);
-        let c = &self.calls[n as usize];
-        let msg = format!("tool call {name:?} arrived without an id; generated {:?}", c.id);
-        anomalies.push(c.anomaly(AnomalyKind::GeneratedId, msg));
+        if id_generated {
+            let c = &self.calls[n as usize];
+            let msg = format!("tool call {name:?} arrived without an id; generated {:?}", c.id);
+            anomalies.push(c.anomaly(AnomalyKind::GeneratedId, msg));
+        }
         n
     }
 
@@ -665,10 +622,7 @@ impl Calls {
             anomalies.push(header.anomaly(AnomalyKind::OrphanFragment, message).excerpt(&text));
             return None;
         };
-        let n = match id {
-            Some(id) => self.start(id.to_owned(), false, name, index),
-            None => self.start_generated(name, index, anomalies),
-        };
+        let n = self.start(id, name, index, anomalies);
         self.report_fields(&problems, Some(n), &header, anomalies);
         self.append(n, &header, anomalies);
         Some(CallId(n))
@@ -690,47 +644,39 @@ impl Calls {
             }
             return false;
         }
-        match arguments {
-            Arguments::Text(text) if text.is_empty() => false,
-            Arguments::Text(text) => {
-                if call.object.is_some() {
-                    let msg = format!("call {:?} got text arguments after an object; text ignored", call.id);
-                    anomalies.push(call.anomaly(AnomalyKind::MixedArguments, msg).excerpt(text));
-                    return false;
-                }
+        let mixed = match (arguments, &call.object) {
+            (Arguments::Text(text), _) if text.is_empty() => return false,
+            (Arguments::Text(text), None) => {
                 call.raw.push_str(text);
-                feed_partial(call, text, anomalies)
+                return feed_partial(call, text, anomalies);
             }
-            Arguments::Object(value) => {
-                if let Some(existing) = &call.object {
-                    if existing != value {
-                        let msg = format!(
-                            "call {:?} got a second, different arguments object; kept the first",
-                            call.id
-                        );
-                        anomalies
-                            .push(call.anomaly(AnomalyKind::MixedArguments, msg).excerpt(&value.to_json()));
-                    }
-                    return false;
-                }
-                if !call.raw.is_empty() {
-                    let msg =
-                        format!("call {:?} got an arguments object after text; object ignored", call.id);
-                    anomalies.push(call.anomaly(AnomalyKind::MixedArguments, msg).excerpt(&value.to_json()));
-                    return false;
-                }
+            (Arguments::Text(_), Some(_)) => "text arguments after an object; text ignored",
+            (Arguments::Object(value), Some(existing)) if existing == value => return false,
+            (Arguments::Object(_), Some(_)) => "a second, different arguments object; kept the first",
+            (Arguments::Object(_), None) if !call.raw.is_empty() => {
+                "an arguments object after text; object ignored"
+            }
+            (Arguments::Object(value), None) => {
                 call.object = Some(value.clone());
-                replay_partial(call, value)
+                return replay_partial(call, value);
             }
-        }
+        };
+        let msg = format!("call {:?} got {mixed}", call.id);
+        anomalies.push(call.anomaly(AnomalyKind::MixedArguments, msg).excerpt(&arguments_text(arguments)));
+        false
     }
 
     /// Input that may have been some open call's was lost (an event that
     /// could not be read): every call open now remembers it.
     pub fn note_lost(&mut self, what: &str) {
+        self.lose(false, what);
+    }
+
+    /// Every open call remembers `what` as an event (or a fragment) it may
+    /// have lost.
+    fn lose(&mut self, fragment: bool, what: &str) {
         for call in self.calls.iter_mut().filter(|c| !c.completed) {
-            let lost = &mut call.lost;
-            LostInput::push(&mut lost.events, &mut lost.count, what);
+            call.lost.push(fragment, what);
         }
     }
 
@@ -755,15 +701,13 @@ impl Calls {
         let clean = matches!(parsed, Ok(ParsedArguments { repair: None, .. }));
         let empty = !whole_object && call.raw.trim().is_empty();
         if !call.lost.is_empty() && !whole_object && (empty || !clean) {
-            let state = if empty {
-                "its arguments are empty".to_owned()
-            } else if parsed.is_ok() {
-                "its arguments would need repair".to_owned()
-            } else {
-                "its arguments do not parse".to_owned()
+            let state = match parsed {
+                _ if empty => "are empty",
+                Ok(_) => "would need repair",
+                Err(_) => "do not parse",
             };
             let message = format!(
-                "input was lost while the call was open and {state}, so they are not repaired: {}",
+                "input was lost while the call was open and its arguments {state}, so they are not repaired: {}",
                 call.lost.describe()
             );
             let msg = format!("arguments of call {:?} ({}) cannot be trusted: {message}", call.id, call.name);
@@ -798,12 +742,7 @@ impl Calls {
     /// generated one, reported as for a chat call.
     pub fn open_call(&mut self, id: &str, name: &str, anomalies: &mut Anomalies) -> CallId {
         self.begin_list();
-        let n = if id.is_empty() {
-            self.start_generated(name, None, anomalies)
-        } else {
-            self.start(id.to_owned(), false, name, None)
-        };
-        CallId(n)
+        CallId(self.start(Some(id), name, None, anomalies))
     }
 
     /// The server's id for a call, learnt late (a Responses item whose
@@ -845,22 +784,22 @@ impl Calls {
 /// True when `raw` is one complete JSON object (and so cannot be continued).
 fn closed_object(raw: &str) -> bool {
     let t = raw.trim();
-    t.starts_with('{') && t.ends_with('}') && serde_json::from_str::<crate::chunk::lenient::Skip>(t).is_ok()
+    t.starts_with('{') && t.ends_with('}') && is_json(t)
+}
+
+/// True when `text` is one JSON value.
+fn is_json(text: &str) -> bool {
+    serde_json::from_str::<crate::chunk::lenient::Skip>(text).is_ok()
 }
 
 /// The value of a field (a converted one too), with a field of a wrong
 /// type, or converted, added to `problems` as `name`.
 fn read<'f, T>(field: &'f Field<T>, name: &'static str, problems: &mut Vec<FieldProblem>) -> Option<&'f T> {
-    let (value, problem) = match field {
-        Field::Value(v) => (Some(v), None),
-        Field::Converted(v, kind) => (Some(v), Some((*kind, true))),
-        Field::Wrong(kind) => (None, Some((*kind, false))),
-        Field::Missing | Field::Null => (None, None),
-    };
-    if let Some((kind, converted)) = problem {
-        problems.push(FieldProblem { field: name, kind, converted });
+    if let Field::Converted(_, kind) | Field::Wrong(kind) = field {
+        let converted = matches!(field, Field::Converted(..));
+        problems.push(FieldProblem { field: name, kind: *kind, converted });
     }
-    value
+    field.get()
 }
 
 fn arguments_text(arguments: &Arguments) -> String {
@@ -878,24 +817,15 @@ fn feed_partial(call: &mut Call, text: &str, anomalies: &mut Anomalies) -> bool 
     };
     let mut view =
         RootView { events: &mut state.events, depth: &mut state.depth, changed: false, not_an_object: false };
-    let result = state.parser.feed(text, &mut view);
-    let (changed, not_an_object) = (view.changed, view.not_an_object);
-    let problem = match result {
-        Err(e) => Some(format!("arguments stopped parsing ({e}); partial updates stopped")),
-        Ok(()) if not_an_object => {
-            Some("arguments are not a JSON object; partial updates stopped".to_owned())
-        }
-        Ok(()) => None,
+    let problem = match state.parser.feed(text, &mut view) {
+        Err(e) => format!("arguments stopped parsing ({e})"),
+        Ok(()) if view.not_an_object => "arguments are not a JSON object".to_owned(),
+        Ok(()) => return view.changed,
     };
-    match problem {
-        Some(msg) => {
-            call.partial = None;
-            let msg = format!("call {:?}: {msg}", call.id);
-            anomalies.push(call.anomaly(AnomalyKind::PartialArgumentsBroken, msg).excerpt(&call.raw));
-            false
-        }
-        None => changed,
-    }
+    call.partial = None;
+    let msg = format!("call {:?}: {problem}; partial updates stopped", call.id);
+    anomalies.push(call.anomaly(AnomalyKind::PartialArgumentsBroken, msg).excerpt(&call.raw));
+    false
 }
 
 /// Arguments that arrived as an object: shown whole.

@@ -9,11 +9,8 @@ use crate::json::JsonValue;
 /// An in-band error in a chunk: `{"error": ...}` or vLLM's `object: "error"`.
 #[inline(always)]
 pub(crate) fn provider_error_of(chunk: &Chunk) -> Option<Error> {
-    match &chunk.error {
-        Field::Value(Any(v)) | Field::Converted(Any(v), _) if !is_empty_error(v) => {
-            return Some(Error::Provider { message: error_message(v), payload: Some(v.clone()) });
-        }
-        _ => {}
+    if let Some(v) = present_error(&chunk.error) {
+        return Some(Error::Provider { message: error_message(v), payload: Some(v.clone()) });
     }
     if let Field::Value(Text(object)) = &chunk.object {
         if object == "error" {
@@ -32,10 +29,7 @@ pub(crate) fn provider_error_of(chunk: &Chunk) -> Option<Error> {
 /// message names the `native_finish_reason` when there is one.
 #[inline(always)]
 pub(crate) fn choice_error(choice: &Choice) -> Option<Error> {
-    let error = match &choice.error {
-        Field::Value(Any(v)) | Field::Converted(Any(v), _) if !is_empty_error(v) => Some(v),
-        _ => None,
-    };
+    let error = present_error(&choice.error);
     let finished_in_error = matches!(&choice.finish_reason, Field::Value(Text(r)) if r == "error");
     if !finished_in_error && error.is_none() {
         return None;
@@ -52,13 +46,15 @@ pub(crate) fn choice_error(choice: &Choice) -> Option<Error> {
     Some(Error::Provider { message, payload: error.cloned() })
 }
 
-fn is_empty_error(v: &JsonValue) -> bool {
-    match v {
-        JsonValue::Null | JsonValue::Bool(false) => true,
-        JsonValue::String(s) => s.is_empty(),
-        JsonValue::Object(pairs) => pairs.is_empty(),
-        _ => false,
-    }
+/// An `error` field's value, unless it is absent or empty (`null`,
+/// `false`, `""`, `{}`).
+fn present_error(field: &Field<Any>) -> Option<&JsonValue> {
+    field.get().map(|Any(v)| v).filter(|v| match v {
+        JsonValue::Null | JsonValue::Bool(false) => false,
+        JsonValue::String(s) => !s.is_empty(),
+        JsonValue::Object(pairs) => !pairs.is_empty(),
+        _ => true,
+    })
 }
 
 /// The human message of an error payload: its `message` (also nested in

@@ -161,30 +161,22 @@ impl Protocol for State<Chat> {
                 }
             }
         };
-        let chunk = match field {
-            Field::Value(c) | Field::Converted(c, _) => c,
-            other => {
-                let kind = match other {
-                    Field::Wrong(k) => k,
-                    _ => Kind::Null,
-                };
-                if self.error_event {
-                    return Err(Error::Provider {
-                        message: excerpt(text),
-                        payload: serde_json::from_str(text).ok(),
-                    });
-                }
-                self.anomalies.push(
-                    Anomaly::new(
-                        AnomalyKind::UnexpectedPayload,
-                        format!("a data payload that is a JSON {} was skipped", kind.name()),
-                    )
-                    .excerpt(text),
-                );
-                return Ok(true);
-            }
+        let kind = match field {
+            Field::Value(chunk) | Field::Converted(chunk, _) => return self.apply_payload(text, &chunk),
+            Field::Wrong(kind) => kind,
+            Field::Missing | Field::Null => Kind::Null,
         };
-        self.apply_payload(text, &chunk)
+        if self.error_event {
+            return Err(Error::Provider { message: excerpt(text), payload: serde_json::from_str(text).ok() });
+        }
+        self.anomalies.push(
+            Anomaly::new(
+                AnomalyKind::UnexpectedPayload,
+                format!("a data payload that is a JSON {} was skipped", kind.name()),
+            )
+            .excerpt(text),
+        );
+        Ok(true)
     }
 
     fn reset(&mut self) {
@@ -235,7 +227,7 @@ impl State<Chat> {
                         "more than {MAX_GLUED} events glued onto one line; the rest of the line was skipped"
                     ),
                 )
-                .excerpt(&excerpt(rest)),
+                .excerpt(rest),
             );
         } else if self.first(AnomalyKind::GluedEvent) {
             self.anomalies.push(
@@ -244,7 +236,7 @@ impl State<Chat> {
                     "an event's JSON was followed by more text on its line; the JSON ended the event and \
                      the rest was read as the next line",
                 )
-                .excerpt(&excerpt(rest)),
+                .excerpt(rest),
             );
         }
         self.own.in_glued = true;
@@ -304,12 +296,8 @@ impl State<Chat> {
             legacy.observe(chunk);
         }
         // `object` and `message` are read for vLLM's in-band errors.
-        if let Field::Wrong(kind) = chunk.object {
-            self.ignored("object", kind);
-        }
-        if let Field::Wrong(kind) = chunk.message {
-            self.ignored("message", kind);
-        }
+        self.field(&chunk.object, "object");
+        self.field(&chunk.message, "message");
         if let Some(e) = provider_error_of(chunk) {
             return Err(e);
         }
@@ -382,9 +370,7 @@ impl State<Chat> {
             self.apply_tool_calls(delta, finishing)?;
         }
         if finish_reason == Some("error") {
-            if let Field::Wrong(kind) = choice.native_finish_reason {
-                self.ignored("choices[0].native_finish_reason", kind);
-            }
+            self.field(&choice.native_finish_reason, "choices[0].native_finish_reason");
         }
         if let Some(e) = choice_error(choice) {
             return Err(e);
@@ -399,10 +385,7 @@ impl State<Chat> {
     /// Reports a whole `message` that repeats what the stream delivered.
     #[cold]
     fn report_echo(&mut self, message: &Delta) {
-        let calls = match &message.tool_calls {
-            Field::Value(list) | Field::Converted(list, _) => list.len(),
-            _ => 0,
-        };
+        let calls = message.tool_calls.get().map_or(0, |list| list.len());
         let text = match &message.content {
             Field::Value(Content::Text(t)) => excerpt(t),
             _ => String::new(),
@@ -450,14 +433,11 @@ impl State<Chat> {
                 let mut texts: Vec<&str> = Vec::new();
                 for part in parts {
                     let Some(p) = self.field(part, "choices[0].delta.content[]") else { continue };
-                    let kind = match &p.kind {
-                        Field::Wrong(k) => {
-                            self.ignored("choices[0].delta.content[].type", *k);
-                            continue;
-                        }
-                        kind => kind.get().map(|t| &*t.0),
-                    };
-                    match kind {
+                    if let Field::Wrong(k) = p.kind {
+                        self.ignored("choices[0].delta.content[].type", k);
+                        continue;
+                    }
+                    match p.kind.get().map(|t| &*t.0) {
                         Some("text") => {
                             if let Some(Text(t)) = self.field(&p.text, "choices[0].delta.content[].text") {
                                 texts.push(t);

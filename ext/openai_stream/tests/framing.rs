@@ -393,6 +393,17 @@ fn an_event_glued_to_the_next_line_ends_at_its_json() {
     let (items, kinds) = read_whole(many.as_bytes());
     assert_eq!(texts(&items).concat(), "x".repeat(17));
     assert_eq!(kinds, [AnomalyKind::GluedEvent, AnomalyKind::UnprefixedData, AnomalyKind::UnreadableEvent]);
+    // The excerpts of the rest of the line give its own length, not that of
+    // a quote of it.
+    let mut h = Harness::new(false);
+    decode_all(&mut h, &[many.as_bytes()]);
+    for a in h.processor.anomalies().all() {
+        if matches!(a.kind, AnomalyKind::GluedEvent | AnomalyKind::UnreadableEvent) {
+            let excerpt = a.excerpt.as_deref().unwrap_or_default();
+            let length = excerpt.rsplit_once(" (").and_then(|(_, n)| n.strip_suffix(" bytes)")?.parse().ok());
+            assert!(length.is_some_and(|n: usize| n > 100_000), "{:?}: {excerpt}", a.kind);
+        }
+    }
 }
 
 /// Discourse's SambaNova spec stream indents its first `data:` line.
