@@ -5,8 +5,9 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::de::{self, Deserialize, Deserializer, MapAccess, Visitor};
 
+use crate::chunk::lenient::Skip;
 use crate::chunk::{Field, Text};
 use crate::json::JsonValue;
 
@@ -248,7 +249,7 @@ impl<'de> Deserialize<'de> for DeltaEvent<'de> {
                         "output_index" => output_index = map.next_value::<Option<i64>>()?,
                         "response" | "item" | "error" => return Err(de::Error::custom("an envelope")),
                         _ => {
-                            map.next_value::<IgnoredAny>()?;
+                            map.next_value::<Skip>()?;
                         }
                     }
                 }

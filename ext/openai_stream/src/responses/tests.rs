@@ -373,3 +373,16 @@ fn an_unreadable_event_is_skipped_and_reported_unless_strict() {
     let (_, _, strict) = decode(Options { strict: true, ..Options::default() }, &stream, 7);
     assert!(matches!(strict, Some(Error::Stream { .. })), "{strict:?}");
 }
+
+#[test]
+fn a_delta_event_with_a_key_nested_too_deep_raises_as_any_event_does() {
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    let stream =
+        format!("data: {{\"type\":\"response.output_text.delta\",\"delta\":\"hi\",\"x\":{deep}}}\n\n");
+    let (_, seen, error) = decode(Options::default(), &stream, 1000);
+    assert!(
+        matches!(error, Some(Error::Stream { kind: crate::error::StreamErrorKind::TooDeep, .. })),
+        "{error:?}"
+    );
+    assert_eq!(seen.text, "");
+}
