@@ -3,7 +3,7 @@
 //! either is done, and their interleaved deltas, stay apart), each reasoning
 //! item keeps its own summary.
 
-use super::event::{array_at, str_at, DeltaEvent, Event, ItemKind, OutputItem, Place, Status};
+use super::event::{array_at, int_at, str_at, ItemKind, OutputItem, Place, Status};
 use super::Responses;
 use crate::anomaly::{excerpt, Anomaly, AnomalyKind};
 use crate::calls::CallId;
@@ -111,60 +111,69 @@ impl Items {
 }
 
 impl State<Responses> {
-    /// One streamed event object.
+    /// One streamed event object, by its `type`.
     pub(super) fn apply_event(&mut self, value: &JsonValue) -> Result<(), Error> {
-        let event = Event::read(value);
-        if let Some(delta) =
-            value.get("delta").filter(|d| !matches!(d, JsonValue::String(_) | JsonValue::Null))
-        {
-            let kind = kind_of(delta);
-            self.anomalies.push(
-                Anomaly::new(AnomalyKind::IgnoredField, format!("delta was {}; ignored", kind.described()))
+        let at = Place {
+            output_index: int_at(value, "output_index"),
+            item_id: str_at(value, "item_id").filter(|s| !s.is_empty()),
+        };
+        let delta = match value.get("delta") {
+            Some(JsonValue::String(s)) => s.as_str(),
+            None | Some(JsonValue::Null) => "",
+            Some(d) => {
+                self.anomalies.push(
+                    Anomaly::new(
+                        AnomalyKind::IgnoredField,
+                        format!("delta was {}; ignored", kind_of(d).described()),
+                    )
                     .field("delta")
-                    .excerpt(&delta.to_json()),
-            );
-        }
-        let result = match event {
-            Event::TextDelta { delta } => {
-                if !delta.is_empty() {
-                    self.out.push_text(delta);
-                }
-                Ok(())
-            }
-            Event::ItemAdded { at, item } => self.item_added(at, &item),
-            Event::ItemDone { at, item } => self.item_done(at, &item),
-            Event::ArgumentsDelta { at, delta } => {
-                self.arguments_delta(at, delta);
-                Ok(())
-            }
-            Event::ArgumentsDone { at, arguments } => {
-                if let (Some(call), Some(text)) = (self.call_at(at, None), arguments) {
-                    self.settle_arguments(call, text);
-                }
-                Ok(())
-            }
-            Event::SummaryPartAdded { at } => {
-                if self.own.items.part_done {
-                    self.summary_text(at, "\n\n");
-                }
-                Ok(())
-            }
-            Event::SummaryDelta { at, delta } => {
-                self.summary_text(at, delta);
-                Ok(())
-            }
-            Event::SummaryPartDone { .. } => {
-                self.own.items.part_done = true;
-                Ok(())
-            }
-            Event::Response { status, response } => self.response_status(status, response),
-            Event::Error { body } => Err(provider_error(body)),
-            Event::Bookkeeping => Ok(()),
-            Event::Other { kind } => {
-                self.ignored_event("event", kind);
-                Ok(())
+                    .excerpt(&d.to_json()),
+                );
+                ""
             }
         };
+        let item = value.get("item").filter(|i| i.is_object()).map(OutputItem::read);
+        let response = value.get("response").filter(|r| r.is_object());
+        let kind = str_at(value, "type");
+        let mut result = Ok(());
+        match (kind.unwrap_or(""), item) {
+            ("response.output_text.delta", _) => self.apply_delta(false, at, delta),
+            ("response.function_call_arguments.delta", _) => self.apply_delta(true, at, delta),
+            ("response.output_item.added", Some(item)) => self.item_added(at, &item),
+            ("response.output_item.done", Some(item)) => result = self.item_done(at, &item),
+            ("response.function_call_arguments.done", _) => {
+                if let (Some(call), Some(text)) = (self.call_at(at, None), str_at(value, "arguments")) {
+                    self.settle_arguments(call, text);
+                }
+            }
+            ("response.reasoning_summary_part.added", _) if self.own.items.part_done => {
+                self.summary_text(at, "\n\n")
+            }
+            ("response.reasoning_summary_text.delta", _) => self.summary_text(at, delta),
+            ("response.reasoning_summary_part.done", _) => self.own.items.part_done = true,
+            ("response.completed", _) => result = self.response_status(Status::Completed, response),
+            ("response.incomplete", _) => result = self.response_status(Status::Incomplete, response),
+            ("response.failed", _) => result = self.response_status(Status::Failed, response),
+            ("error", _) => result = Err(provider_error(value)),
+            // Events that carry nothing the processor returns: the envelope
+            // only, content part bookkeeping, `.done` events that repeat the
+            // deltas.
+            (
+                "response.created"
+                | "response.in_progress"
+                | "response.queued"
+                | "response.reasoning_summary_part.added"
+                | "response.content_part.added"
+                | "response.content_part.done"
+                | "response.output_text.done"
+                | "response.output_text.annotation.added"
+                | "response.reasoning_summary_text.done"
+                | "response.reasoning_text.delta"
+                | "response.reasoning_text.done",
+                _,
+            ) => {}
+            _ => self.ignored_event("event", kind),
+        }
         // Usage may ride on any event's response envelope; the last wins.
         if let Some(usage) = value.get("response").and_then(|r| r.get("usage")) {
             self.apply_usage(usage);
@@ -172,13 +181,13 @@ impl State<Responses> {
         result
     }
 
-    /// A text or arguments delta (the fast reading of the two commonest
-    /// events; the same as through [`State::apply_event`]).
-    pub(super) fn apply_delta(&mut self, event: &DeltaEvent) {
-        if event.arguments {
-            self.arguments_delta(event.place(), &event.delta);
-        } else if !event.delta.is_empty() {
-            self.out.push_text(&event.delta);
+    /// A text or arguments delta (also the fast reading of the two
+    /// commonest events).
+    pub(super) fn apply_delta(&mut self, arguments: bool, at: Place, delta: &str) {
+        if arguments {
+            self.arguments_delta(at, delta);
+        } else if !delta.is_empty() {
+            self.out.push_text(delta);
         }
     }
 
@@ -201,7 +210,7 @@ impl State<Responses> {
         ));
     }
 
-    fn item_added(&mut self, at: Place, item: &OutputItem) -> Result<(), Error> {
+    fn item_added(&mut self, at: Place, item: &OutputItem) {
         // The same item announced again (a relay that repeats events): the
         // first stays, so no second, empty call appears.
         if let Some(id) = item.id {
@@ -210,7 +219,7 @@ impl State<Responses> {
                     AnomalyKind::DuplicateId,
                     format!("output_item.added for item {id:?} came again; the first is kept"),
                 ));
-                return Ok(());
+                return;
             }
         }
         match item.kind {
@@ -233,7 +242,6 @@ impl State<Responses> {
                 self.ignored_event("output item", item.type_name());
             }
         }
-        Ok(())
     }
 
     fn open_call(&mut self, item: &OutputItem) -> CallId {
@@ -430,7 +438,6 @@ impl State<Responses> {
 
     fn response_status(&mut self, status: Status, response: Option<&JsonValue>) -> Result<(), Error> {
         match status {
-            Status::InProgress => Ok(()),
             Status::Completed => {
                 self.own.items.ending = Some((status, None));
                 self.calls_only_in_output(response)

@@ -10,7 +10,7 @@
 mod event;
 mod items;
 
-pub use event::{DeltaEvent, Event, ItemKind, OutputItem, Place, Status};
+pub use event::{DeltaEvent, ItemKind, OutputItem, Place, Status};
 pub use items::Reasoning;
 
 use crate::anomaly::{excerpt, Anomaly, AnomalyKind};
@@ -78,12 +78,6 @@ impl ResponsesProcessor {
         self.step(|s| s.apply_value(event, false))
     }
 
-    /// A text or arguments delta read by [`DeltaEvent`]: does what
-    /// [`ResponsesProcessor::process_event`] does with the same event.
-    pub fn process_delta(&mut self, event: &DeltaEvent) -> Result<&Output, Error> {
-        self.step_ok(|s| s.apply_delta(event))
-    }
-
     /// A whole non-streamed response (`output`, `usage`).
     pub fn process_message(&mut self, response: &JsonValue) -> Result<&Output, Error> {
         self.step(|s| s.apply_message(response))
@@ -116,8 +110,9 @@ impl Protocol for State<Responses> {
     fn payload(&mut self, data: &[u8]) -> Result<bool, Error> {
         let text = self.utf8(data)?;
         if !self.error_event {
-            if let Ok(event) = serde_json::from_str::<DeltaEvent>(text) {
-                self.apply_delta(&event);
+            if let Ok(e) = serde_json::from_str::<DeltaEvent>(text) {
+                let item_id = e.item_id.as_deref().filter(|s| !s.is_empty());
+                self.apply_delta(e.arguments, Place { output_index: e.output_index, item_id }, &e.delta);
                 return Ok(true);
             }
         }
