@@ -80,17 +80,16 @@ impl Items {
         self.ending.as_ref().map(|(s, r)| (*s, r.as_deref()))
     }
 
-    /// The entry an event belongs to: by item id first, else by
+    /// The item an event belongs to: by item id first, else by
     /// `output_index` (the newest entry there).
-    fn find(&self, at: Place, id: Option<&str>) -> Option<usize> {
-        let id = id.or(at.item_id);
-        if let Some(id) = id {
-            if let Some(i) = self.entries.iter().rposition(|e| e.item_id.as_deref() == Some(id)) {
-                return Some(i);
-            }
-        }
-        let index = at.output_index?;
-        self.entries.iter().rposition(|e| e.output_index == Some(index))
+    fn find(&self, at: Place, id: Option<&str>) -> Option<Slot> {
+        let by_id = |e: &&Entry| id.or(at.item_id).is_some_and(|id| e.item_id.as_deref() == Some(id));
+        let by_index = |e: &&Entry| at.output_index.is_some() && e.output_index == at.output_index;
+        self.entries.iter().rfind(by_id).or_else(|| self.entries.iter().rfind(by_index)).map(|e| e.slot)
+    }
+
+    fn has_item(&self, id: &str) -> bool {
+        self.entries.iter().any(|e| e.item_id.as_deref() == Some(id))
     }
 
     fn add(&mut self, at: Place, id: Option<&str>, slot: Slot) {
@@ -214,7 +213,7 @@ impl State<Responses> {
         // The same item announced again (a relay that repeats events): the
         // first stays, so no second, empty call appears.
         if let Some(id) = item.id {
-            if self.own.items.entries.iter().any(|e| e.item_id.as_deref() == Some(id)) {
+            if self.own.items.has_item(id) {
                 self.anomalies.push(Anomaly::new(
                     AnomalyKind::DuplicateId,
                     format!("output_item.added for item {id:?} came again; the first is kept"),
@@ -266,8 +265,7 @@ impl State<Responses> {
 
     /// The open call an event belongs to.
     fn call_at(&self, at: Place, id: Option<&str>) -> Option<CallId> {
-        let i = self.own.items.find(at, id)?;
-        match self.own.items.entries[i].slot {
+        match self.own.items.find(at, id)? {
             Slot::Call(call) => Some(call),
             _ => None,
         }
@@ -333,7 +331,7 @@ impl State<Responses> {
         let found = self.own.items.find(at, item.id);
         match item.kind {
             ItemKind::FunctionCall => {
-                let call = match found.map(|i| self.own.items.entries[i].slot) {
+                let call = match found {
                     Some(Slot::Call(call)) => call,
                     // A call announced only by its done item: whole.
                     _ => {
@@ -342,12 +340,9 @@ impl State<Responses> {
                         call
                     }
                 };
-                if self.calls.get(call).is_some_and(|c| c.is_completed()) {
-                    let c = self.calls.get(call);
-                    if let Some(c) = c {
-                        let msg = format!("output_item.done for call {:?} came again; ignored", c.id);
-                        self.anomalies.push(c.anomaly(AnomalyKind::FragmentAfterCompletion, msg));
-                    }
+                if let Some(c) = self.calls.get(call).filter(|c| c.is_completed()) {
+                    let msg = format!("output_item.done for call {:?} came again; ignored", c.id);
+                    self.anomalies.push(c.anomaly(AnomalyKind::FragmentAfterCompletion, msg));
                     return Ok(());
                 }
                 if let Some(call_id) = item.call_id() {
@@ -365,7 +360,7 @@ impl State<Responses> {
                 self.complete(call)
             }
             ItemKind::Reasoning => {
-                let n = match found.map(|i| self.own.items.entries[i].slot) {
+                let n = match found {
                     Some(Slot::Reasoning(n)) => n,
                     _ => self.own.items.add_reasoning(at, item),
                 };
@@ -390,11 +385,9 @@ impl State<Responses> {
     /// Streamed summary text of a reasoning item: kept for its final
     /// thinking item, and returned as a partial one.
     fn summary_text(&mut self, at: Place, text: &str) {
-        if let Some(i) = self.own.items.find(at, None) {
-            if let Slot::Reasoning(n) = self.own.items.entries[i].slot {
-                if let Some(r) = self.own.items.reasonings.get_mut(n as usize) {
-                    r.summary.push_str(text);
-                }
+        if let Some(Slot::Reasoning(n)) = self.own.items.find(at, None) {
+            if let Some(r) = self.own.items.reasonings.get_mut(n as usize) {
+                r.summary.push_str(text);
             }
         }
         if self.own.options.output_thinking && !text.is_empty() {
@@ -480,9 +473,7 @@ impl State<Responses> {
             if item.kind != ItemKind::FunctionCall {
                 continue;
             }
-            let known_item = item
-                .id
-                .is_some_and(|id| self.own.items.entries.iter().any(|e| e.item_id.as_deref() == Some(id)));
+            let known_item = item.id.is_some_and(|id| self.own.items.has_item(id));
             let known_call = item
                 .call_id()
                 .is_some_and(|cid| self.own.items.call_items.iter().any(|(_, c)| c.as_deref() == Some(cid)));
