@@ -521,7 +521,6 @@ impl State<Responses> {
             None => response.get("response").filter(|r| r.is_object()).unwrap_or(response),
         };
         let mut result = Ok(());
-        let mut waiting: Vec<u32> = Vec::new();
         for (i, value) in array_at(body, "output").iter().enumerate() {
             if !value.is_object() {
                 continue;
@@ -536,20 +535,17 @@ impl State<Responses> {
                 ItemKind::Reasoning => {
                     let n = self.own.items.add_reasoning(at, &item);
                     self.finish_reasoning(n, &item);
-                    waiting.append(&mut self.own.items.waiting);
                 }
                 ItemKind::Message => {
                     let texts: Vec<&str> = item.output_texts().collect();
                     self.out.push_text_parts(texts.into_iter());
                     if let Some(id) = item.id {
-                        self.own.items.waiting = std::mem::take(&mut waiting);
                         self.link_reasonings(id);
                     }
                 }
                 ItemKind::Other => self.ignored_event("output item", item.type_name()),
             }
         }
-        self.own.items.waiting = waiting;
         if let Some(usage) = body.get("usage") {
             self.apply_usage(usage);
         }

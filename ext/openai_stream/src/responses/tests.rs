@@ -379,3 +379,23 @@ fn a_delta_event_with_a_key_nested_too_deep_raises_as_any_event_does() {
     );
     assert_eq!(seen.text, "");
 }
+
+#[test]
+fn a_reasoning_left_waiting_by_a_whole_response_links_to_the_next_message_either_way() {
+    let json = |s: &str| -> JsonValue { serde_json::from_str(s).unwrap() };
+    let reasoning = json(r#"{"output":[{"id":"rs_1","type":"reasoning","summary":[]}]}"#);
+    let message = r#"{"id":"msg_2","type":"message","content":[]}"#;
+    // The next response with a reasoning item of its own before its message,
+    // and without: the first reasoning learns the message's id both times,
+    // as it does in a stream.
+    for next in [
+        format!(r#"{{"output":[{{"id":"rs_2","type":"reasoning"}},{message}]}}"#),
+        format!(r#"{{"output":[{message}]}}"#),
+    ] {
+        let mut p = ResponsesProcessor::new(Options { output_thinking: true, ..Options::default() });
+        p.process_message(&reasoning).unwrap();
+        p.process_message(&json(&next)).unwrap();
+        assert!(p.linked_reasonings().contains(&0), "{next}");
+        assert_eq!(p.reasoning(0).and_then(|r| r.next_message_id.as_deref()), Some("msg_2"), "{next}");
+    }
+}
