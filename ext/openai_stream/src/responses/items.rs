@@ -255,11 +255,9 @@ impl State<Responses> {
             );
         }
         let call = self.calls.open_call(item.call_id().unwrap_or(""), name, &mut self.anomalies);
-        let slot = call.index();
-        if self.own.items.call_items.len() <= slot {
-            self.own.items.call_items.resize(slot + 1, (None, None));
-        }
-        self.own.items.call_items[slot] = (item.id.map(str::to_owned), item.call_id().map(str::to_owned));
+        let items = &mut self.own.items.call_items;
+        items.resize(items.len().max(call.index() + 1), (None, None));
+        items[call.index()] = (item.id.map(str::to_owned), item.call_id().map(str::to_owned));
         call
     }
 
@@ -349,9 +347,7 @@ impl State<Responses> {
                     self.calls.learn_id(call, call_id, &mut self.anomalies);
                     if let Some(slot) = self.own.items.call_items.get_mut(call.index()) {
                         slot.1.get_or_insert_with(|| call_id.to_owned());
-                        if slot.0.is_none() {
-                            slot.0 = item.id.map(str::to_owned);
-                        }
+                        slot.0 = slot.0.take().or_else(|| item.id.map(str::to_owned));
                     }
                 }
                 if let Some(whole) = item.arguments() {
@@ -429,37 +425,29 @@ impl State<Responses> {
         }
     }
 
+    /// How the response ended (the reason is only read by an incomplete
+    /// one's reports).
     fn response_status(&mut self, status: Status, response: Option<&JsonValue>) -> Result<(), Error> {
-        match status {
-            Status::Completed => {
-                self.own.items.ending = Some((status, None));
-                self.calls_only_in_output(response)
-            }
-            Status::Incomplete => {
-                let reason = response
-                    .and_then(|r| r.get("incomplete_details"))
-                    .and_then(|d| str_at(d, "reason"))
-                    .map(str::to_owned);
-                let what = reason.as_deref().map_or("no reason given".to_owned(), |r| format!("reason: {r}"));
-                self.anomalies.push(Anomaly::new(
-                    AnomalyKind::IncompleteResponse,
-                    format!("the response ended incomplete ({what})"),
-                ));
-                self.own.items.ending = Some((status, reason));
-                self.calls_only_in_output(response)
-            }
-            Status::Failed => {
-                self.own.items.ending = Some((status, None));
-                let error = response.and_then(|r| r.get("error")).filter(|e| !matches!(e, JsonValue::Null));
-                Err(match error {
-                    Some(e) => provider_error(e),
-                    None => Error::Provider {
-                        message: "the response failed (response.failed without an error)".to_owned(),
-                        payload: response.cloned(),
-                    },
-                })
-            }
+        let field = |key| response.and_then(|r| r.get(key)).filter(|v| !matches!(v, JsonValue::Null));
+        let reason = field("incomplete_details").and_then(|d| str_at(d, "reason"));
+        self.own.items.ending = Some((status, reason.map(str::to_owned)));
+        if status == Status::Failed {
+            return Err(field("error").map_or_else(
+                || Error::Provider {
+                    message: "the response failed (response.failed without an error)".to_owned(),
+                    payload: response.cloned(),
+                },
+                provider_error,
+            ));
         }
+        if status == Status::Incomplete {
+            let what = reason.map_or("no reason given".to_owned(), |r| format!("reason: {r}"));
+            self.anomalies.push(Anomaly::new(
+                AnomalyKind::IncompleteResponse,
+                format!("the response ended incomplete ({what})"),
+            ));
+        }
+        self.calls_only_in_output(response)
     }
 
     /// The final response lists every output item. A function call in it
