@@ -44,42 +44,22 @@ pub struct Reasoning {
 #[derive(Debug, Default)]
 pub(super) struct Items {
     entries: Vec<Entry>,
-    reasonings: Vec<Reasoning>,
+    pub(super) reasonings: Vec<Reasoning>,
     /// Per call: the item's (`id`, `call_id`).
-    call_items: Vec<(Option<String>, Option<String>)>,
+    pub(super) call_items: Vec<(Option<String>, Option<String>)>,
     /// Finished reasoning items waiting for the next message's id.
     waiting: Vec<u32>,
     /// Reasonings linked to a message during the current call.
-    linked: Vec<u32>,
+    pub(super) linked: Vec<u32>,
     /// A summary part finished in this stream: the next part starts after a
     /// blank line.
     part_done: bool,
     /// How the response ended, and the incomplete reason.
-    ending: Option<(Status, Option<String>)>,
+    pub(super) ending: Option<(Status, Option<String>)>,
     reported_events: Vec<String>,
 }
 
 impl Items {
-    pub(super) fn begin(&mut self) {
-        self.linked.clear();
-    }
-
-    pub(super) fn call_item(&self, call: CallId) -> Option<(Option<&str>, Option<&str>)> {
-        self.call_items.get(call.index()).map(|(id, call_id)| (id.as_deref(), call_id.as_deref()))
-    }
-
-    pub(super) fn reasoning(&self, n: u32) -> Option<&Reasoning> {
-        self.reasonings.get(n as usize)
-    }
-
-    pub(super) fn linked(&self) -> &[u32] {
-        &self.linked
-    }
-
-    pub(super) fn ending(&self) -> Option<(Status, Option<&str>)> {
-        self.ending.as_ref().map(|(s, r)| (*s, r.as_deref()))
-    }
-
     /// The item an event belongs to: by item id first, else by
     /// `output_index` (the newest entry there).
     fn find(&self, at: Place, id: Option<&str>) -> Option<Slot> {

@@ -86,19 +86,20 @@ impl ResponsesProcessor {
     /// The output item ids of a call: (`id`, `call_id`) as the server sent
     /// them (`call_id` is also the call's id, unless one was generated).
     pub fn call_item(&self, call: CallId) -> Option<(Option<&str>, Option<&str>)> {
-        self.state.own.items.call_item(call)
+        let (id, call_id) = self.state.own.items.call_items.get(call.index())?;
+        Some((id.as_deref(), call_id.as_deref()))
     }
 
     /// A finished reasoning item (the number an [`crate::output::Item::Thinking`] names).
     pub fn reasoning(&self, n: u32) -> Option<&Reasoning> {
-        self.state.own.items.reasoning(n)
+        self.state.own.items.reasonings.get(n as usize)
     }
 
     /// Finished reasoning items that learnt the id of the message after
     /// them during the last call (their thinking items were returned
     /// earlier; the caller updates them).
     pub fn linked_reasonings(&self) -> &[u32] {
-        self.state.own.items.linked()
+        &self.state.own.items.linked
     }
 
     pub fn options(&self) -> Options {
@@ -125,7 +126,7 @@ impl Protocol for State<Responses> {
     }
 
     fn begin_output(&mut self) {
-        self.own.items.begin();
+        self.own.items.linked.clear();
     }
 
     fn reset(&mut self) {
@@ -140,7 +141,7 @@ impl Protocol for State<Responses> {
         if ids.is_empty() {
             return Ok(());
         }
-        let why = match self.own.items.ending() {
+        let why = match self.own.items.ending.as_ref().map(|(s, r)| (*s, r.as_deref())) {
             Some((Status::Incomplete, Some(reason))) => format!("the response ended incomplete ({reason})"),
             Some((Status::Incomplete, None)) => "the response ended incomplete".to_owned(),
             Some((Status::Failed, _)) => "the response failed".to_owned(),
