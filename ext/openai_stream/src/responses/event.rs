@@ -57,26 +57,14 @@ impl<'a> OutputItem<'a> {
         OutputItem { kind, id: str_at(value, "id").filter(|s| !s.is_empty()), value }
     }
 
-    /// The item's `type` as sent.
-    pub fn type_name(&self) -> Option<&'a str> {
-        str_at(self.value, "type")
+    /// A string field (`type` as sent, `name`, `arguments`,
+    /// `encrypted_content`): `None` when absent or not a string.
+    pub fn str(&self, key: &str) -> Option<&'a str> {
+        str_at(self.value, key)
     }
 
     pub fn call_id(&self) -> Option<&'a str> {
         str_at(self.value, "call_id").filter(|s| !s.is_empty())
-    }
-
-    pub fn name(&self) -> Option<&'a str> {
-        str_at(self.value, "name")
-    }
-
-    /// The arguments text (`None` when absent or not a string).
-    pub fn arguments(&self) -> Option<&'a str> {
-        str_at(self.value, "arguments")
-    }
-
-    pub fn encrypted_content(&self) -> Option<&'a str> {
-        str_at(self.value, "encrypted_content")
     }
 
     /// The texts of a reasoning item's summary parts.

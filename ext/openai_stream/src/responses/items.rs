@@ -81,7 +81,7 @@ impl Items {
         let n = self.reasonings.len() as u32;
         self.reasonings.push(Reasoning {
             id: item.id.map(str::to_owned),
-            encrypted_content: item.encrypted_content().map(str::to_owned),
+            encrypted_content: item.str("encrypted_content").map(str::to_owned),
             ..Reasoning::default()
         });
         self.add(at, item.id, Slot::Reasoning(n));
@@ -206,7 +206,7 @@ impl State<Responses> {
                 let call = self.open_call(item);
                 self.own.items.add(at, item.id, Slot::Call(call));
                 // Some servers send the arguments with the item itself.
-                if let Some(text) = item.arguments().filter(|t| !t.is_empty()) {
+                if let Some(text) = item.str("arguments").filter(|t| !t.is_empty()) {
                     self.feed(call, text);
                 }
             }
@@ -218,13 +218,13 @@ impl State<Responses> {
             }
             ItemKind::Other => {
                 self.own.items.add(at, item.id, Slot::Other);
-                self.ignored_event("output item", item.type_name());
+                self.ignored_event("output item", item.str("type"));
             }
         }
     }
 
     fn open_call(&mut self, item: &OutputItem) -> CallId {
-        let name = item.name().unwrap_or("");
+        let name = item.str("name").unwrap_or("");
         if name.is_empty() {
             self.anomalies.push(
                 Anomaly::new(
@@ -330,7 +330,7 @@ impl State<Responses> {
                         slot.0 = slot.0.take().or_else(|| item.id.map(str::to_owned));
                     }
                 }
-                if let Some(whole) = item.arguments() {
+                if let Some(whole) = item.str("arguments") {
                     self.settle_arguments(call, whole);
                 }
                 self.complete(call)
@@ -351,7 +351,7 @@ impl State<Responses> {
             }
             ItemKind::Other => {
                 if found.is_none() {
-                    self.ignored_event("output item", item.type_name());
+                    self.ignored_event("output item", item.str("type"));
                 }
                 Ok(())
             }
@@ -382,7 +382,7 @@ impl State<Responses> {
         if r.id.is_none() {
             r.id = item.id.map(str::to_owned);
         }
-        if let Some(e) = item.encrypted_content() {
+        if let Some(e) = item.str("encrypted_content") {
             r.encrypted_content = Some(e.to_owned());
         }
         if r.summary.is_empty() {
@@ -466,7 +466,7 @@ impl State<Responses> {
     fn whole_call(&mut self, i: usize, item: &OutputItem) -> CallId {
         let call = self.open_call(item);
         self.own.items.add(Place { output_index: Some(i as i64), item_id: None }, item.id, Slot::Call(call));
-        if let Some(text) = item.arguments() {
+        if let Some(text) = item.str("arguments") {
             let _ = self.calls.append_text(call, text, &mut self.anomalies);
         }
         call
@@ -511,7 +511,7 @@ impl State<Responses> {
                         self.link_reasonings(id);
                     }
                 }
-                ItemKind::Other => self.ignored_event("output item", item.type_name()),
+                ItemKind::Other => self.ignored_event("output item", item.str("type")),
             }
         }
         if let Some(usage) = body.get("usage") {
