@@ -192,14 +192,12 @@ impl State<Responses> {
     fn item_added(&mut self, at: Place, item: &OutputItem) {
         // The same item announced again (a relay that repeats events): the
         // first stays, so no second, empty call appears.
-        if let Some(id) = item.id {
-            if self.own.items.has_item(id) {
-                self.anomalies.push(Anomaly::new(
-                    AnomalyKind::DuplicateId,
-                    format!("output_item.added for item {id:?} came again; the first is kept"),
-                ));
-                return;
-            }
+        if let Some(id) = item.id.filter(|id| self.own.items.has_item(id)) {
+            self.anomalies.push(Anomaly::new(
+                AnomalyKind::DuplicateId,
+                format!("output_item.added for item {id:?} came again; the first is kept"),
+            ));
+            return;
         }
         match item.kind {
             ItemKind::FunctionCall => {
@@ -213,9 +211,7 @@ impl State<Responses> {
             ItemKind::Reasoning => {
                 self.own.items.add_reasoning(at, item);
             }
-            ItemKind::Message => {
-                self.own.items.add(at, item.id, Slot::Message);
-            }
+            ItemKind::Message => self.own.items.add(at, item.id, Slot::Message),
             ItemKind::Other => {
                 self.own.items.add(at, item.id, Slot::Other);
                 self.ignored_event("output item", item.str("type"));
@@ -438,14 +434,13 @@ impl State<Responses> {
         let mut result = Ok(());
         for (i, value) in array_at(response, "output").iter().enumerate() {
             let item = OutputItem::read(value);
-            if item.kind != ItemKind::FunctionCall {
-                continue;
-            }
-            let known_item = item.id.is_some_and(|id| self.own.items.has_item(id));
-            let known_call = item
-                .call_id()
-                .is_some_and(|cid| self.own.items.call_items.iter().any(|(_, c)| c.as_deref() == Some(cid)));
-            if known_item || known_call {
+            let items = &self.own.items;
+            if item.kind != ItemKind::FunctionCall
+                || item.id.is_some_and(|id| items.has_item(id))
+                || item
+                    .call_id()
+                    .is_some_and(|cid| items.call_items.iter().any(|(_, c)| c.as_deref() == Some(cid)))
+            {
                 continue;
             }
             let call = self.whole_call(i, &item);
