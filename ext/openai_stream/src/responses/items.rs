@@ -276,18 +276,13 @@ impl State<Responses> {
     /// The whole arguments of a call, sent at its end: they win over the
     /// deltas; a difference is reported.
     fn settle_arguments(&mut self, call: CallId, whole: &str) {
-        let Some(c) = self.calls.get(call) else { return };
-        if c.is_completed() {
-            return;
-        }
+        let Some(c) = self.calls.get(call).filter(|c| !c.is_completed()) else { return };
         let streamed = c.raw_arguments();
-        if streamed.is_empty() {
-            if !whole.is_empty() {
-                self.feed(call, whole);
-            }
+        if streamed == whole {
             return;
         }
-        if streamed == whole {
+        if streamed.is_empty() {
+            self.feed(call, whole);
             return;
         }
         let msg = format!(
