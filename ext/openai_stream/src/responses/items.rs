@@ -365,14 +365,9 @@ impl State<Responses> {
     /// A reasoning item is done: its whole summary (the streamed one, else
     /// the item's own) is returned as a finished thinking item.
     fn finish_reasoning(&mut self, n: u32, item: &OutputItem) {
-        let Some(r) = self.own.items.reasonings.get_mut(n as usize) else { return };
-        if r.finished {
-            return;
-        }
+        let Some(r) = self.own.items.reasonings.get_mut(n as usize).filter(|r| !r.finished) else { return };
         r.finished = true;
-        if r.id.is_none() {
-            r.id = item.id.map(str::to_owned);
-        }
+        r.id = r.id.take().or_else(|| item.id.map(str::to_owned));
         if let Some(e) = item.str("encrypted_content") {
             r.encrypted_content = Some(e.to_owned());
         }
