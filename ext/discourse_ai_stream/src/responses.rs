@@ -47,11 +47,10 @@ impl CallSource for ResponsesProcessor {
     fn provider_data(&self, ruby: &Ruby, call: CallId) -> Result<Option<RHash>, Error> {
         let Some((id, call_id)) = self.call_item(call) else { return Ok(None) };
         let inner = ruby.hash_new();
-        if let Some(id) = id {
-            inner.aset(ruby.to_symbol("id"), ruby.str_new(id))?;
-        }
-        if let Some(call_id) = call_id {
-            inner.aset(ruby.to_symbol("call_id"), ruby.str_new(call_id))?;
+        for (key, value) in [("id", id), ("call_id", call_id)] {
+            if let Some(value) = value {
+                inner.aset(ruby.to_symbol(key), ruby.str_new(value))?;
+            }
         }
         let data = ruby.hash_new();
         data.aset(ruby.to_symbol("open_ai_responses"), inner)?;
@@ -162,31 +161,25 @@ impl RbResponsesProcessor {
         let me = rb_self.as_value();
         for item in out.items() {
             let value = match item {
-                Item::Text(text) => Some(ruby.str_new(text).as_value()),
-                Item::Thinking { text, reasoning: None } => {
-                    Some(me.funcall("__thinking", (text, true, ruby.qnil(), ruby.qnil()))?)
-                }
+                Item::Text(text) => ControlFlow::Continue(Some(ruby.str_new(text).as_value())),
+                Item::Thinking { text, reasoning: None } => ControlFlow::Continue(Some(
+                    me.funcall("__thinking", (text, true, ruby.qnil(), ruby.qnil()))?,
+                )),
                 Item::Thinking { text, reasoning: Some(n) } => {
                     let info = core.reasoning(n);
                     let id = info.and_then(|r| r.id.as_deref());
                     let encrypted = info.and_then(|r| r.encrypted_content.as_deref());
                     let thinking: Value = me.funcall("__thinking", (text, false, id, encrypted))?;
                     thinkings.store(n as isize, thinking)?;
-                    Some(thinking)
+                    ControlFlow::Continue(Some(thinking))
                 }
-                Item::Progress(call) => match built.progress_item(ruby, core, tools, call)? {
-                    ControlFlow::Continue(value) => value,
-                    ControlFlow::Break(()) => break,
-                },
-                Item::Completed(call, params) => {
-                    match built.completed_item(ruby, core, tools, call, params)? {
-                        ControlFlow::Continue(value) => value,
-                        ControlFlow::Break(()) => break,
-                    }
-                }
+                Item::Progress(call) => built.progress_item(ruby, core, tools, call)?,
+                Item::Completed(call, params) => built.completed_item(ruby, core, tools, call, params)?,
             };
-            if let Some(value) = value {
-                built.items.push(value)?;
+            match value {
+                ControlFlow::Continue(Some(value)) => built.items.push(value)?,
+                ControlFlow::Continue(None) => {}
+                ControlFlow::Break(()) => break,
             }
         }
         for &n in core.linked_reasonings() {

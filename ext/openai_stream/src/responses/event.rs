@@ -1,46 +1,16 @@
-//! The Responses API event model: one streamed event (or one output item of
-//! a whole response), read from its JSON value by `type`. Fields of the wrong
-//! type read as absent; the accumulator reports what that costs.
+//! The Responses API event model: where an event belongs, one output item
+//! (of an `output_item` event or of a whole response's `output`), and the
+//! fast reading of delta events. Fields of the wrong type read as absent;
+//! the accumulator reports what that costs.
 
 use std::borrow::Cow;
 use std::fmt;
 
-use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::de::{self, Deserialize, Deserializer, MapAccess, Visitor};
 
+use crate::chunk::lenient::Skip;
 use crate::chunk::{Field, Text};
 use crate::json::JsonValue;
-
-/// One streamed event.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Event<'a> {
-    /// `response.output_text.delta`.
-    TextDelta { delta: &'a str },
-    /// `response.output_item.added`.
-    ItemAdded { at: Place<'a>, item: OutputItem<'a> },
-    /// `response.output_item.done`.
-    ItemDone { at: Place<'a>, item: OutputItem<'a> },
-    /// `response.function_call_arguments.delta`.
-    ArgumentsDelta { at: Place<'a>, delta: &'a str },
-    /// `response.function_call_arguments.done`: the whole arguments.
-    ArgumentsDone { at: Place<'a>, arguments: Option<&'a str> },
-    /// `response.reasoning_summary_part.added`.
-    SummaryPartAdded { at: Place<'a> },
-    /// `response.reasoning_summary_text.delta`.
-    SummaryDelta { at: Place<'a>, delta: &'a str },
-    /// `response.reasoning_summary_part.done`.
-    SummaryPartDone { at: Place<'a> },
-    /// `response.completed`, `response.incomplete`, `response.failed` (and
-    /// `response.created` / `.in_progress`, which only carry the envelope):
-    /// the response envelope.
-    Response { status: Status, response: Option<&'a JsonValue> },
-    /// `error`: an in-band error event.
-    Error { body: &'a JsonValue },
-    /// A known event that carries nothing the processor returns (content
-    /// part bookkeeping, `.done` events that repeat the deltas).
-    Bookkeeping,
-    /// Any other `type` (or none).
-    Other { kind: Option<&'a str> },
-}
 
 /// Where an event belongs: the output item's position and id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -52,7 +22,6 @@ pub struct Place<'a> {
 /// What a response envelope event says about the response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
-    InProgress,
     Completed,
     Incomplete,
     Failed,
@@ -88,26 +57,14 @@ impl<'a> OutputItem<'a> {
         OutputItem { kind, id: str_at(value, "id").filter(|s| !s.is_empty()), value }
     }
 
-    /// The item's `type` as sent.
-    pub fn type_name(&self) -> Option<&'a str> {
-        str_at(self.value, "type")
+    /// A string field (`type` as sent, `name`, `arguments`,
+    /// `encrypted_content`): `None` when absent or not a string.
+    pub fn str(&self, key: &str) -> Option<&'a str> {
+        str_at(self.value, key)
     }
 
     pub fn call_id(&self) -> Option<&'a str> {
         str_at(self.value, "call_id").filter(|s| !s.is_empty())
-    }
-
-    pub fn name(&self) -> Option<&'a str> {
-        str_at(self.value, "name")
-    }
-
-    /// The arguments text (`None` when absent or not a string).
-    pub fn arguments(&self) -> Option<&'a str> {
-        str_at(self.value, "arguments")
-    }
-
-    pub fn encrypted_content(&self) -> Option<&'a str> {
-        str_at(self.value, "encrypted_content")
     }
 
     /// The texts of a reasoning item's summary parts.
@@ -121,56 +78,6 @@ impl<'a> OutputItem<'a> {
             .iter()
             .filter(|part| str_at(part, "type") == Some("output_text"))
             .filter_map(|part| str_at(part, "text"))
-    }
-}
-
-impl<'a> Event<'a> {
-    /// Reads one event object.
-    pub fn read(value: &'a JsonValue) -> Self {
-        let kind = str_at(value, "type");
-        let at = Place {
-            output_index: int_at(value, "output_index"),
-            item_id: str_at(value, "item_id").filter(|s| !s.is_empty()),
-        };
-        let delta = || str_at(value, "delta").unwrap_or("");
-        let item = || value.get("item").filter(|i| i.is_object()).map(OutputItem::read);
-        let response =
-            |status| Event::Response { status, response: value.get("response").filter(|r| r.is_object()) };
-        match kind {
-            Some("response.output_text.delta") => Event::TextDelta { delta: delta() },
-            Some("response.output_item.added") => match item() {
-                Some(item) => Event::ItemAdded { at, item },
-                None => Event::Other { kind },
-            },
-            Some("response.output_item.done") => match item() {
-                Some(item) => Event::ItemDone { at, item },
-                None => Event::Other { kind },
-            },
-            Some("response.function_call_arguments.delta") => Event::ArgumentsDelta { at, delta: delta() },
-            Some("response.function_call_arguments.done") => {
-                Event::ArgumentsDone { at, arguments: str_at(value, "arguments") }
-            }
-            Some("response.reasoning_summary_part.added") => Event::SummaryPartAdded { at },
-            Some("response.reasoning_summary_text.delta") => Event::SummaryDelta { at, delta: delta() },
-            Some("response.reasoning_summary_part.done") => Event::SummaryPartDone { at },
-            Some("response.created" | "response.in_progress" | "response.queued") => {
-                response(Status::InProgress)
-            }
-            Some("response.completed") => response(Status::Completed),
-            Some("response.incomplete") => response(Status::Incomplete),
-            Some("response.failed") => response(Status::Failed),
-            Some("error") => Event::Error { body: value },
-            Some(
-                "response.content_part.added"
-                | "response.content_part.done"
-                | "response.output_text.done"
-                | "response.output_text.annotation.added"
-                | "response.reasoning_summary_text.done"
-                | "response.reasoning_text.delta"
-                | "response.reasoning_text.done",
-            ) => Event::Bookkeeping,
-            _ => Event::Other { kind },
-        }
     }
 }
 
@@ -203,12 +110,6 @@ pub struct DeltaEvent<'a> {
     pub delta: Cow<'a, str>,
     pub item_id: Option<Cow<'a, str>>,
     pub output_index: Option<i64>,
-}
-
-impl DeltaEvent<'_> {
-    pub fn place(&self) -> Place<'_> {
-        Place { output_index: self.output_index, item_id: self.item_id.as_deref().filter(|s| !s.is_empty()) }
-    }
 }
 
 struct Str<'a>(Cow<'a, str>);
@@ -248,7 +149,7 @@ impl<'de> Deserialize<'de> for DeltaEvent<'de> {
                         "output_index" => output_index = map.next_value::<Option<i64>>()?,
                         "response" | "item" | "error" => return Err(de::Error::custom("an envelope")),
                         _ => {
-                            map.next_value::<IgnoredAny>()?;
+                            map.next_value::<Skip>()?;
                         }
                     }
                 }

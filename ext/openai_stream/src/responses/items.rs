@@ -3,7 +3,7 @@
 //! either is done, and their interleaved deltas, stay apart), each reasoning
 //! item keeps its own summary.
 
-use super::event::{array_at, str_at, DeltaEvent, Event, ItemKind, OutputItem, Place, Status};
+use super::event::{array_at, int_at, str_at, ItemKind, OutputItem, Place, Status};
 use super::Responses;
 use crate::anomaly::{excerpt, Anomaly, AnomalyKind};
 use crate::calls::CallId;
@@ -44,53 +44,32 @@ pub struct Reasoning {
 #[derive(Debug, Default)]
 pub(super) struct Items {
     entries: Vec<Entry>,
-    reasonings: Vec<Reasoning>,
+    pub(super) reasonings: Vec<Reasoning>,
     /// Per call: the item's (`id`, `call_id`).
-    call_items: Vec<(Option<String>, Option<String>)>,
+    pub(super) call_items: Vec<(Option<String>, Option<String>)>,
     /// Finished reasoning items waiting for the next message's id.
     waiting: Vec<u32>,
     /// Reasonings linked to a message during the current call.
-    linked: Vec<u32>,
+    pub(super) linked: Vec<u32>,
     /// A summary part finished in this stream: the next part starts after a
     /// blank line.
     part_done: bool,
     /// How the response ended, and the incomplete reason.
-    ending: Option<(Status, Option<String>)>,
+    pub(super) ending: Option<(Status, Option<String>)>,
     reported_events: Vec<String>,
 }
 
 impl Items {
-    pub(super) fn begin(&mut self) {
-        self.linked.clear();
-    }
-
-    pub(super) fn call_item(&self, call: CallId) -> Option<(Option<&str>, Option<&str>)> {
-        self.call_items.get(call.index()).map(|(id, call_id)| (id.as_deref(), call_id.as_deref()))
-    }
-
-    pub(super) fn reasoning(&self, n: u32) -> Option<&Reasoning> {
-        self.reasonings.get(n as usize)
-    }
-
-    pub(super) fn linked(&self) -> &[u32] {
-        &self.linked
-    }
-
-    pub(super) fn ending(&self) -> Option<(Status, Option<&str>)> {
-        self.ending.as_ref().map(|(s, r)| (*s, r.as_deref()))
-    }
-
-    /// The entry an event belongs to: by item id first, else by
+    /// The item an event belongs to: by item id first, else by
     /// `output_index` (the newest entry there).
-    fn find(&self, at: Place, id: Option<&str>) -> Option<usize> {
-        let id = id.or(at.item_id);
-        if let Some(id) = id {
-            if let Some(i) = self.entries.iter().rposition(|e| e.item_id.as_deref() == Some(id)) {
-                return Some(i);
-            }
-        }
-        let index = at.output_index?;
-        self.entries.iter().rposition(|e| e.output_index == Some(index))
+    fn find(&self, at: Place, id: Option<&str>) -> Option<Slot> {
+        let by_id = |e: &&Entry| id.or(at.item_id).is_some_and(|id| e.item_id.as_deref() == Some(id));
+        let by_index = |e: &&Entry| at.output_index.is_some() && e.output_index == at.output_index;
+        self.entries.iter().rfind(by_id).or_else(|| self.entries.iter().rfind(by_index)).map(|e| e.slot)
+    }
+
+    fn has_item(&self, id: &str) -> bool {
+        self.entries.iter().any(|e| e.item_id.as_deref() == Some(id))
     }
 
     fn add(&mut self, at: Place, id: Option<&str>, slot: Slot) {
@@ -102,7 +81,7 @@ impl Items {
         let n = self.reasonings.len() as u32;
         self.reasonings.push(Reasoning {
             id: item.id.map(str::to_owned),
-            encrypted_content: item.encrypted_content().map(str::to_owned),
+            encrypted_content: item.str("encrypted_content").map(str::to_owned),
             ..Reasoning::default()
         });
         self.add(at, item.id, Slot::Reasoning(n));
@@ -111,60 +90,69 @@ impl Items {
 }
 
 impl State<Responses> {
-    /// One streamed event object.
+    /// One streamed event object, by its `type`.
     pub(super) fn apply_event(&mut self, value: &JsonValue) -> Result<(), Error> {
-        let event = Event::read(value);
-        if let Some(delta) =
-            value.get("delta").filter(|d| !matches!(d, JsonValue::String(_) | JsonValue::Null))
-        {
-            let kind = kind_of(delta);
-            self.anomalies.push(
-                Anomaly::new(AnomalyKind::IgnoredField, format!("delta was {}; ignored", kind.described()))
+        let at = Place {
+            output_index: int_at(value, "output_index"),
+            item_id: str_at(value, "item_id").filter(|s| !s.is_empty()),
+        };
+        let delta = match value.get("delta") {
+            Some(JsonValue::String(s)) => s.as_str(),
+            None | Some(JsonValue::Null) => "",
+            Some(d) => {
+                self.anomalies.push(
+                    Anomaly::new(
+                        AnomalyKind::IgnoredField,
+                        format!("delta was {}; ignored", kind_of(d).described()),
+                    )
                     .field("delta")
-                    .excerpt(&delta.to_json()),
-            );
-        }
-        let result = match event {
-            Event::TextDelta { delta } => {
-                if !delta.is_empty() {
-                    self.out.push_text(delta);
-                }
-                Ok(())
-            }
-            Event::ItemAdded { at, item } => self.item_added(at, &item),
-            Event::ItemDone { at, item } => self.item_done(at, &item),
-            Event::ArgumentsDelta { at, delta } => {
-                self.arguments_delta(at, delta);
-                Ok(())
-            }
-            Event::ArgumentsDone { at, arguments } => {
-                if let (Some(call), Some(text)) = (self.call_at(at, None), arguments) {
-                    self.settle_arguments(call, text);
-                }
-                Ok(())
-            }
-            Event::SummaryPartAdded { at } => {
-                if self.own.items.part_done {
-                    self.summary_text(at, "\n\n");
-                }
-                Ok(())
-            }
-            Event::SummaryDelta { at, delta } => {
-                self.summary_text(at, delta);
-                Ok(())
-            }
-            Event::SummaryPartDone { .. } => {
-                self.own.items.part_done = true;
-                Ok(())
-            }
-            Event::Response { status, response } => self.response_status(status, response),
-            Event::Error { body } => Err(provider_error(body)),
-            Event::Bookkeeping => Ok(()),
-            Event::Other { kind } => {
-                self.ignored_event("event", kind);
-                Ok(())
+                    .excerpt(&d.to_json()),
+                );
+                ""
             }
         };
+        let item = value.get("item").filter(|i| i.is_object()).map(OutputItem::read);
+        let response = value.get("response").filter(|r| r.is_object());
+        let kind = str_at(value, "type");
+        let mut result = Ok(());
+        match (kind.unwrap_or(""), item) {
+            ("response.output_text.delta", _) => self.apply_delta(false, at, delta),
+            ("response.function_call_arguments.delta", _) => self.apply_delta(true, at, delta),
+            ("response.output_item.added", Some(item)) => self.item_added(at, &item),
+            ("response.output_item.done", Some(item)) => result = self.item_done(at, &item),
+            ("response.function_call_arguments.done", _) => {
+                if let (Some(call), Some(text)) = (self.call_at(at, None), str_at(value, "arguments")) {
+                    self.settle_arguments(call, text);
+                }
+            }
+            ("response.reasoning_summary_part.added", _) if self.own.items.part_done => {
+                self.summary_text(at, "\n\n")
+            }
+            ("response.reasoning_summary_text.delta", _) => self.summary_text(at, delta),
+            ("response.reasoning_summary_part.done", _) => self.own.items.part_done = true,
+            ("response.completed", _) => result = self.response_status(Status::Completed, response),
+            ("response.incomplete", _) => result = self.response_status(Status::Incomplete, response),
+            ("response.failed", _) => result = self.response_status(Status::Failed, response),
+            ("error", _) => result = Err(provider_error(value)),
+            // Events that carry nothing the processor returns: the envelope
+            // only, content part bookkeeping, `.done` events that repeat the
+            // deltas.
+            (
+                "response.created"
+                | "response.in_progress"
+                | "response.queued"
+                | "response.reasoning_summary_part.added"
+                | "response.content_part.added"
+                | "response.content_part.done"
+                | "response.output_text.done"
+                | "response.output_text.annotation.added"
+                | "response.reasoning_summary_text.done"
+                | "response.reasoning_text.delta"
+                | "response.reasoning_text.done",
+                _,
+            ) => {}
+            _ => self.ignored_event("event", kind),
+        }
         // Usage may ride on any event's response envelope; the last wins.
         if let Some(usage) = value.get("response").and_then(|r| r.get("usage")) {
             self.apply_usage(usage);
@@ -172,13 +160,13 @@ impl State<Responses> {
         result
     }
 
-    /// A text or arguments delta (the fast reading of the two commonest
-    /// events; the same as through [`State::apply_event`]).
-    pub(super) fn apply_delta(&mut self, event: &DeltaEvent) {
-        if event.arguments {
-            self.arguments_delta(event.place(), &event.delta);
-        } else if !event.delta.is_empty() {
-            self.out.push_text(&event.delta);
+    /// A text or arguments delta (also the fast reading of the two
+    /// commonest events).
+    pub(super) fn apply_delta(&mut self, arguments: bool, at: Place, delta: &str) {
+        if arguments {
+            self.arguments_delta(at, delta);
+        } else if !delta.is_empty() {
+            self.out.push_text(delta);
         }
     }
 
@@ -201,43 +189,38 @@ impl State<Responses> {
         ));
     }
 
-    fn item_added(&mut self, at: Place, item: &OutputItem) -> Result<(), Error> {
+    fn item_added(&mut self, at: Place, item: &OutputItem) {
         // The same item announced again (a relay that repeats events): the
         // first stays, so no second, empty call appears.
-        if let Some(id) = item.id {
-            if self.own.items.entries.iter().any(|e| e.item_id.as_deref() == Some(id)) {
-                self.anomalies.push(Anomaly::new(
-                    AnomalyKind::DuplicateId,
-                    format!("output_item.added for item {id:?} came again; the first is kept"),
-                ));
-                return Ok(());
-            }
+        if let Some(id) = item.id.filter(|id| self.own.items.has_item(id)) {
+            self.anomalies.push(Anomaly::new(
+                AnomalyKind::DuplicateId,
+                format!("output_item.added for item {id:?} came again; the first is kept"),
+            ));
+            return;
         }
         match item.kind {
             ItemKind::FunctionCall => {
                 let call = self.open_call(item);
                 self.own.items.add(at, item.id, Slot::Call(call));
                 // Some servers send the arguments with the item itself.
-                if let Some(text) = item.arguments().filter(|t| !t.is_empty()) {
+                if let Some(text) = item.str("arguments").filter(|t| !t.is_empty()) {
                     self.feed(call, text);
                 }
             }
             ItemKind::Reasoning => {
                 self.own.items.add_reasoning(at, item);
             }
-            ItemKind::Message => {
-                self.own.items.add(at, item.id, Slot::Message);
-            }
+            ItemKind::Message => self.own.items.add(at, item.id, Slot::Message),
             ItemKind::Other => {
                 self.own.items.add(at, item.id, Slot::Other);
-                self.ignored_event("output item", item.type_name());
+                self.ignored_event("output item", item.str("type"));
             }
         }
-        Ok(())
     }
 
     fn open_call(&mut self, item: &OutputItem) -> CallId {
-        let name = item.name().unwrap_or("");
+        let name = item.str("name").unwrap_or("");
         if name.is_empty() {
             self.anomalies.push(
                 Anomaly::new(
@@ -248,18 +231,15 @@ impl State<Responses> {
             );
         }
         let call = self.calls.open_call(item.call_id().unwrap_or(""), name, &mut self.anomalies);
-        let slot = call.index();
-        if self.own.items.call_items.len() <= slot {
-            self.own.items.call_items.resize(slot + 1, (None, None));
-        }
-        self.own.items.call_items[slot] = (item.id.map(str::to_owned), item.call_id().map(str::to_owned));
+        let items = &mut self.own.items.call_items;
+        items.resize(items.len().max(call.index() + 1), (None, None));
+        items[call.index()] = (item.id.map(str::to_owned), item.call_id().map(str::to_owned));
         call
     }
 
     /// The open call an event belongs to.
     fn call_at(&self, at: Place, id: Option<&str>) -> Option<CallId> {
-        let i = self.own.items.find(at, id)?;
-        match self.own.items.entries[i].slot {
+        match self.own.items.find(at, id)? {
             Slot::Call(call) => Some(call),
             _ => None,
         }
@@ -296,18 +276,13 @@ impl State<Responses> {
     /// The whole arguments of a call, sent at its end: they win over the
     /// deltas; a difference is reported.
     fn settle_arguments(&mut self, call: CallId, whole: &str) {
-        let Some(c) = self.calls.get(call) else { return };
-        if c.is_completed() {
-            return;
-        }
+        let Some(c) = self.calls.get(call).filter(|c| !c.is_completed()) else { return };
         let streamed = c.raw_arguments();
-        if streamed.is_empty() {
-            if !whole.is_empty() {
-                self.feed(call, whole);
-            }
+        if streamed == whole {
             return;
         }
-        if streamed == whole {
+        if streamed.is_empty() {
+            self.feed(call, whole);
             return;
         }
         let msg = format!(
@@ -325,7 +300,7 @@ impl State<Responses> {
         let found = self.own.items.find(at, item.id);
         match item.kind {
             ItemKind::FunctionCall => {
-                let call = match found.map(|i| self.own.items.entries[i].slot) {
+                let call = match found {
                     Some(Slot::Call(call)) => call,
                     // A call announced only by its done item: whole.
                     _ => {
@@ -334,30 +309,25 @@ impl State<Responses> {
                         call
                     }
                 };
-                if self.calls.get(call).is_some_and(|c| c.is_completed()) {
-                    let c = self.calls.get(call);
-                    if let Some(c) = c {
-                        let msg = format!("output_item.done for call {:?} came again; ignored", c.id);
-                        self.anomalies.push(c.anomaly(AnomalyKind::FragmentAfterCompletion, msg));
-                    }
+                if let Some(c) = self.calls.get(call).filter(|c| c.is_completed()) {
+                    let msg = format!("output_item.done for call {:?} came again; ignored", c.id);
+                    self.anomalies.push(c.anomaly(AnomalyKind::FragmentAfterCompletion, msg));
                     return Ok(());
                 }
                 if let Some(call_id) = item.call_id() {
                     self.calls.learn_id(call, call_id, &mut self.anomalies);
                     if let Some(slot) = self.own.items.call_items.get_mut(call.index()) {
                         slot.1.get_or_insert_with(|| call_id.to_owned());
-                        if slot.0.is_none() {
-                            slot.0 = item.id.map(str::to_owned);
-                        }
+                        slot.0 = slot.0.take().or_else(|| item.id.map(str::to_owned));
                     }
                 }
-                if let Some(whole) = item.arguments() {
+                if let Some(whole) = item.str("arguments") {
                     self.settle_arguments(call, whole);
                 }
                 self.complete(call)
             }
             ItemKind::Reasoning => {
-                let n = match found.map(|i| self.own.items.entries[i].slot) {
+                let n = match found {
                     Some(Slot::Reasoning(n)) => n,
                     _ => self.own.items.add_reasoning(at, item),
                 };
@@ -372,7 +342,7 @@ impl State<Responses> {
             }
             ItemKind::Other => {
                 if found.is_none() {
-                    self.ignored_event("output item", item.type_name());
+                    self.ignored_event("output item", item.str("type"));
                 }
                 Ok(())
             }
@@ -382,11 +352,9 @@ impl State<Responses> {
     /// Streamed summary text of a reasoning item: kept for its final
     /// thinking item, and returned as a partial one.
     fn summary_text(&mut self, at: Place, text: &str) {
-        if let Some(i) = self.own.items.find(at, None) {
-            if let Slot::Reasoning(n) = self.own.items.entries[i].slot {
-                if let Some(r) = self.own.items.reasonings.get_mut(n as usize) {
-                    r.summary.push_str(text);
-                }
+        if let Some(Slot::Reasoning(n)) = self.own.items.find(at, None) {
+            if let Some(r) = self.own.items.reasonings.get_mut(n as usize) {
+                r.summary.push_str(text);
             }
         }
         if self.own.options.output_thinking && !text.is_empty() {
@@ -397,15 +365,10 @@ impl State<Responses> {
     /// A reasoning item is done: its whole summary (the streamed one, else
     /// the item's own) is returned as a finished thinking item.
     fn finish_reasoning(&mut self, n: u32, item: &OutputItem) {
-        let Some(r) = self.own.items.reasonings.get_mut(n as usize) else { return };
-        if r.finished {
-            return;
-        }
+        let Some(r) = self.own.items.reasonings.get_mut(n as usize).filter(|r| !r.finished) else { return };
         r.finished = true;
-        if r.id.is_none() {
-            r.id = item.id.map(str::to_owned);
-        }
-        if let Some(e) = item.encrypted_content() {
+        r.id = r.id.take().or_else(|| item.id.map(str::to_owned));
+        if let Some(e) = item.str("encrypted_content") {
             r.encrypted_content = Some(e.to_owned());
         }
         if r.summary.is_empty() {
@@ -428,38 +391,29 @@ impl State<Responses> {
         }
     }
 
+    /// How the response ended (the reason is only read by an incomplete
+    /// one's reports).
     fn response_status(&mut self, status: Status, response: Option<&JsonValue>) -> Result<(), Error> {
-        match status {
-            Status::InProgress => Ok(()),
-            Status::Completed => {
-                self.own.items.ending = Some((status, None));
-                self.calls_only_in_output(response)
-            }
-            Status::Incomplete => {
-                let reason = response
-                    .and_then(|r| r.get("incomplete_details"))
-                    .and_then(|d| str_at(d, "reason"))
-                    .map(str::to_owned);
-                let what = reason.as_deref().map_or("no reason given".to_owned(), |r| format!("reason: {r}"));
-                self.anomalies.push(Anomaly::new(
-                    AnomalyKind::IncompleteResponse,
-                    format!("the response ended incomplete ({what})"),
-                ));
-                self.own.items.ending = Some((status, reason));
-                self.calls_only_in_output(response)
-            }
-            Status::Failed => {
-                self.own.items.ending = Some((status, None));
-                let error = response.and_then(|r| r.get("error")).filter(|e| !matches!(e, JsonValue::Null));
-                Err(match error {
-                    Some(e) => provider_error(e),
-                    None => Error::Provider {
-                        message: "the response failed (response.failed without an error)".to_owned(),
-                        payload: response.cloned(),
-                    },
-                })
-            }
+        let field = |key| response.and_then(|r| r.get(key)).filter(|v| !matches!(v, JsonValue::Null));
+        let reason = field("incomplete_details").and_then(|d| str_at(d, "reason"));
+        self.own.items.ending = Some((status, reason.map(str::to_owned)));
+        if status == Status::Failed {
+            return Err(field("error").map_or_else(
+                || Error::Provider {
+                    message: "the response failed (response.failed without an error)".to_owned(),
+                    payload: response.cloned(),
+                },
+                provider_error,
+            ));
         }
+        if status == Status::Incomplete {
+            let what = reason.map_or("no reason given".to_owned(), |r| format!("reason: {r}"));
+            self.anomalies.push(Anomaly::new(
+                AnomalyKind::IncompleteResponse,
+                format!("the response ended incomplete ({what})"),
+            ));
+        }
+        self.calls_only_in_output(response)
     }
 
     /// The final response lists every output item. A function call in it
@@ -470,16 +424,13 @@ impl State<Responses> {
         let mut result = Ok(());
         for (i, value) in array_at(response, "output").iter().enumerate() {
             let item = OutputItem::read(value);
-            if item.kind != ItemKind::FunctionCall {
-                continue;
-            }
-            let known_item = item
-                .id
-                .is_some_and(|id| self.own.items.entries.iter().any(|e| e.item_id.as_deref() == Some(id)));
-            let known_call = item
-                .call_id()
-                .is_some_and(|cid| self.own.items.call_items.iter().any(|(_, c)| c.as_deref() == Some(cid)));
-            if known_item || known_call {
+            let items = &self.own.items;
+            if item.kind != ItemKind::FunctionCall
+                || item.id.is_some_and(|id| items.has_item(id))
+                || item
+                    .call_id()
+                    .is_some_and(|cid| items.call_items.iter().any(|(_, c)| c.as_deref() == Some(cid)))
+            {
                 continue;
             }
             let call = self.whole_call(i, &item);
@@ -500,7 +451,7 @@ impl State<Responses> {
     fn whole_call(&mut self, i: usize, item: &OutputItem) -> CallId {
         let call = self.open_call(item);
         self.own.items.add(Place { output_index: Some(i as i64), item_id: None }, item.id, Slot::Call(call));
-        if let Some(text) = item.arguments() {
+        if let Some(text) = item.str("arguments") {
             let _ = self.calls.append_text(call, text, &mut self.anomalies);
         }
         call
@@ -523,7 +474,6 @@ impl State<Responses> {
             None => response.get("response").filter(|r| r.is_object()).unwrap_or(response),
         };
         let mut result = Ok(());
-        let mut waiting: Vec<u32> = Vec::new();
         for (i, value) in array_at(body, "output").iter().enumerate() {
             if !value.is_object() {
                 continue;
@@ -538,20 +488,17 @@ impl State<Responses> {
                 ItemKind::Reasoning => {
                     let n = self.own.items.add_reasoning(at, &item);
                     self.finish_reasoning(n, &item);
-                    waiting.append(&mut self.own.items.waiting);
                 }
                 ItemKind::Message => {
                     let texts: Vec<&str> = item.output_texts().collect();
                     self.out.push_text_parts(texts.into_iter());
                     if let Some(id) = item.id {
-                        self.own.items.waiting = std::mem::take(&mut waiting);
                         self.link_reasonings(id);
                     }
                 }
-                ItemKind::Other => self.ignored_event("output item", item.type_name()),
+                ItemKind::Other => self.ignored_event("output item", item.str("type")),
             }
         }
-        self.own.items.waiting = waiting;
         if let Some(usage) = body.get("usage") {
             self.apply_usage(usage);
         }

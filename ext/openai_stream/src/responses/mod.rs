@@ -10,7 +10,7 @@
 mod event;
 mod items;
 
-pub use event::{DeltaEvent, Event, ItemKind, OutputItem, Place, Status};
+pub use event::{DeltaEvent, ItemKind, OutputItem, Place, Status};
 pub use items::Reasoning;
 
 use crate::anomaly::{excerpt, Anomaly, AnomalyKind};
@@ -78,12 +78,6 @@ impl ResponsesProcessor {
         self.step(|s| s.apply_value(event, false))
     }
 
-    /// A text or arguments delta read by [`DeltaEvent`]: does what
-    /// [`ResponsesProcessor::process_event`] does with the same event.
-    pub fn process_delta(&mut self, event: &DeltaEvent) -> Result<&Output, Error> {
-        self.step_ok(|s| s.apply_delta(event))
-    }
-
     /// A whole non-streamed response (`output`, `usage`).
     pub fn process_message(&mut self, response: &JsonValue) -> Result<&Output, Error> {
         self.step(|s| s.apply_message(response))
@@ -92,19 +86,20 @@ impl ResponsesProcessor {
     /// The output item ids of a call: (`id`, `call_id`) as the server sent
     /// them (`call_id` is also the call's id, unless one was generated).
     pub fn call_item(&self, call: CallId) -> Option<(Option<&str>, Option<&str>)> {
-        self.state.own.items.call_item(call)
+        let (id, call_id) = self.state.own.items.call_items.get(call.index())?;
+        Some((id.as_deref(), call_id.as_deref()))
     }
 
     /// A finished reasoning item (the number an [`crate::output::Item::Thinking`] names).
     pub fn reasoning(&self, n: u32) -> Option<&Reasoning> {
-        self.state.own.items.reasoning(n)
+        self.state.own.items.reasonings.get(n as usize)
     }
 
     /// Finished reasoning items that learnt the id of the message after
     /// them during the last call (their thinking items were returned
     /// earlier; the caller updates them).
     pub fn linked_reasonings(&self) -> &[u32] {
-        self.state.own.items.linked()
+        &self.state.own.items.linked
     }
 
     pub fn options(&self) -> Options {
@@ -116,8 +111,9 @@ impl Protocol for State<Responses> {
     fn payload(&mut self, data: &[u8]) -> Result<bool, Error> {
         let text = self.utf8(data)?;
         if !self.error_event {
-            if let Ok(event) = serde_json::from_str::<DeltaEvent>(text) {
-                self.apply_delta(&event);
+            if let Ok(e) = serde_json::from_str::<DeltaEvent>(text) {
+                let item_id = e.item_id.as_deref().filter(|s| !s.is_empty());
+                self.apply_delta(e.arguments, Place { output_index: e.output_index, item_id }, &e.delta);
                 return Ok(true);
             }
         }
@@ -130,7 +126,7 @@ impl Protocol for State<Responses> {
     }
 
     fn begin_output(&mut self) {
-        self.own.items.begin();
+        self.own.items.linked.clear();
     }
 
     fn reset(&mut self) {
@@ -145,7 +141,7 @@ impl Protocol for State<Responses> {
         if ids.is_empty() {
             return Ok(());
         }
-        let why = match self.own.items.ending() {
+        let why = match self.own.items.ending.as_ref().map(|(s, r)| (*s, r.as_deref())) {
             Some((Status::Incomplete, Some(reason))) => format!("the response ended incomplete ({reason})"),
             Some((Status::Incomplete, None)) => "the response ended incomplete".to_owned(),
             Some((Status::Failed, _)) => "the response failed".to_owned(),

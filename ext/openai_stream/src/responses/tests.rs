@@ -307,30 +307,23 @@ fn the_fast_reading_of_delta_events_agrees_with_the_full_one() {
     ] {
         assert_eq!(fast(other), None, "{other}");
     }
-    // The same stream read both ways gives the same calls and anomalies.
+    // The same stream decoded (fast) and as parsed events gives the same
+    // calls and anomalies.
     let stream = [
         ADD_A,
         &args_delta(0, "fc_a", r#"{"q":1}"#),
         r#"{"type":"response.function_call_arguments.delta","output_index":7,"delta":"orphan"}"#,
         r#"{"type":"response.output_text.delta","delta":"text"}"#,
     ];
+    let (quick, b, _) = decode(Options::default(), &sse(&stream), 1000);
     let mut full = ResponsesProcessor::default();
-    let mut quick = ResponsesProcessor::default();
-    let (mut a, mut b) = (Seen::default(), Seen::default());
+    let mut a = Seen::default();
     for e in stream {
-        let v: JsonValue = serde_json::from_str(e).unwrap();
-        full.process_event(&v).unwrap();
+        full.process_event(&serde_json::from_str(e).unwrap()).unwrap();
         collect(&full, &mut a);
-        match fast(e) {
-            Some(d) => quick.process_delta(&d).map(|_| ()).unwrap(),
-            None => quick.process_event(&v).map(|_| ()).unwrap(),
-        }
-        collect(&quick, &mut b);
     }
     full.finish().unwrap();
-    quick.finish().unwrap();
     collect(&full, &mut a);
-    collect(&quick, &mut b);
     assert_eq!(a, b);
     assert_eq!(full.anomalies().all(), quick.anomalies().all());
     assert_eq!(a.calls.len(), 1);
@@ -372,4 +365,37 @@ fn an_unreadable_event_is_skipped_and_reported_unless_strict() {
     assert!(kinds(&p).contains(&AnomalyKind::UnreadableEvent));
     let (_, _, strict) = decode(Options { strict: true, ..Options::default() }, &stream, 7);
     assert!(matches!(strict, Some(Error::Stream { .. })), "{strict:?}");
+}
+
+#[test]
+fn a_delta_event_with_a_key_nested_too_deep_raises_as_any_event_does() {
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    let stream =
+        format!("data: {{\"type\":\"response.output_text.delta\",\"delta\":\"hi\",\"x\":{deep}}}\n\n");
+    let (_, seen, error) = decode(Options::default(), &stream, 1000);
+    assert!(
+        matches!(error, Some(Error::Stream { kind: crate::error::StreamErrorKind::TooDeep, .. })),
+        "{error:?}"
+    );
+    assert_eq!(seen.text, "");
+}
+
+#[test]
+fn a_reasoning_left_waiting_by_a_whole_response_links_to_the_next_message_either_way() {
+    let json = |s: &str| -> JsonValue { serde_json::from_str(s).unwrap() };
+    let reasoning = json(r#"{"output":[{"id":"rs_1","type":"reasoning","summary":[]}]}"#);
+    let message = r#"{"id":"msg_2","type":"message","content":[]}"#;
+    // The next response with a reasoning item of its own before its message,
+    // and without: the first reasoning learns the message's id both times,
+    // as it does in a stream.
+    for next in [
+        format!(r#"{{"output":[{{"id":"rs_2","type":"reasoning"}},{message}]}}"#),
+        format!(r#"{{"output":[{message}]}}"#),
+    ] {
+        let mut p = ResponsesProcessor::new(Options { output_thinking: true, ..Options::default() });
+        p.process_message(&reasoning).unwrap();
+        p.process_message(&json(&next)).unwrap();
+        assert!(p.linked_reasonings().contains(&0), "{next}");
+        assert_eq!(p.reasoning(0).and_then(|r| r.next_message_id.as_deref()), Some("msg_2"), "{next}");
+    }
 }
