@@ -39,14 +39,11 @@ impl Number {
     /// kept as `Infinity`, `-Infinity` or `NaN`, which [`Number::as_f64`]
     /// reads back and [`Number::is_integer`] rejects.
     pub fn non_finite(value: f64) -> Self {
-        let text = if value.is_nan() {
-            "NaN"
-        } else if value > 0.0 {
-            "Infinity"
-        } else {
-            "-Infinity"
-        };
-        Number(text.into())
+        Number(match value {
+            v if v.is_nan() => "NaN".into(),
+            v if v > 0.0 => "Infinity".into(),
+            _ => "-Infinity".into(),
+        })
     }
 
     /// Any float: [`Number::from_f64`], else [`Number::non_finite`].
@@ -66,11 +63,7 @@ impl Number {
 
     /// The value as an `i64` when it is an integer that fits.
     pub fn as_i64(&self) -> Option<i64> {
-        if self.is_integer() {
-            self.0.parse().ok()
-        } else {
-            None
-        }
+        self.is_integer().then(|| self.0.parse().ok()).flatten()
     }
 
     /// The value as an `f64` (rounded to nearest; huge values become infinite,
@@ -80,17 +73,17 @@ impl Number {
     }
 }
 
-impl fmt::Debug for Number {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
+/// Both print the number as written.
+macro_rules! as_written {
+    ($($format:ident),*) => {$(
+        impl fmt::$format for Number {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    )*};
 }
-
-impl fmt::Display for Number {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+as_written!(Debug, Display);
 
 /// An owned JSON value.
 ///
@@ -157,30 +150,26 @@ impl JsonValue {
             JsonValue::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
             JsonValue::Number(n) => out.push_str(n.as_str()),
             JsonValue::String(s) => write_json_string(s, out),
-            JsonValue::Array(items) => {
-                out.push('[');
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    item.write_json(out);
-                }
-                out.push(']');
-            }
-            JsonValue::Object(pairs) => {
-                out.push('{');
-                for (i, (k, v)) in pairs.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    write_json_string(k, out);
-                    out.push(':');
-                    v.write_json(out);
-                }
-                out.push('}');
-            }
+            JsonValue::Array(items) => write_list(out, ('[', ']'), items, |item, out| item.write_json(out)),
+            JsonValue::Object(pairs) => write_list(out, ('{', '}'), pairs, |(k, v), out| {
+                write_json_string(k, out);
+                out.push(':');
+                v.write_json(out);
+            }),
         }
     }
+}
+
+/// `items` written by `write`, comma-separated, between the two `brackets`.
+fn write_list<T>(out: &mut String, brackets: (char, char), items: &[T], write: impl Fn(&T, &mut String)) {
+    out.push(brackets.0);
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write(item, out);
+    }
+    out.push(brackets.1);
 }
 
 fn write_json_string(s: &str, out: &mut String) {
@@ -245,11 +234,11 @@ impl<'de> Visitor<'de> for JsonValueVisitor {
     }
 
     fn visit_i128<E>(self, v: i128) -> Result<JsonValue, E> {
-        Ok(JsonValue::Number(Number(v.to_string().into_boxed_str())))
+        Ok(JsonValue::Number(Number(v.to_string().into())))
     }
 
     fn visit_u128<E>(self, v: u128) -> Result<JsonValue, E> {
-        Ok(JsonValue::Number(Number(v.to_string().into_boxed_str())))
+        Ok(JsonValue::Number(Number(v.to_string().into())))
     }
 
     fn visit_f64<E>(self, v: f64) -> Result<JsonValue, E> {
