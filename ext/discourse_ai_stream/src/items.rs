@@ -188,17 +188,13 @@ pub(crate) struct Tools {
 /// parameters stream, `[tool_call_or_nil, false]` once its partial updates
 /// stopped, nil when it has none (yet, or any more).
 fn tool_call_entry(calls: RArray, call: CallId) -> Result<Option<RArray>, Error> {
-    let entry: Value = calls.entry(call.0 as isize)?;
-    Ok(RArray::from_value(entry))
+    Ok(RArray::from_value(calls.entry(call.0 as isize)?))
 }
 
 /// Stops the partial updates of a call: its open containers may be out of
 /// step with the parser now. The ToolCall, if any, is kept for completion.
 pub(crate) fn detach(ruby: &Ruby, calls: RArray, call: CallId) -> Result<(), Error> {
-    let tool_call = match tool_call_entry(calls, call)? {
-        Some(entry) => entry.entry(0)?,
-        None => ruby.qnil().as_value(),
-    };
+    let tool_call = tool_call_entry(calls, call)?.map_or(Ok(ruby.qnil().as_value()), |e| e.entry(0))?;
     calls.store(call.0 as isize, ruby.ary_new_from_values(&[tool_call, ruby.qfalse().as_value()]))
 }
 
@@ -280,10 +276,8 @@ pub(crate) fn completed<C: CallSource>(
         JsonValue::Object(pairs) => object_to_hash(ruby, pairs)?,
         _ => ruby.hash_new(),
     };
-    let streamed = match tool_call_entry(calls, call)? {
-        Some(entry) => Some(entry.entry::<Value>(0)?).filter(|t| !t.is_nil()),
-        None => None,
-    };
+    let streamed = tool_call_entry(calls, call)?.map(|e| e.entry::<Value>(0)).transpose()?;
+    let streamed = streamed.filter(|t| !t.is_nil());
     // Nothing streams into this call any more.
     calls.store(call.0 as isize, ruby.qnil())?;
     if let Some(tool_call) = streamed {
