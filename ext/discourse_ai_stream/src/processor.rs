@@ -300,12 +300,8 @@ impl RbProcessor {
     /// processor would have run in the last finished stream (nil before).
     pub fn legacy_tool_call_ids(ruby: &Ruby, rb_self: &RbProcessor) -> Result<Option<RArray>, Error> {
         rb_self.holder.enter(ruby, |core| {
-            let Some(outcome) = core.legacy_outcome() else { return Ok(None) };
-            let list = ruby.ary_new_capa(outcome.emitted.len());
-            for id in &outcome.emitted {
-                list.push(ruby.str_new(id))?;
-            }
-            Ok(Some(list))
+            let ids = core.legacy_outcome().map(|o| o.emitted.iter().map(|id| ruby.str_new(id)));
+            Ok(ids.map(|ids| ruby.ary_from_iter(ids)))
         })
     }
 
