@@ -1,6 +1,6 @@
 use std::fmt;
 
-use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
 /// A JSON number, kept as the text it was written with (validated JSON number
 /// syntax). Integers of any size survive the trip to Ruby unchanged.
@@ -200,6 +200,8 @@ impl<'de> Deserialize<'de> for JsonValue {
     }
 }
 
+/// Reads what the two deserializers of this crate's values hand over:
+/// serde_json's, and `&JsonValue`'s (beyond_f64.rs).
 struct JsonValueVisitor;
 
 impl<'de> Visitor<'de> for JsonValueVisitor {
@@ -211,14 +213,6 @@ impl<'de> Visitor<'de> for JsonValueVisitor {
 
     fn visit_unit<E>(self) -> Result<JsonValue, E> {
         Ok(JsonValue::Null)
-    }
-
-    fn visit_none<E>(self) -> Result<JsonValue, E> {
-        Ok(JsonValue::Null)
-    }
-
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<JsonValue, D::Error> {
-        JsonValue::deserialize(d)
     }
 
     fn visit_bool<E>(self, v: bool) -> Result<JsonValue, E> {
@@ -233,31 +227,12 @@ impl<'de> Visitor<'de> for JsonValueVisitor {
         Ok(JsonValue::Number(Number::from_u64(v)))
     }
 
-    fn visit_i128<E>(self, v: i128) -> Result<JsonValue, E> {
-        Ok(JsonValue::Number(Number(v.to_string().into())))
-    }
-
-    fn visit_u128<E>(self, v: u128) -> Result<JsonValue, E> {
-        Ok(JsonValue::Number(Number(v.to_string().into())))
-    }
-
     fn visit_f64<E>(self, v: f64) -> Result<JsonValue, E> {
         Ok(JsonValue::Number(Number::from_any_f64(v)))
     }
 
     fn visit_str<E>(self, v: &str) -> Result<JsonValue, E> {
         Ok(JsonValue::String(v.to_owned()))
-    }
-
-    fn visit_string<E>(self, v: String) -> Result<JsonValue, E> {
-        Ok(JsonValue::String(v))
-    }
-
-    fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<JsonValue, E> {
-        match std::str::from_utf8(v) {
-            Ok(s) => Ok(JsonValue::String(s.to_owned())),
-            Err(_) => Err(E::invalid_value(de::Unexpected::Bytes(v), &"UTF-8 text")),
-        }
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<JsonValue, A::Error> {
