@@ -37,15 +37,12 @@ pub fn object_to_hash(ruby: &Ruby, pairs: &[(String, JsonValue)]) -> Result<RHas
 }
 
 fn number(ruby: &Ruby, n: &Number) -> Result<Value, Error> {
-    if n.is_integer() {
-        if let Some(i) = n.as_i64() {
-            return Ok(ruby.integer_from_i64(i).as_value());
-        }
+    match n.as_i64() {
+        Some(i) => Ok(ruby.integer_from_i64(i).as_value()),
         // Bigger than 64 bits: Ruby's own Integer parser keeps every digit.
-        let text = ruby.str_new(n.as_str());
-        return text.funcall("to_i", ());
+        None if n.is_integer() => ruby.str_new(n.as_str()).funcall("to_i", ()),
+        None => Ok(ruby.float_from_f64(n.as_f64()).as_value()),
     }
-    Ok(ruby.float_from_f64(n.as_f64()).as_value())
 }
 
 /// An anomaly as a frozen Hash: `{kind: :generated_id, message: "...", id:, name:, index:, field:, excerpt:, count:}`
