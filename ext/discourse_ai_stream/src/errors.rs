@@ -88,16 +88,10 @@ pub fn tool_call(
     let Some(first) = failed.first() else {
         return internal(ruby, "a ToolCallError without a failed call");
     };
-    let ids = ruby.ary_from_iter(failed.iter().map(|f| ruby.str_new(&f.id)));
-    let kw = kwargs(
-        ruby,
-        &[
-            ("items", items.as_value()),
-            ("tool_id", ruby.str_new(&first.id).as_value()),
-            ("tool_name", ruby.str_new(&first.name).as_value()),
-            ("tool_ids", ids.as_value()),
-        ],
-    );
+    let str = |s: &str| ruby.str_new(s).as_value();
+    let ids = ruby.ary_from_iter(failed.iter().map(|f| str(&f.id))).as_value();
+    let (items, id, name) = (items.as_value(), str(&first.id), str(&first.name));
+    let kw = kwargs(ruby, &[("items", items), ("tool_id", id), ("tool_name", name), ("tool_ids", ids)]);
     if let Some(value) = exception {
         let _ = kw.aset(ruby.to_symbol("error"), value);
     }
@@ -116,24 +110,24 @@ pub fn type_error(ruby: &Ruby, message: String) -> Error {
     Error::new(ruby.exception_type_error(), message)
 }
 
+/// A TypeError: `v` is not what `expected` says.
+fn not_a(ruby: &Ruby, v: Value, expected: &str) -> Error {
+    // SAFETY: the class name is copied into the message at once.
+    type_error(ruby, format!("{expected}, got {}", unsafe { v.classname() }))
+}
+
 /// `decode_chunk`'s argument: a String of response bytes, or a TypeError.
 pub fn expect_bytes(ruby: &Ruby, raw: Value) -> Result<RString, Error> {
-    // SAFETY (classname): the class name is copied into the message at once.
-    RString::from_value(raw).ok_or_else(|| {
-        type_error(
-            ruby,
-            format!("decode_chunk expects a String of response bytes, got {}", unsafe { raw.classname() }),
-        )
-    })
+    RString::from_value(raw)
+        .ok_or_else(|| not_a(ruby, raw, "decode_chunk expects a String of response bytes"))
 }
 
 /// A parsed chunk or event: a Hash, or a TypeError naming `what` it is.
 pub fn expect_hash(ruby: &Ruby, value: Value, what: &str) -> Result<(), Error> {
-    if RHash::from_value(value).is_some() {
-        return Ok(());
+    match RHash::from_value(value) {
+        Some(_) => Ok(()),
+        None => Err(not_a(ruby, value, &format!("expected a Hash ({what})"))),
     }
-    // SAFETY: the class name is copied into the message at once.
-    Err(type_error(ruby, format!("expected a Hash ({what}), got {}", unsafe { value.classname() })))
 }
 
 /// A StreamError for a chunk or event Hash the reader refused.
