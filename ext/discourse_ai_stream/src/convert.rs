@@ -37,41 +37,31 @@ pub fn object_to_hash(ruby: &Ruby, pairs: &[(String, JsonValue)]) -> Result<RHas
 }
 
 fn number(ruby: &Ruby, n: &Number) -> Result<Value, Error> {
-    if n.is_integer() {
-        if let Some(i) = n.as_i64() {
-            return Ok(ruby.integer_from_i64(i).as_value());
-        }
+    match n.as_i64() {
+        Some(i) => Ok(ruby.integer_from_i64(i).as_value()),
         // Bigger than 64 bits: Ruby's own Integer parser keeps every digit.
-        let text = ruby.str_new(n.as_str());
-        return text.funcall("to_i", ());
+        None if n.is_integer() => ruby.str_new(n.as_str()).funcall("to_i", ()),
+        None => Ok(ruby.float_from_f64(n.as_f64()).as_value()),
     }
-    Ok(ruby.float_from_f64(n.as_f64()).as_value())
 }
 
 /// An anomaly as a frozen Hash: `{kind: :generated_id, message: "...", id:, name:, index:, field:, excerpt:, count:}`
 /// (absent details are left out; `count` only when the same anomaly repeated).
 pub fn anomaly_to_ruby(ruby: &Ruby, a: &Anomaly) -> Result<Value, Error> {
     let h = ruby.hash_new();
-    h.aset(ruby.to_symbol("kind"), ruby.to_symbol(a.kind.name()))?;
-    h.aset(ruby.to_symbol("message"), ruby.str_new(&a.message))?;
-    if let Some(id) = &a.call_id {
-        h.aset(ruby.to_symbol("id"), ruby.str_new(id))?;
-    }
-    if let Some(name) = &a.call_name {
-        h.aset(ruby.to_symbol("name"), ruby.str_new(name))?;
-    }
-    if let Some(index) = a.index {
-        h.aset(ruby.to_symbol("index"), index.into_value_with(ruby))?;
-    }
-    if let Some(field) = a.field {
-        h.aset(ruby.to_symbol("field"), ruby.str_new(field))?;
-    }
-    if let Some(excerpt) = &a.excerpt {
-        h.aset(ruby.to_symbol("excerpt"), ruby.str_new(excerpt))?;
-    }
-    if a.count > 1 {
-        h.aset(ruby.to_symbol("count"), a.count.into_value_with(ruby))?;
-    }
+    let set = |key: &str, value: Option<Value>| match value {
+        Some(value) => h.aset(ruby.to_symbol(key), value),
+        None => Ok(()),
+    };
+    let str = |s: &str| Some(ruby.str_new(s).as_value());
+    set("kind", Some(ruby.to_symbol(a.kind.name()).as_value()))?;
+    set("message", str(&a.message))?;
+    set("id", a.call_id.as_deref().and_then(str))?;
+    set("name", a.call_name.as_deref().and_then(str))?;
+    set("index", a.index.map(|i| i.into_value_with(ruby)))?;
+    set("field", a.field.and_then(str))?;
+    set("excerpt", a.excerpt.as_deref().and_then(str))?;
+    set("count", (a.count > 1).then(|| a.count.into_value_with(ruby)))?;
     h.freeze();
     Ok(h.as_value())
 }

@@ -3,19 +3,28 @@
 
 use magnus::prelude::*;
 use magnus::value::ReprValue;
-use magnus::{Error, ExceptionClass, KwArgs, RArray, RClass, RHash, RModule, RString, Ruby, Value};
+use magnus::{Error, KwArgs, RArray, RClass, RHash, RModule, RString, Ruby, TryConvert, Value};
 use openai_stream::error::{Error as CoreError, StreamErrorKind};
 
 use crate::convert;
 
-fn class(ruby: &Ruby, name: &str) -> Result<RClass, Error> {
-    let module: RModule = ruby.class_object().const_get("DiscourseAiStream")?;
-    module.const_get(name)
+/// `DiscourseAiStream::<name>`.
+pub fn own<T: TryConvert>(ruby: &Ruby, name: &str) -> Result<T, Error> {
+    ruby.class_object().const_get::<_, RModule>("DiscourseAiStream")?.const_get(name)
+}
+
+/// A Hash of keyword arguments (setting a pair of a new Hash cannot fail).
+fn kwargs(ruby: &Ruby, pairs: &[(&str, Value)]) -> RHash {
+    let hash = ruby.hash_new();
+    for &(key, value) in pairs {
+        let _ = hash.aset(ruby.to_symbol(key), value);
+    }
+    hash
 }
 
 /// Builds `DiscourseAiStream::<name>.new(message, **kwargs)` as an error.
-fn build(ruby: &Ruby, name: &str, message: String, kwargs: magnus::RHash) -> Error {
-    let built = class(ruby, name).and_then(|c| c.new_instance((message.clone(), KwArgs(kwargs))));
+fn build(ruby: &Ruby, name: &str, message: String, kwargs: RHash) -> Error {
+    let built = own::<RClass>(ruby, name).and_then(|c| c.new_instance((message.clone(), KwArgs(kwargs))));
     match built.map(magnus::Exception::from_value) {
         Ok(Some(e)) => Error::from(e),
         Ok(None) => Error::new(ruby.exception_runtime_error(), message),
@@ -27,8 +36,8 @@ fn build(ruby: &Ruby, name: &str, message: String, kwargs: magnus::RHash) -> Err
 /// before the error; `payload` stands in for a provider error's payload when
 /// only Ruby has it (the Hash given to `process_streamed_message`).
 pub fn from_core(ruby: &Ruby, err: &CoreError, items: RArray, payload: Option<Value>) -> Error {
-    let kwargs = ruby.hash_new();
-    let _ = kwargs.aset(ruby.to_symbol("items"), items);
+    let str = |s: &str| ruby.str_new(s).as_value();
+    let items = ("items", items.as_value());
     match err {
         CoreError::Provider { message, payload: p } => {
             let value = match (p, payload) {
@@ -36,20 +45,20 @@ pub fn from_core(ruby: &Ruby, err: &CoreError, items: RArray, payload: Option<Va
                 (None, Some(v)) => v,
                 (None, None) => ruby.qnil().as_value(),
             };
-            let _ = kwargs.aset(ruby.to_symbol("payload"), value);
-            build(ruby, "ProviderError", message.clone(), kwargs)
+            build(ruby, "ProviderError", message.clone(), kwargs(ruby, &[items, ("payload", value)]))
         }
         CoreError::Stream { kind, message, excerpt } => {
-            let _ = kwargs.aset(ruby.to_symbol("kind"), ruby.to_symbol(kind.name()));
-            let _ = kwargs.aset(ruby.to_symbol("excerpt"), ruby.str_new(excerpt));
-            build(ruby, "StreamError", message.clone(), kwargs)
+            let kind = ruby.to_symbol(kind.name()).as_value();
+            let kw = kwargs(ruby, &[items, ("kind", kind), ("excerpt", str(excerpt))]);
+            build(ruby, "StreamError", message.clone(), kw)
         }
         CoreError::Arguments { id, name, raw, message } => {
-            let _ = kwargs.aset(ruby.to_symbol("tool_id"), ruby.str_new(id));
-            let _ = kwargs.aset(ruby.to_symbol("tool_name"), ruby.str_new(name));
-            let _ = kwargs.aset(ruby.to_symbol("raw_arguments"), ruby.str_new(raw));
+            let kw = kwargs(
+                ruby,
+                &[items, ("tool_id", str(id)), ("tool_name", str(name)), ("raw_arguments", str(raw))],
+            );
             let text = format!("invalid arguments for tool {name:?} (id {id:?}): {message}");
-            build(ruby, "ToolArgumentsError", text, kwargs)
+            build(ruby, "ToolArgumentsError", text, kw)
         }
     }
 }
@@ -61,14 +70,9 @@ pub fn internal(ruby: &Ruby, message: &str) -> Error {
 
 /// `DiscourseAiStream::ConcurrencyError`: the processor is already busy.
 pub fn busy(ruby: &Ruby) -> Error {
-    build(
-        ruby,
-        "ConcurrencyError",
-        "this processor is already in use (by another thread, or re-entered from a callback); \
-         use one processor per stream"
-            .to_owned(),
-        ruby.hash_new(),
-    )
+    let message = "this processor is already in use (by another thread, or re-entered from a callback); \
+                   use one processor per stream";
+    build(ruby, "ConcurrencyError", message.to_owned(), ruby.hash_new())
 }
 
 /// `DiscourseAiStream::ToolCallError`: the ToolCall class raised while the
@@ -84,17 +88,12 @@ pub fn tool_call(
     let Some(first) = failed.first() else {
         return internal(ruby, "a ToolCallError without a failed call");
     };
-    let kwargs = ruby.hash_new();
-    let _ = kwargs.aset(ruby.to_symbol("items"), items);
-    let _ = kwargs.aset(ruby.to_symbol("tool_id"), ruby.str_new(&first.id));
-    let _ = kwargs.aset(ruby.to_symbol("tool_name"), ruby.str_new(&first.name));
-    let ids = ruby.ary_new_capa(failed.len());
-    for f in failed {
-        let _ = ids.push(ruby.str_new(&f.id));
-    }
-    let _ = kwargs.aset(ruby.to_symbol("tool_ids"), ids);
+    let str = |s: &str| ruby.str_new(s).as_value();
+    let ids = ruby.ary_from_iter(failed.iter().map(|f| str(&f.id))).as_value();
+    let (items, id, name) = (items.as_value(), str(&first.id), str(&first.name));
+    let kw = kwargs(ruby, &[("items", items), ("tool_id", id), ("tool_name", name), ("tool_ids", ids)]);
     if let Some(value) = exception {
-        let _ = kwargs.aset(ruby.to_symbol("error"), value);
+        let _ = kw.aset(ruby.to_symbol("error"), value);
     }
     let mut text = format!(
         "the tool call class raised {} building tool {:?} (id {:?})",
@@ -103,32 +102,32 @@ pub fn tool_call(
     if failed.len() > 1 {
         text.push_str(&format!(", and failed for {} more call(s) of this read", failed.len() - 1));
     }
-    build(ruby, "ToolCallError", text, kwargs)
+    build(ruby, "ToolCallError", text, kw)
 }
 
 /// A plain `TypeError`.
 pub fn type_error(ruby: &Ruby, message: String) -> Error {
-    let class: ExceptionClass = ruby.exception_type_error();
-    Error::new(class, message)
+    Error::new(ruby.exception_type_error(), message)
+}
+
+/// A TypeError: `v` is not what `expected` says.
+fn not_a(ruby: &Ruby, v: Value, expected: &str) -> Error {
+    // SAFETY: the class name is copied into the message at once.
+    type_error(ruby, format!("{expected}, got {}", unsafe { v.classname() }))
 }
 
 /// `decode_chunk`'s argument: a String of response bytes, or a TypeError.
 pub fn expect_bytes(ruby: &Ruby, raw: Value) -> Result<RString, Error> {
-    RString::from_value(raw).ok_or_else(|| {
-        // SAFETY: the class name is copied into the message at once.
-        let class = unsafe { raw.classname() };
-        type_error(ruby, format!("decode_chunk expects a String of response bytes, got {class}"))
-    })
+    RString::from_value(raw)
+        .ok_or_else(|| not_a(ruby, raw, "decode_chunk expects a String of response bytes"))
 }
 
 /// A parsed chunk or event: a Hash, or a TypeError naming `what` it is.
 pub fn expect_hash(ruby: &Ruby, value: Value, what: &str) -> Result<(), Error> {
-    if RHash::from_value(value).is_some() {
-        return Ok(());
+    match RHash::from_value(value) {
+        Some(_) => Ok(()),
+        None => Err(not_a(ruby, value, &format!("expected a Hash ({what})"))),
     }
-    // SAFETY: the class name is copied into the message at once.
-    let class = unsafe { value.classname() };
-    Err(type_error(ruby, format!("expected a Hash ({what}), got {class}")))
 }
 
 /// A StreamError for a chunk or event Hash the reader refused.

@@ -18,13 +18,9 @@ pub fn guard<T>(ruby: &Ruby, f: impl FnOnce() -> Result<T, Error>) -> Result<T, 
 }
 
 fn panic_message(panic: &Box<dyn Any + Send>) -> String {
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "unknown panic".to_owned()
-    }
+    let text =
+        panic.downcast_ref::<&str>().copied().or_else(|| panic.downcast_ref::<String>().map(|s| s.as_str()));
+    text.unwrap_or("unknown panic").to_owned()
 }
 
 /// `DiscourseAiStream::Native.panic_for_tests(message)`: panics inside the

@@ -48,48 +48,36 @@ use openai_stream::chunk::{
 };
 use rb_sys::{ruby_special_consts, ruby_value_type, VALUE};
 
-/// The keys the walker knows.
-#[derive(Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-enum K {
-    Choices,
-    Usage,
-    XGroq,
-    Error,
-    Object,
-    Message,
-    Delta,
-    FinishReason,
-    Content,
-    ToolCalls,
-    Index,
-    Id,
-    Function,
-    Name,
-    Arguments,
-    NativeFinishReason,
-    /// A key servers send that no struct reads.
-    Skipped,
+/// The keys the walker knows, as `K` and in `KNOWN` by name; `K::Skipped`
+/// stands for a key servers send that no struct reads.
+macro_rules! known_keys {
+    ($($k:ident = $name:literal,)*) => {
+        #[derive(Clone, Copy, PartialEq, Eq)]
+        #[repr(u8)]
+        enum K { $($k,)* Skipped }
+
+        const KNOWN: &[(&str, K)] = &[$(($name, K::$k)),*];
+    };
 }
 
-const KNOWN: &[(&str, K)] = &[
-    ("choices", K::Choices),
-    ("usage", K::Usage),
-    ("x_groq", K::XGroq),
-    ("error", K::Error),
-    ("object", K::Object),
-    ("message", K::Message),
-    ("delta", K::Delta),
-    ("finish_reason", K::FinishReason),
-    ("content", K::Content),
-    ("tool_calls", K::ToolCalls),
-    ("index", K::Index),
-    ("id", K::Id),
-    ("function", K::Function),
-    ("name", K::Name),
-    ("arguments", K::Arguments),
-    ("native_finish_reason", K::NativeFinishReason),
-];
+known_keys! {
+    Choices = "choices",
+    Usage = "usage",
+    XGroq = "x_groq",
+    Error = "error",
+    Object = "object",
+    Message = "message",
+    Delta = "delta",
+    FinishReason = "finish_reason",
+    Content = "content",
+    ToolCalls = "tool_calls",
+    Index = "index",
+    Id = "id",
+    Function = "function",
+    Name = "name",
+    Arguments = "arguments",
+    NativeFinishReason = "native_finish_reason",
+}
 
 /// Slots of the Symbol table (a power of two, well above the keys in it).
 const SLOTS: usize = 128;
@@ -487,14 +475,6 @@ unsafe fn str_of<'a>(v: VALUE) -> Option<&'a str> {
     openai_stream::utf8::text(bytes)
 }
 
-/// A text field: a UTF-8 String or nil.
-unsafe fn text<'a>(v: VALUE) -> Option<Field<Text<'a>>> {
-    if v == NIL {
-        return Some(Field::Null);
-    }
-    Some(Field::Value(Text(Cow::Borrowed(unsafe { string_text(v) }?))))
-}
-
 /// Puts `value` in a field of a new struct. The field held its default,
 /// absent (each key is read once), which owns nothing: it is forgotten
 /// rather than dropped, which saves a call of the drop glue per field.
@@ -506,10 +486,10 @@ fn put<T>(field: &mut T, value: T) {
 /// other types (Integer ids, content parts, object arguments) is left to the
 /// other reader.
 unsafe fn text_as<'a, T>(v: VALUE, wrap: impl FnOnce(Cow<'a, str>) -> T) -> Option<Field<T>> {
-    Some(match unsafe { text(v) }? {
-        Field::Value(Text(t)) => Field::Value(wrap(t)),
-        _ => Field::Null,
-    })
+    if v == NIL {
+        return Some(Field::Null);
+    }
+    Some(Field::Value(wrap(Cow::Borrowed(unsafe { string_text(v) }?))))
 }
 
 /// A field absent from the fast path but for nil.
@@ -673,8 +653,8 @@ unsafe fn chunk<'a>(cx: &mut Cx, hash: VALUE, out: &mut Chunk<'a>) -> bool {
             let ok = list(v, &mut out.choices, |h, c| choice(cx, h, c));
             cx.note_list(&out.choices);
             ok
-        }) && f.set(K::Object, &mut out.object, |v| text(v))
-            && f.set(K::Message, &mut out.message, |v| text(v))
+        }) && f.set(K::Object, &mut out.object, |v| text_as(v, Text))
+            && f.set(K::Message, &mut out.message, |v| text_as(v, Text))
             && f.set(K::Usage, &mut out.usage, null)
             && f.set(K::XGroq, &mut out.x_groq, null)
             && f.set(K::Error, &mut out.error, null)
@@ -686,11 +666,11 @@ unsafe fn choice<'a>(cx: &mut Cx, hash: VALUE, out: &mut Choice<'a>) -> bool {
     let Some(f) = (unsafe { collect(cx.keys, hash, Choice::FIELDS) }) else { return false };
     unsafe {
         f.with(K::Delta, |v| object(v, &mut out.delta, |h, d| delta(cx, h, d)))
-            && f.set(K::FinishReason, &mut out.finish_reason, |v| text(v))
+            && f.set(K::FinishReason, &mut out.finish_reason, |v| text_as(v, Text))
             && f.with(K::Message, |v| object(v, &mut out.message, |h, d| delta(cx, h, d)))
             && f.set(K::Error, &mut out.error, null)
             && f.set(K::Usage, &mut out.usage, null)
-            && f.set(K::NativeFinishReason, &mut out.native_finish_reason, |v| text(v))
+            && f.set(K::NativeFinishReason, &mut out.native_finish_reason, |v| text_as(v, Text))
     }
 }
 
@@ -732,7 +712,7 @@ unsafe fn function<'a>(cx: &Cx, hash: VALUE, out: &mut Function<'a>) -> bool {
     let Some(f) = (unsafe { collect(cx.keys, hash, Function::FIELDS) }) else { return false };
     unsafe {
         f.set(K::Arguments, &mut out.arguments, |v| text_as(v, Arguments::Text))
-            && f.set(K::Name, &mut out.name, |v| text(v))
+            && f.set(K::Name, &mut out.name, |v| text_as(v, Text))
             && f.set(K::Id, &mut out.id, |v| text_as(v, Id))
     }
 }

@@ -1,7 +1,7 @@
 //! What both processor classes hold (the core, the Ruby objects of its
 //! calls, the poisoned flag), and the readers they share (token counts,
 //! options, anomalies), written once. lib.rs defines the readers on each
-//! class with `define_readers!`: magnus's `method!` needs a concrete
+//! class with `define_shared!`: magnus's `method!` needs a concrete
 //! function, so a generic `define` cannot name them.
 
 use std::cell::{Cell, RefCell};
@@ -143,33 +143,25 @@ pub(crate) fn read<H: Held, T>(ruby: &Ruby, this: &H, f: impl FnOnce(&H::Core) -
     this.holder().enter(ruby, |core| Ok(f(core)))
 }
 
-pub(crate) fn prompt_tokens<H: Held>(ruby: &Ruby, this: &H) -> Result<Option<u64>, Error> {
-    read(ruby, this, |c| c.usage().prompt_tokens)
+/// Readers of one value of the core, each `name(ruby, this)`.
+macro_rules! readers {
+    ($($(#[$doc:meta])* $name:ident -> $t:ty = $read:expr;)*) => {$(
+        $(#[$doc])*
+        pub(crate) fn $name<H: Held>(ruby: &Ruby, this: &H) -> Result<$t, Error> {
+            read(ruby, this, $read)
+        }
+    )*};
 }
 
-pub(crate) fn completion_tokens<H: Held>(ruby: &Ruby, this: &H) -> Result<Option<u64>, Error> {
-    read(ruby, this, |c| c.usage().completion_tokens)
-}
-
-pub(crate) fn cache_read_tokens<H: Held>(ruby: &Ruby, this: &H) -> Result<Option<u64>, Error> {
-    read(ruby, this, |c| c.usage().cache_read_tokens)
-}
-
-/// The legacy reader: cache reads, nil unless the server sent a count.
-pub(crate) fn cached_tokens<H: Held>(ruby: &Ruby, this: &H) -> Result<Option<u64>, Error> {
-    read(ruby, this, |c| c.usage().cached_tokens)
-}
-
-pub(crate) fn cache_write_tokens<H: Held>(ruby: &Ruby, this: &H) -> Result<Option<u64>, Error> {
-    read(ruby, this, |c| c.usage().cache_write_tokens)
-}
-
-pub(crate) fn partial_tool_calls<H: Held>(ruby: &Ruby, this: &H) -> Result<bool, Error> {
-    read(ruby, this, |c| c.partial_tool_calls())
-}
-
-pub(crate) fn max_line_bytes<H: Held>(ruby: &Ruby, this: &H) -> Result<usize, Error> {
-    read(ruby, this, |c| c.max_line_bytes())
+readers! {
+    prompt_tokens -> Option<u64> = |c| c.usage().prompt_tokens;
+    completion_tokens -> Option<u64> = |c| c.usage().completion_tokens;
+    cache_read_tokens -> Option<u64> = |c| c.usage().cache_read_tokens;
+    /// The legacy reader: cache reads, nil unless the server sent a count.
+    cached_tokens -> Option<u64> = |c| c.usage().cached_tokens;
+    cache_write_tokens -> Option<u64> = |c| c.usage().cache_write_tokens;
+    partial_tool_calls -> bool = |c| c.partial_tool_calls();
+    max_line_bytes -> usize = |c| c.max_line_bytes();
 }
 
 /// Every anomaly recorded so far, as frozen Hashes (readable after an
@@ -183,11 +175,16 @@ pub(crate) fn dropped_anomalies<H: Held>(ruby: &Ruby, this: &H) -> Result<u64, E
     read_anomalies(ruby, &this.holder().core, |anomalies| Ok(anomalies.dropped()))
 }
 
-/// Defines the readers above on `$class`, for the Ruby object type `$held`.
-macro_rules! define_readers {
+/// Defines the methods both classes have on `$class`, for the Ruby object
+/// type `$held`: the entry points of a stream and the readers above.
+macro_rules! define_shared {
     ($class:expr, $held:ty) => {{
         use magnus::{method, Module};
         use $crate::holder as r;
+        $class.define_method("process_streamed_message", method!(<$held>::process_streamed_message, 1))?;
+        $class.define_method("process_message", method!(<$held>::process_message, 1))?;
+        $class.define_method("decode_chunk", method!(<$held>::decode_chunk, 1))?;
+        $class.define_method("finish", method!(<$held>::finish, 0))?;
         $class.define_method("prompt_tokens", method!(r::prompt_tokens::<$held>, 0))?;
         $class.define_method("completion_tokens", method!(r::completion_tokens::<$held>, 0))?;
         $class.define_method("cache_read_tokens", method!(r::cache_read_tokens::<$held>, 0))?;
@@ -199,4 +196,4 @@ macro_rules! define_readers {
         $class.define_method("dropped_anomalies", method!(r::dropped_anomalies::<$held>, 0))?;
     }};
 }
-pub(crate) use define_readers;
+pub(crate) use define_shared;

@@ -6,15 +6,14 @@
 use std::cell::{Cell, RefCell};
 use std::ops::ControlFlow;
 
-use magnus::prelude::*;
 use magnus::value::{Lazy, ReprValue};
-use magnus::{Error, KwArgs, RArray, RHash, Ruby, Value};
+use magnus::{Error, KwArgs, RArray, RClass, RHash, RModule, Ruby, Value};
 use openai_stream::anomaly::{Anomalies, Anomaly, AnomalyKind};
 use openai_stream::calls::{CallId, Calls};
 use openai_stream::json::JsonValue;
 
 use crate::convert::{anomaly_to_ruby, object_to_hash};
-use crate::errors;
+use crate::errors::{self, own};
 use crate::guard::guard;
 use crate::view;
 
@@ -53,18 +52,25 @@ pub(crate) fn enter<P, T>(
     if poisoned.get() {
         return Err(errors::internal(ruby, "this processor stopped after an earlier internal error"));
     }
-    let result = guard(ruby, || {
-        let mut borrow = core.try_borrow_mut().map_err(|_| errors::busy(ruby))?;
-        let core =
-            borrow.as_mut().ok_or_else(|| errors::internal(ruby, "processor used before initialize"))?;
-        f(core)
-    });
+    let result = with_core(ruby, core, f);
     if let Err(e) = &result {
-        if is_internal(ruby, e) {
+        if own::<RClass>(ruby, "InternalError").is_ok_and(|c| e.is_kind_of(c)) {
             poisoned.set(true);
         }
     }
     result
+}
+
+/// `f` on the core, guarded; refused while busy or before `__setup`.
+fn with_core<P, T>(
+    ruby: &Ruby,
+    core: &RefCell<Option<P>>,
+    f: impl FnOnce(&mut P) -> Result<T, Error>,
+) -> Result<T, Error> {
+    guard(ruby, || {
+        let mut borrow = core.try_borrow_mut().map_err(|_| errors::busy(ruby))?;
+        f(borrow.as_mut().ok_or_else(|| errors::internal(ruby, "processor used before initialize"))?)
+    })
 }
 
 /// The anomaly readers of both classes: unlike [`enter`], they read a
@@ -76,12 +82,7 @@ pub(crate) fn read_anomalies<C: CallSource, T>(
     core: &RefCell<Option<C>>,
     f: impl FnOnce(&Anomalies) -> Result<T, Error>,
 ) -> Result<T, Error> {
-    guard(ruby, || {
-        let mut borrow = core.try_borrow_mut().map_err(|_| errors::busy(ruby))?;
-        let core =
-            borrow.as_mut().ok_or_else(|| errors::internal(ruby, "processor used before initialize"))?;
-        f(core.anomaly_list())
-    })
+    with_core(ruby, core, |core| f(core.anomaly_list()))
 }
 
 /// New anomalies as an Array of Hashes, or None.
@@ -114,18 +115,6 @@ pub(crate) fn shape_items(ruby: &Ruby, items: RArray, shape: &Shape) -> Value {
             1 => items.entry(0).unwrap_or_else(|_| ruby.qnil().as_value()),
             _ => items.as_value(),
         },
-    }
-}
-
-fn is_internal(ruby: &Ruby, e: &Error) -> bool {
-    let Some(value) = e.value() else { return false };
-    let class = ruby
-        .class_object()
-        .const_get::<_, magnus::RModule>("DiscourseAiStream")
-        .and_then(|m| m.const_get::<_, magnus::RClass>("InternalError"));
-    match class {
-        Ok(c) => value.is_kind_of(c),
-        Err(_) => false,
     }
 }
 
@@ -164,11 +153,7 @@ pub(crate) fn passes_through(ruby: &Ruby, e: &Error) -> bool {
     if !e.is_kind_of(ruby.exception_standard_error()) {
         return true;
     }
-    let own = ruby
-        .class_object()
-        .const_get::<_, magnus::RModule>("DiscourseAiStream")
-        .and_then(|m| m.const_get::<_, magnus::RModule>("Error"));
-    own.is_ok_and(|own| e.is_kind_of(own))
+    own::<RModule>(ruby, "Error").is_ok_and(|own| e.is_kind_of(own))
 }
 
 /// `ClassName (message)` of a Ruby error, for anomalies and messages.
@@ -190,9 +175,6 @@ fn call_anomaly<C: CallSource>(core: &C, call: CallId, kind: AnomalyKind, messag
     }
 }
 
-/// The call's entry in the `calls` Array: `[tool_call, stack]` while its
-/// parameters stream, `[tool_call_or_nil, false]` once its partial updates
-/// stopped, nil when it has none (yet, or any more).
 /// The ToolCall class and the Array of the calls' Ruby objects:
 /// `calls[i]` is `[tool_call, stack]` for the call `CallId(i)` of the
 /// current stream.
@@ -202,18 +184,17 @@ pub(crate) struct Tools {
     pub calls: RArray,
 }
 
+/// The call's entry in the `calls` Array: `[tool_call, stack]` while its
+/// parameters stream, `[tool_call_or_nil, false]` once its partial updates
+/// stopped, nil when it has none (yet, or any more).
 fn tool_call_entry(calls: RArray, call: CallId) -> Result<Option<RArray>, Error> {
-    let entry: Value = calls.entry(call.0 as isize)?;
-    Ok(RArray::from_value(entry))
+    Ok(RArray::from_value(calls.entry(call.0 as isize)?))
 }
 
 /// Stops the partial updates of a call: its open containers may be out of
 /// step with the parser now. The ToolCall, if any, is kept for completion.
 pub(crate) fn detach(ruby: &Ruby, calls: RArray, call: CallId) -> Result<(), Error> {
-    let tool_call = match tool_call_entry(calls, call)? {
-        Some(entry) => entry.entry(0)?,
-        None => ruby.qnil().as_value(),
-    };
+    let tool_call = tool_call_entry(calls, call)?.map_or(Ok(ruby.qnil().as_value()), |e| e.entry(0))?;
     calls.store(call.0 as isize, ruby.ary_new_from_values(&[tool_call, ruby.qfalse().as_value()]))
 }
 
@@ -295,10 +276,8 @@ pub(crate) fn completed<C: CallSource>(
         JsonValue::Object(pairs) => object_to_hash(ruby, pairs)?,
         _ => ruby.hash_new(),
     };
-    let streamed = match tool_call_entry(calls, call)? {
-        Some(entry) => Some(entry.entry::<Value>(0)?).filter(|t| !t.is_nil()),
-        None => None,
-    };
+    let streamed = tool_call_entry(calls, call)?.map(|e| e.entry::<Value>(0)).transpose()?;
+    let streamed = streamed.filter(|t| !t.is_nil());
     // Nothing streams into this call any more.
     calls.store(call.0 as isize, ruby.qnil())?;
     if let Some(tool_call) = streamed {

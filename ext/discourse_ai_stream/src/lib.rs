@@ -36,24 +36,13 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
     let class = module.define_class("OpenAiMessageProcessor", ruby.class_object())?;
     class.define_alloc_func::<RbProcessor>();
     class.define_private_method("__setup", method!(RbProcessor::setup, 6))?;
-    class.define_method("process_streamed_message", method!(RbProcessor::process_streamed_message, 1))?;
-    class.define_method("process_message", method!(RbProcessor::process_message, 1))?;
-    class.define_method("decode_chunk", method!(RbProcessor::decode_chunk, 1))?;
-    class.define_method("finish", method!(RbProcessor::finish, 0))?;
-    holder::define_readers!(class, RbProcessor);
+    holder::define_shared!(class, RbProcessor);
     class.define_method("usage_mode", method!(RbProcessor::usage_mode, 0))?;
     class.define_method("legacy_tool_call_ids", method!(RbProcessor::legacy_tool_call_ids, 0))?;
     let responses = module.define_class("OpenAiResponsesMessageProcessor", ruby.class_object())?;
     responses.define_alloc_func::<RbResponsesProcessor>();
     responses.define_private_method("__setup", method!(RbResponsesProcessor::setup, 5))?;
-    responses.define_method(
-        "process_streamed_message",
-        method!(RbResponsesProcessor::process_streamed_message, 1),
-    )?;
-    responses.define_method("process_message", method!(RbResponsesProcessor::process_message, 1))?;
-    responses.define_method("decode_chunk", method!(RbResponsesProcessor::decode_chunk, 1))?;
-    responses.define_method("finish", method!(RbResponsesProcessor::finish, 0))?;
-    holder::define_readers!(responses, RbResponsesProcessor);
+    holder::define_shared!(responses, RbResponsesProcessor);
     responses.define_method("output_thinking?", method!(RbResponsesProcessor::output_thinking, 0))?;
     // Hooks that panic on purpose, so the specs can prove the guard: only
     // there when the process was started with DISCOURSE_AI_STREAM_TEST_HOOKS=1

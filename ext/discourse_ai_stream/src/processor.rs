@@ -269,21 +269,14 @@ impl RbProcessor {
             }
         };
         for item in out.items() {
-            let value = match item {
-                Item::Text(text) => Some(ruby.str_new(text).as_value()),
-                Item::Progress(call) => match built.progress_item(ruby, core, tools()?, call)? {
-                    ControlFlow::Continue(value) => value,
-                    ControlFlow::Break(()) => break,
-                },
-                Item::Completed(call, params) => {
-                    match built.completed_item(ruby, core, tools()?, call, params)? {
-                        ControlFlow::Continue(value) => value,
-                        ControlFlow::Break(()) => break,
-                    }
-                }
+            let flow = match item {
+                Item::Text(text) => ControlFlow::Continue(Some(ruby.str_new(text).as_value())),
+                Item::Progress(call) => built.progress_item(ruby, core, tools()?, call)?,
+                Item::Completed(call, params) => built.completed_item(ruby, core, tools()?, call, params)?,
                 // Only the Responses processor returns thinking.
-                Item::Thinking { .. } => None,
+                Item::Thinking { .. } => ControlFlow::Continue(None),
             };
+            let ControlFlow::Continue(value) = flow else { break };
             if let Some(value) = value {
                 // SAFETY: `items` is a new, unfrozen Array of ours, so the push
                 // cannot raise (magnus's `push` would wrap it in rb_protect, a
@@ -307,12 +300,8 @@ impl RbProcessor {
     /// processor would have run in the last finished stream (nil before).
     pub fn legacy_tool_call_ids(ruby: &Ruby, rb_self: &RbProcessor) -> Result<Option<RArray>, Error> {
         rb_self.holder.enter(ruby, |core| {
-            let Some(outcome) = core.legacy_outcome() else { return Ok(None) };
-            let list = ruby.ary_new_capa(outcome.emitted.len());
-            for id in &outcome.emitted {
-                list.push(ruby.str_new(id))?;
-            }
-            Ok(Some(list))
+            let ids = core.legacy_outcome().map(|o| o.emitted.iter().map(|id| ruby.str_new(id)));
+            Ok(ids.map(|ids| ruby.ary_from_iter(ids)))
         })
     }
 
@@ -327,11 +316,8 @@ impl RbProcessor {
 #[inline]
 fn single_text(core: &Processor) -> Option<&str> {
     let out = core.output();
-    if out.len() != 1 {
-        return None;
-    }
     match out.items().next()? {
-        Item::Text(text) => Some(text),
+        Item::Text(text) if out.len() == 1 => Some(text),
         _ => None,
     }
 }

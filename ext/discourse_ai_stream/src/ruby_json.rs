@@ -72,12 +72,9 @@ fn convert(ruby: &Ruby, v: Value, depth: usize, anomalies: &mut Vec<Anomaly>) ->
                 .and_then(|key| Ok((key, convert(ruby, value, depth + 1, anomalies)?)));
             match pair {
                 Ok(pair) => pairs.push(pair),
-                Err(message) => {
-                    failed = Some(message);
-                    return Ok(ForEach::Stop);
-                }
+                Err(message) => failed = Some(message),
             }
-            Ok(ForEach::Continue)
+            Ok(if failed.is_some() { ForEach::Stop } else { ForEach::Continue })
         })
         .map_err(|e| e.to_string())?;
         return failed.map_or(Ok(JsonValue::Object(pairs)), Err);

@@ -21,11 +21,11 @@ pub fn apply(ruby: &Ruby, stack: RArray, events: &ViewEvents) -> Result<(), Erro
                     ContainerKind::Array => ruby.ary_new().as_value(),
                     ContainerKind::String => ruby.str_new("").as_value(),
                 };
-                insert(ruby, top(stack)?, key, value)?;
+                insert(ruby, stack.entry::<Value>(-1)?, key, value)?;
                 stack.push(value)?;
             }
             ViewEvent::Append(text) => {
-                let Some(s) = RString::from_value(top(stack)?) else {
+                let Some(s) = RString::from_value(stack.entry::<Value>(-1)?) else {
                     return Err(inconsistent(ruby, "text for a container that is not a String"));
                 };
                 if s.is_frozen() {
@@ -46,7 +46,7 @@ pub fn apply(ruby: &Ruby, stack: RArray, events: &ViewEvents) -> Result<(), Erro
                 })?;
             }
             ViewEvent::Scalar { key, value } => {
-                insert(ruby, top(stack)?, key, json_to_ruby(ruby, value)?)?;
+                insert(ruby, stack.entry::<Value>(-1)?, key, json_to_ruby(ruby, value)?)?;
             }
             ViewEvent::Close => {
                 if stack.len() <= 1 {
@@ -57,10 +57,6 @@ pub fn apply(ruby: &Ruby, stack: RArray, events: &ViewEvents) -> Result<(), Erro
         }
     }
     Ok(())
-}
-
-fn top(stack: RArray) -> Result<Value, Error> {
-    stack.entry(-1)
 }
 
 fn insert(ruby: &Ruby, parent: Value, key: Option<&str>, value: Value) -> Result<(), Error> {

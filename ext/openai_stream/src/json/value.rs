@@ -1,6 +1,6 @@
 use std::fmt;
 
-use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
 /// A JSON number, kept as the text it was written with (validated JSON number
 /// syntax). Integers of any size survive the trip to Ruby unchanged.
@@ -39,14 +39,11 @@ impl Number {
     /// kept as `Infinity`, `-Infinity` or `NaN`, which [`Number::as_f64`]
     /// reads back and [`Number::is_integer`] rejects.
     pub fn non_finite(value: f64) -> Self {
-        let text = if value.is_nan() {
-            "NaN"
-        } else if value > 0.0 {
-            "Infinity"
-        } else {
-            "-Infinity"
-        };
-        Number(text.into())
+        Number(match value {
+            v if v.is_nan() => "NaN".into(),
+            v if v > 0.0 => "Infinity".into(),
+            _ => "-Infinity".into(),
+        })
     }
 
     /// Any float: [`Number::from_f64`], else [`Number::non_finite`].
@@ -66,11 +63,7 @@ impl Number {
 
     /// The value as an `i64` when it is an integer that fits.
     pub fn as_i64(&self) -> Option<i64> {
-        if self.is_integer() {
-            self.0.parse().ok()
-        } else {
-            None
-        }
+        self.is_integer().then(|| self.0.parse().ok()).flatten()
     }
 
     /// The value as an `f64` (rounded to nearest; huge values become infinite,
@@ -80,17 +73,17 @@ impl Number {
     }
 }
 
-impl fmt::Debug for Number {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
+/// Both print the number as written.
+macro_rules! as_written {
+    ($($format:ident),*) => {$(
+        impl fmt::$format for Number {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    )*};
 }
-
-impl fmt::Display for Number {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+as_written!(Debug, Display);
 
 /// An owned JSON value.
 ///
@@ -157,30 +150,26 @@ impl JsonValue {
             JsonValue::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
             JsonValue::Number(n) => out.push_str(n.as_str()),
             JsonValue::String(s) => write_json_string(s, out),
-            JsonValue::Array(items) => {
-                out.push('[');
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    item.write_json(out);
-                }
-                out.push(']');
-            }
-            JsonValue::Object(pairs) => {
-                out.push('{');
-                for (i, (k, v)) in pairs.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    write_json_string(k, out);
-                    out.push(':');
-                    v.write_json(out);
-                }
-                out.push('}');
-            }
+            JsonValue::Array(items) => write_list(out, ('[', ']'), items, |item, out| item.write_json(out)),
+            JsonValue::Object(pairs) => write_list(out, ('{', '}'), pairs, |(k, v), out| {
+                write_json_string(k, out);
+                out.push(':');
+                v.write_json(out);
+            }),
         }
     }
+}
+
+/// `items` written by `write`, comma-separated, between the two `brackets`.
+fn write_list<T>(out: &mut String, brackets: (char, char), items: &[T], write: impl Fn(&T, &mut String)) {
+    out.push(brackets.0);
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write(item, out);
+    }
+    out.push(brackets.1);
 }
 
 fn write_json_string(s: &str, out: &mut String) {
@@ -211,6 +200,8 @@ impl<'de> Deserialize<'de> for JsonValue {
     }
 }
 
+/// Reads what the two deserializers of this crate's values hand over:
+/// serde_json's, and `&JsonValue`'s (beyond_f64.rs).
 struct JsonValueVisitor;
 
 impl<'de> Visitor<'de> for JsonValueVisitor {
@@ -222,14 +213,6 @@ impl<'de> Visitor<'de> for JsonValueVisitor {
 
     fn visit_unit<E>(self) -> Result<JsonValue, E> {
         Ok(JsonValue::Null)
-    }
-
-    fn visit_none<E>(self) -> Result<JsonValue, E> {
-        Ok(JsonValue::Null)
-    }
-
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<JsonValue, D::Error> {
-        JsonValue::deserialize(d)
     }
 
     fn visit_bool<E>(self, v: bool) -> Result<JsonValue, E> {
@@ -244,31 +227,12 @@ impl<'de> Visitor<'de> for JsonValueVisitor {
         Ok(JsonValue::Number(Number::from_u64(v)))
     }
 
-    fn visit_i128<E>(self, v: i128) -> Result<JsonValue, E> {
-        Ok(JsonValue::Number(Number(v.to_string().into_boxed_str())))
-    }
-
-    fn visit_u128<E>(self, v: u128) -> Result<JsonValue, E> {
-        Ok(JsonValue::Number(Number(v.to_string().into_boxed_str())))
-    }
-
     fn visit_f64<E>(self, v: f64) -> Result<JsonValue, E> {
         Ok(JsonValue::Number(Number::from_any_f64(v)))
     }
 
     fn visit_str<E>(self, v: &str) -> Result<JsonValue, E> {
         Ok(JsonValue::String(v.to_owned()))
-    }
-
-    fn visit_string<E>(self, v: String) -> Result<JsonValue, E> {
-        Ok(JsonValue::String(v))
-    }
-
-    fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<JsonValue, E> {
-        match std::str::from_utf8(v) {
-            Ok(s) => Ok(JsonValue::String(s.to_owned())),
-            Err(_) => Err(E::invalid_value(de::Unexpected::Bytes(v), &"UTF-8 text")),
-        }
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<JsonValue, A::Error> {

@@ -71,19 +71,12 @@ enum Literal {
 }
 
 impl Literal {
-    fn text(self) -> &'static [u8] {
+    /// Its text, its value, and what an error says was expected.
+    fn parts(self) -> (&'static [u8], JsonValue, &'static str) {
         match self {
-            Literal::True => b"true",
-            Literal::False => b"false",
-            Literal::Null => b"null",
-        }
-    }
-
-    fn value(self) -> JsonValue {
-        match self {
-            Literal::True => JsonValue::Bool(true),
-            Literal::False => JsonValue::Bool(false),
-            Literal::Null => JsonValue::Null,
+            Literal::True => (b"true", JsonValue::Bool(true), "expected 'true'"),
+            Literal::False => (b"false", JsonValue::Bool(false), "expected 'false'"),
+            Literal::Null => (b"null", JsonValue::Null, "expected 'null'"),
         }
     }
 }
@@ -216,7 +209,7 @@ impl IncrementalParser {
             State::Str(Escape::None) => "expected '\"' to end the string",
             State::Str(_) => "expected the rest of an escape sequence",
             State::Num(_) => "expected the rest of a number",
-            State::Lit { literal, .. } => literal_expected(literal),
+            State::Lit { literal, .. } => literal.parts().2,
         };
         Err(SyntaxError::new(
             SyntaxErrorKind::UnexpectedEnd,
@@ -396,7 +389,7 @@ impl IncrementalParser {
         mut pos: usize,
         sink: &mut S,
     ) -> Result<usize, SyntaxError> {
-        let expected = literal.text();
+        let (expected, value, problem) = literal.parts();
         while let Some(&want) = expected.get(usize::from(matched)) {
             match text.as_bytes().get(pos) {
                 None => {
@@ -407,10 +400,10 @@ impl IncrementalParser {
                     pos += 1;
                     matched += 1;
                 }
-                Some(_) => return Err(self.unexpected(literal_expected(literal), text, pos)),
+                Some(_) => return Err(self.unexpected(problem, text, pos)),
             }
         }
-        self.complete_scalar(literal.value(), sink);
+        self.complete_scalar(value, sink);
         Ok(pos)
     }
 
@@ -425,13 +418,12 @@ impl IncrementalParser {
             return Err(SyntaxError::new(SyntaxErrorKind::TooDeep, self.consumed + pos, message));
         }
         sink.open(self.slot_key(), kind);
-        if kind == ContainerKind::Object {
-            self.stack.push(Frame::Object { pairs: Vec::new(), key: None });
-            self.state = State::ObjectFirst;
-        } else {
-            self.stack.push(Frame::Array(Vec::new()));
-            self.state = State::ArrayFirst;
-        }
+        let (frame, state) = match kind {
+            ContainerKind::Object => (Frame::Object { pairs: Vec::new(), key: None }, State::ObjectFirst),
+            _ => (Frame::Array(Vec::new()), State::ArrayFirst),
+        };
+        self.stack.push(frame);
+        self.state = state;
         Ok(())
     }
 
@@ -486,14 +478,6 @@ impl IncrementalParser {
     fn unexpected(&self, expected: &str, text: &str, pos: usize) -> SyntaxError {
         let message = format!("{expected}, found {}", found(text, pos));
         SyntaxError::new(SyntaxErrorKind::Unexpected, self.consumed + pos, message)
-    }
-}
-
-fn literal_expected(literal: Literal) -> &'static str {
-    match literal {
-        Literal::True => "expected 'true'",
-        Literal::False => "expected 'false'",
-        Literal::Null => "expected 'null'",
     }
 }
 

@@ -51,12 +51,7 @@ fn plain_run(bytes: &[u8]) -> usize {
 
 #[inline]
 fn hex_digit(b: u8) -> Option<u16> {
-    match b {
-        b'0'..=b'9' => Some(u16::from(b - b'0')),
-        b'a'..=b'f' => Some(u16::from(b - b'a' + 10)),
-        b'A'..=b'F' => Some(u16::from(b - b'A' + 10)),
-        _ => None,
-    }
+    char::from(b).to_digit(16).map(|d| d as u16)
 }
 
 /// Reads string content from `text[pos..]` into `out`, continuing in state

@@ -201,7 +201,7 @@ fn duplicate_keys_are_kept_in_the_tree_and_name_their_slot_again() {
 
 #[test]
 fn view_events_merge_appends_and_reuse_their_storage() {
-    let mut view = ViewEvents::new();
+    let mut view = ViewEvents::default();
     view.open(Some("k"), ContainerKind::String);
     view.append("ab");
     view.append("cd");

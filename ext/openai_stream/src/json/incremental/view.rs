@@ -102,11 +102,6 @@ pub struct ViewEvents {
 static NULL: JsonValue = JsonValue::Null;
 
 impl ViewEvents {
-    /// An empty recorder.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
     /// Forgets all events, keeping the allocated capacity.
     pub fn clear(&mut self) {
         self.events.clear();
