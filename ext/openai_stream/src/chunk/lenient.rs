@@ -77,6 +77,17 @@ pub enum Got<T> {
     Wrong(Kind),
 }
 
+impl<T> Got<T> {
+    /// The value made into another type, its conversion kept.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Got<U> {
+        match self {
+            Got::Value(v) => Got::Value(f(v)),
+            Got::Converted(v, k) => Got::Converted(f(v), k),
+            Got::Wrong(k) => Got::Wrong(k),
+        }
+    }
+}
+
 /// A type that can be read leniently. Each method receives one kind of JSON
 /// value; the defaults reject it. Compound values that are rejected must be
 /// consumed, which the defaults do.
