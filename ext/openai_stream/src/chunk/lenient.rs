@@ -382,16 +382,14 @@ impl<T> List<T> {
     }
 
     pub fn push(&mut self, item: Field<T>) {
-        match &mut self.0 {
-            Items::Many(items) if items.is_empty() => self.0 = Items::One(item),
-            Items::Many(items) => items.push(item),
-            Items::One(_) => {
-                let Items::One(first) = std::mem::replace(&mut self.0, Items::Many(Vec::new())) else {
-                    unreachable!("matched One above")
-                };
-                self.0 = Items::Many(vec![first, item]);
+        self.0 = match std::mem::replace(&mut self.0, Items::Many(Vec::new())) {
+            Items::Many(items) if items.is_empty() => Items::One(item),
+            Items::Many(mut items) => {
+                items.push(item);
+                Items::Many(items)
             }
-        }
+            Items::One(first) => Items::Many(vec![first, item]),
+        };
     }
 
     /// Appends a default value and returns it, for readers that fill an

@@ -79,33 +79,23 @@ impl Template {
             return None;
         }
         let at = |field: &Field<Id<'_>>| TextAt::of(text, start, field, |id| &id.0);
-        let choice = match &c.choices {
-            Field::Value(choices) if choices.len() == 1 => match &choices[0] {
-                Field::Value(choice) if choice.message == Field::Missing => choice,
-                _ => return None,
-            },
-            _ => return None,
-        };
-        let delta = match &choice.delta {
-            Field::Value(delta) => delta,
-            _ => return None,
-        };
+        let Field::Value(choices) = &c.choices else { return None };
+        let [Field::Value(choice)] = choices.as_slice() else { return None };
+        let (Field::Value(delta), Field::Missing) = (&choice.delta, &choice.message) else { return None };
         let slot = match (&delta.content, &delta.tool_calls) {
             (Field::Value(Content::Text(_)), tool_calls) => {
                 Slot::Content { tool_calls: Absent::of(tool_calls)? }
             }
-            (content, Field::Value(calls)) if calls.len() == 1 => {
-                let Field::Value(call) = &calls[0] else { return None };
+            (content, Field::Value(calls)) => {
+                let [Field::Value(call)] = calls.as_slice() else { return None };
                 let Field::Value(function) = &call.function else { return None };
-                if !matches!(function.arguments, Field::Value(Arguments::Text(_))) {
+                if !matches!(function.arguments, Field::Value(Arguments::Text(_)))
+                    || matches!(call.index, Field::Converted(..) | Field::Wrong(_))
+                {
                     return None;
                 }
-                let index = match call.index {
-                    Field::Missing | Field::Null | Field::Value(_) => call.index.clone(),
-                    _ => return None,
-                };
                 let call = CallAt {
-                    index,
+                    index: call.index.clone(),
                     id: at(&call.id)?,
                     name: TextAt::of(text, start, &function.name, |t| &t.0)?,
                     function_id: at(&function.id)?,
