@@ -78,7 +78,10 @@ pub fn read<'a>(text: &'a str, out: &mut Chunk<'a>, memo: &mut ScanMemo) -> bool
     } else {
         let mut recorded = None;
         s.ws();
-        let ok = s.chunk(out, Some(&mut recorded)).is_some() && s.at_end();
+        let ok = s
+            .open(b'{', b'}')
+            .is_some_and(|more| !more || s.chunk_members(out, None, &mut Some(&mut recorded)).is_some())
+            && s.at_end();
         if let (true, Some((end, fields))) = (ok, recorded) {
             last.prefix.clear();
             last.prefix.extend_from_slice(&text.as_bytes()[..end]);
@@ -594,20 +597,9 @@ impl<'a> Scanner<'a> {
 
     // ---- the chunk model --------------------------------------------------
 
-    /// The top-level object. `envelope`, when given, records what the
-    /// members before the first `choices` left in the chunk (see
-    /// [`Envelope`]).
-    fn chunk(
-        &mut self,
-        c: &mut Chunk<'a>,
-        mut envelope: Option<&mut Option<(usize, EnvelopeFields)>>,
-    ) -> Option<()> {
-        match self.open(b'{', b'}')? {
-            true => self.chunk_members(c, None, &mut envelope),
-            false => Some(()),
-        }
-    }
-
+    /// The members of the top-level object (see [`Scanner::members`]).
+    /// `envelope`, when given, records what the members before the first
+    /// `choices` left in the chunk (see [`Envelope`]).
     fn chunk_members(
         &mut self,
         c: &mut Chunk<'a>,
