@@ -343,8 +343,8 @@ where
 
     fn on_data(&mut self, value: &[u8]) -> Result<(), Error> {
         if !self.pending.is_empty() {
-            if self.pending.len() + 1 + value.len() > self.max_line_bytes {
-                let len = self.pending.len() + 1 + value.len();
+            let len = self.pending.len() + 1 + value.len();
+            if len > self.max_line_bytes {
                 let head = excerpt_bytes(&self.pending);
                 self.pending.clear();
                 return Err(self.lost(Error::stream(

@@ -121,21 +121,17 @@ impl UsageTotals {
 
 /// A field's count, when it holds one; anything else is reported.
 fn count(field: &Field<Tokens>, name: &'static str, bad: &mut impl FnMut(BadUsageField)) -> Option<u64> {
-    let (kind, value) = match field {
-        Field::Value(Tokens::Count(n)) | Field::Converted(Tokens::Count(n), _) if *n >= 0 => {
+    let (kind, value) = match (field.get(), field) {
+        (Some(Tokens::Count(n)), _) if *n >= 0 => {
             if let Field::Converted(_, kind) = field {
                 bad(BadUsageField { field: name, converted: true, kind: *kind, value: None });
             }
             return Some(*n as u64);
         }
-        Field::Value(Tokens::Count(n)) | Field::Converted(Tokens::Count(n), _) => {
-            (Kind::Integer, Some(n.to_string()))
-        }
-        Field::Value(Tokens::Bad(kind, value)) | Field::Converted(Tokens::Bad(kind, value), _) => {
-            (*kind, Some(value.clone()))
-        }
-        Field::Wrong(kind) => (*kind, None),
-        Field::Missing | Field::Null => return None,
+        (Some(Tokens::Count(n)), _) => (Kind::Integer, Some(n.to_string())),
+        (Some(Tokens::Bad(kind, value)), _) => (*kind, Some(value.clone())),
+        (None, Field::Wrong(kind)) => (*kind, None),
+        (None, _) => return None,
     };
     bad(BadUsageField { field: name, converted: false, kind, value });
     None

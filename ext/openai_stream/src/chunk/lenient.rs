@@ -77,6 +77,17 @@ pub enum Got<T> {
     Wrong(Kind),
 }
 
+impl<T> Got<T> {
+    /// The value made into another type, its conversion kept.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Got<U> {
+        match self {
+            Got::Value(v) => Got::Value(f(v)),
+            Got::Converted(v, k) => Got::Converted(f(v), k),
+            Got::Wrong(k) => Got::Wrong(k),
+        }
+    }
+}
+
 /// A type that can be read leniently. Each method receives one kind of JSON
 /// value; the defaults reject it. Compound values that are rejected must be
 /// consumed, which the defaults do.
@@ -371,16 +382,14 @@ impl<T> List<T> {
     }
 
     pub fn push(&mut self, item: Field<T>) {
-        match &mut self.0 {
-            Items::Many(items) if items.is_empty() => self.0 = Items::One(item),
-            Items::Many(items) => items.push(item),
-            Items::One(_) => {
-                let Items::One(first) = std::mem::replace(&mut self.0, Items::Many(Vec::new())) else {
-                    unreachable!("matched One above")
-                };
-                self.0 = Items::Many(vec![first, item]);
+        self.0 = match std::mem::replace(&mut self.0, Items::Many(Vec::new())) {
+            Items::Many(items) if items.is_empty() => Items::One(item),
+            Items::Many(mut items) => {
+                items.push(item);
+                Items::Many(items)
             }
-        }
+            Items::One(first) => Items::Many(vec![first, item]),
+        };
     }
 
     /// Appends a default value and returns it, for readers that fill an

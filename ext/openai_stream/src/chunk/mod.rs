@@ -126,18 +126,18 @@ impl<'de> Lenient<'de> for Tokens {
         }
     }
     fn from_seq<A: SeqAccess<'de>>(seq: A) -> Result<Got<Self>, A::Error> {
-        let value = match Any::from_seq(seq)? {
-            Got::Value(Any(v)) | Got::Converted(Any(v), _) => crate::anomaly::excerpt(&v.to_json()),
-            Got::Wrong(_) => String::new(),
-        };
-        Ok(Got::Value(Tokens::Bad(Kind::Array, value)))
+        Ok(Got::Value(Tokens::Bad(Kind::Array, json_excerpt(Any::from_seq(seq)?))))
     }
     fn from_map<A: MapAccess<'de>>(map: A) -> Result<Got<Self>, A::Error> {
-        let value = match Any::from_map(map)? {
-            Got::Value(Any(v)) | Got::Converted(Any(v), _) => crate::anomaly::excerpt(&v.to_json()),
-            Got::Wrong(_) => String::new(),
-        };
-        Ok(Got::Value(Tokens::Bad(Kind::Object, value)))
+        Ok(Got::Value(Tokens::Bad(Kind::Object, json_excerpt(Any::from_map(map)?))))
+    }
+}
+
+/// An excerpt of a value's JSON text, for a report.
+fn json_excerpt(got: Got<Any>) -> String {
+    match got {
+        Got::Value(Any(v)) | Got::Converted(Any(v), _) => crate::anomaly::excerpt(&v.to_json()),
+        Got::Wrong(_) => String::new(),
     }
 }
 
@@ -168,11 +168,7 @@ impl<'de> Lenient<'de> for Content<'de> {
         Got::Value(Content::Text(v))
     }
     fn from_seq<A: SeqAccess<'de>>(seq: A) -> Result<Got<Self>, A::Error> {
-        Ok(match List::<ContentPart<'de>>::from_seq(seq)? {
-            Got::Value(parts) => Got::Value(Content::Parts(parts.into_vec())),
-            Got::Converted(parts, k) => Got::Converted(Content::Parts(parts.into_vec()), k),
-            Got::Wrong(k) => Got::Wrong(k),
-        })
+        Ok(List::<ContentPart<'de>>::from_seq(seq)?.map(|parts| Content::Parts(parts.into_vec())))
     }
 }
 
@@ -189,11 +185,7 @@ impl<'de> Lenient<'de> for Arguments<'de> {
         Got::Value(Arguments::Text(v))
     }
     fn from_map<A: MapAccess<'de>>(map: A) -> Result<Got<Self>, A::Error> {
-        Ok(match Any::from_map(map)? {
-            Got::Value(Any(v)) => Got::Value(Arguments::Object(v)),
-            Got::Converted(Any(v), k) => Got::Converted(Arguments::Object(v), k),
-            Got::Wrong(k) => Got::Wrong(k),
-        })
+        Ok(Any::from_map(map)?.map(|Any(v)| Arguments::Object(v)))
     }
 }
 
@@ -219,31 +211,19 @@ impl<'a> Chunk<'a> {
     /// (an `object` other than `"error"` aside; `native_finish_reason` is
     /// read only next to a finish_reason).
     pub fn is_bare_text(&self) -> bool {
-        let envelope = matches!(self.usage, Field::Missing)
-            && matches!(self.x_groq, Field::Missing)
-            && matches!(self.error, Field::Missing)
-            && matches!(self.message, Field::Missing)
-            && match &self.object {
-                Field::Missing | Field::Null => true,
-                Field::Value(Text(o)) => o != "error",
-                _ => false,
-            };
-        let choice = match &self.choices {
-            Field::Value(list) if list.len() == 1 => list.first().and_then(|c| match c {
-                Field::Value(c) => Some(c),
-                _ => None,
-            }),
-            _ => None,
-        };
-        envelope
-            && choice.is_some_and(|c| {
-                matches!(c.message, Field::Missing)
-                    && matches!(c.error, Field::Missing)
-                    && matches!(c.usage, Field::Missing)
-                    && matches!(c.finish_reason, Field::Missing | Field::Null)
-                    && matches!(&c.delta, Field::Value(d)
-                        if matches!(d.tool_calls, Field::Missing) && matches!(d.content, Field::Value(Content::Text(_))))
-            })
+        let Field::Value(choices) = &self.choices else { return false };
+        let [Field::Value(c)] = choices.as_slice() else { return false };
+        matches!(
+            (&self.usage, &self.x_groq, &self.error, &self.message),
+            (Field::Missing, Field::Missing, Field::Missing, Field::Missing)
+        ) && match &self.object {
+            Field::Missing | Field::Null => true,
+            Field::Value(Text(o)) => o != "error",
+            _ => false,
+        } && matches!((&c.message, &c.error, &c.usage), (Field::Missing, Field::Missing, Field::Missing))
+            && matches!(c.finish_reason, Field::Missing | Field::Null)
+            && matches!(&c.delta, Field::Value(d)
+                if matches!(d.tool_calls, Field::Missing) && matches!(d.content, Field::Value(Content::Text(_))))
     }
 
     /// A chunk from a lenient top-level field: anything that is not an

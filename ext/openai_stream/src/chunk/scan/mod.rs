@@ -36,7 +36,7 @@ const MAX_DIGITS: usize = 18;
 
 mod template;
 
-use template::Template;
+use template::{CallAt, Template};
 
 /// What a stream's scanner remembers of the last chunk it read, so that the
 /// next one, which nearly always repeats most of its bytes, costs less: a
@@ -78,7 +78,10 @@ pub fn read<'a>(text: &'a str, out: &mut Chunk<'a>, memo: &mut ScanMemo) -> bool
     } else {
         let mut recorded = None;
         s.ws();
-        let ok = s.chunk(out, Some(&mut recorded)).is_some() && s.at_end();
+        let ok = s
+            .open(b'{', b'}')
+            .is_some_and(|more| !more || s.chunk_members(out, None, &mut Some(&mut recorded)).is_some())
+            && s.at_end();
         if let (true, Some((end, fields))) = (ok, recorded) {
             last.prefix.clear();
             last.prefix.extend_from_slice(&text.as_bytes()[..end]);
@@ -107,10 +110,7 @@ pub enum Plain<'a> {
 pub struct PlainCall<'a> {
     text: &'a str,
     arguments: Cow<'a, str>,
-    index: Field<Int>,
-    id: TextAt,
-    name: TextAt,
-    function_id: TextAt,
+    call: CallAt,
 }
 
 /// The bytes of a payload when they are the stream's last plain text or
@@ -138,7 +138,7 @@ struct Envelope {
     fields: EnvelopeFields,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Default, Clone, Copy)]
 struct EnvelopeFields {
     object: TextAt,
     message: TextAt,
@@ -148,35 +148,23 @@ struct EnvelopeFields {
 }
 
 /// A field that is absent or null.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Default, Clone, Copy)]
 enum Absent {
+    #[default]
     Missing,
     Null,
 }
 
 /// A text field as absent, null, or the byte range of its unescaped text.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
 enum TextAt {
+    #[default]
     Missing,
     Null,
     At(usize, usize),
 }
 
-impl Default for EnvelopeFields {
-    fn default() -> Self {
-        EnvelopeFields::NONE
-    }
-}
-
 impl EnvelopeFields {
-    const NONE: EnvelopeFields = EnvelopeFields {
-        object: TextAt::Missing,
-        message: TextAt::Missing,
-        error: Absent::Missing,
-        usage: Absent::Missing,
-        x_groq: Absent::Missing,
-    };
-
     /// The envelope of the chunk being read, when the scanner is at the
     /// value of its first `choices`: where it ends and what it holds (None
     /// when it is not a plain one).
@@ -184,14 +172,19 @@ impl EnvelopeFields {
         if s.pos > MAX_ENVELOPE || c.choices != Field::Missing {
             return None;
         }
-        let fields = EnvelopeFields {
-            object: TextAt::of(s.src, &c.object)?,
-            message: TextAt::of(s.src, &c.message)?,
+        Some((s.pos, EnvelopeFields::before(s.src, s.src.len(), c)?))
+    }
+
+    /// The top-level fields of `c`, read from `src` before `limit`, when
+    /// they are plain ones.
+    fn before(src: &str, limit: usize, c: &Chunk<'_>) -> Option<EnvelopeFields> {
+        Some(EnvelopeFields {
+            object: TextAt::of(src, limit, &c.object, |t| &t.0)?,
+            message: TextAt::of(src, limit, &c.message, |t| &t.0)?,
             error: Absent::of(&c.error)?,
             usage: Absent::of(&c.usage)?,
             x_groq: Absent::of(&c.x_groq)?,
-        };
-        Some((s.pos, fields))
+        })
     }
 
     #[inline]
@@ -222,15 +215,19 @@ impl Absent {
 }
 
 impl TextAt {
-    fn of(src: &str, field: &Field<Text<'_>>) -> Option<TextAt> {
+    /// A text field as its place in `src` (before `limit`), when it is
+    /// absent, null, or text borrowed from there (a text with escapes was
+    /// decoded into a String of its own: no place to remember).
+    fn of<T>(src: &str, limit: usize, field: &Field<T>, text: impl Fn(&T) -> &str) -> Option<TextAt> {
         match field {
             Field::Missing => Some(TextAt::Missing),
             Field::Null => Some(TextAt::Null),
-            Field::Value(Text(Cow::Borrowed(t))) => {
+            Field::Value(value) => {
+                let t = text(value);
                 let start = (t.as_ptr() as usize).checked_sub(src.as_ptr() as usize)?;
-                (start + t.len() <= src.len()).then_some(TextAt::At(start, start + t.len()))
+                (start + t.len() <= limit.min(src.len())).then_some(TextAt::At(start, start + t.len()))
             }
-            _ => None,
+            Field::Converted(..) | Field::Wrong(_) => None,
         }
     }
 
@@ -247,14 +244,6 @@ impl TextAt {
 pub fn chunk<'a>(text: &'a str, memo: &mut ScanMemo) -> Option<Chunk<'a>> {
     let mut out = Chunk::default();
     read(text, &mut out, memo).then_some(out)
-}
-
-/// Assigns a value that was read (the last of duplicate keys wins, as in
-/// the serde path).
-#[inline]
-fn set<T>(slot: &mut T, value: Option<T>) -> Option<()> {
-    *slot = value?;
-    Some(())
 }
 
 /// Bytes that end the fast part of a string: the quote, a backslash, and
@@ -331,12 +320,6 @@ impl<'a> Scanner<'a> {
         } else {
             None
         }
-    }
-
-    /// `null` at the current position (after whitespace).
-    #[inline]
-    fn null(&mut self) -> Option<()> {
-        self.literal(b"null")
     }
 
     // ---- strings ----------------------------------------------------------
@@ -453,14 +436,18 @@ impl<'a> Scanner<'a> {
     /// or exponent (serde_json reads those as floats).
     fn integer(&mut self) -> Option<i64> {
         let start = self.pos;
-        let digits = self.digits();
-        if digits == 0 || digits > MAX_DIGITS || (digits > 1 && self.bytes[start] == b'0') {
-            return None;
-        }
+        self.integer_digits()?;
         if let Some(b'.' | b'e' | b'E') = self.peek() {
             return None;
         }
         self.src[start..self.pos].parse().ok()
+    }
+
+    /// One to [`MAX_DIGITS`] digits, without a leading zero (but `0`).
+    fn integer_digits(&mut self) -> Option<()> {
+        let start = self.pos;
+        let digits = self.digits();
+        ((1..=MAX_DIGITS).contains(&digits) && (digits == 1 || self.bytes[start] != b'0')).then_some(())
     }
 
     fn digits(&mut self) -> usize {
@@ -475,38 +462,23 @@ impl<'a> Scanner<'a> {
     /// find one out of range) and with short digit runs.
     fn skip_number(&mut self) -> Option<()> {
         let _ = self.eat(b'-');
-        let start = self.pos;
-        let digits = self.digits();
-        if digits == 0 || digits > MAX_DIGITS || (digits > 1 && self.bytes[start] == b'0') {
+        self.integer_digits()?;
+        if self.eat(b'.').is_some() && !(1..=MAX_DIGITS).contains(&self.digits()) {
             return None;
         }
-        if self.eat(b'.').is_some() {
-            let fraction = self.digits();
-            if fraction == 0 || fraction > MAX_DIGITS {
-                return None;
-            }
-        }
-        match self.peek() {
-            Some(b'e' | b'E') => None,
-            _ => Some(()),
-        }
+        (!matches!(self.peek(), Some(b'e' | b'E'))).then_some(())
     }
 
     /// Skips any JSON value at the current position.
     pub(crate) fn skip(&mut self, depth: u32) -> Option<()> {
+        let inner = (depth < MAX_SKIP_DEPTH).then_some(depth + 1);
         match self.peek()? {
             b'"' => self.skip_string(),
-            b'{' => {
-                let depth = depth.checked_add(1).filter(|&d| d <= MAX_SKIP_DEPTH)?;
-                self.object(|s, _| s.skip(depth))
-            }
-            b'[' => {
-                let depth = depth.checked_add(1).filter(|&d| d <= MAX_SKIP_DEPTH)?;
-                self.array(|s| s.skip(depth))
-            }
+            b'{' => inner.and_then(|depth| self.object(|s, _| s.skip(depth))),
+            b'[' => inner.and_then(|depth| self.array(|s| s.skip(depth))),
             b't' => self.literal(b"true"),
             b'f' => self.literal(b"false"),
-            b'n' => self.null(),
+            b'n' => self.literal(b"null"),
             b'-' | b'0'..=b'9' => self.skip_number(),
             _ => None,
         }
@@ -597,7 +569,7 @@ impl<'a> Scanner<'a> {
     #[inline]
     fn field<T>(&mut self, read: impl FnOnce(&mut Self) -> Option<T>) -> Option<Field<T>> {
         if self.peek()? == b'n' {
-            self.null()?;
+            self.literal(b"null")?;
             return Some(Field::Null);
         }
         read(self).map(Field::Value)
@@ -612,7 +584,7 @@ impl<'a> Scanner<'a> {
         fill: impl FnOnce(&mut Self, &mut T) -> Option<()>,
     ) -> Option<()> {
         if self.peek()? == b'n' {
-            self.null()?;
+            self.literal(b"null")?;
             *slot = Field::Null;
             return Some(());
         }
@@ -623,32 +595,11 @@ impl<'a> Scanner<'a> {
         }
     }
 
-    /// A list of objects, each read in place (null elements are left to
-    /// serde_json).
-    fn list<T: Default>(
-        &mut self,
-        slot: &mut Field<List<T>>,
-        mut fill: impl FnMut(&mut Self, &mut T) -> Option<()>,
-    ) -> Option<()> {
-        self.object_field(slot, |s, list| s.array(|s| fill(s, list.push_default())))
-    }
-
     // ---- the chunk model --------------------------------------------------
 
-    /// The top-level object. `envelope`, when given, records what the
-    /// members before the first `choices` left in the chunk (see
-    /// [`Envelope`]).
-    fn chunk(
-        &mut self,
-        c: &mut Chunk<'a>,
-        mut envelope: Option<&mut Option<(usize, EnvelopeFields)>>,
-    ) -> Option<()> {
-        match self.open(b'{', b'}')? {
-            true => self.chunk_members(c, None, &mut envelope),
-            false => Some(()),
-        }
-    }
-
+    /// The members of the top-level object (see [`Scanner::members`]).
+    /// `envelope`, when given, records what the members before the first
+    /// `choices` left in the chunk (see [`Envelope`]).
     fn chunk_members(
         &mut self,
         c: &mut Chunk<'a>,
@@ -690,7 +641,9 @@ macro_rules! scan_scalar {
         $(impl<'a> ScanField<'a> for Field<$ty> {
             #[inline]
             fn scan(slot: &mut Self, s: &mut Scanner<'a>) -> Option<()> {
-                set(slot, s.field($read))
+                // The last of duplicate keys wins, as in the serde path.
+                *slot = s.field($read)?;
+                Some(())
             }
         })*
     };
@@ -708,7 +661,7 @@ scan_scalar! {
 /// `error` fields: only an absent or null error is read here.
 impl<'a> ScanField<'a> for Field<Any> {
     fn scan(slot: &mut Self, s: &mut Scanner<'a>) -> Option<()> {
-        s.null()?;
+        s.literal(b"null")?;
         *slot = Field::Null;
         Some(())
     }
@@ -721,9 +674,11 @@ impl<'a, T: ScanObject<'a>> ScanField<'a> for Field<T> {
     }
 }
 
+/// A list of objects, each read in place (null elements are left to
+/// serde_json).
 impl<'a, T: ScanObject<'a>> ScanField<'a> for Field<List<T>> {
     #[inline]
     fn scan(slot: &mut Self, s: &mut Scanner<'a>) -> Option<()> {
-        s.list(slot, T::scan_members)
+        s.object_field(slot, |s, list| s.array(|s| T::scan_members(s, list.push_default())))
     }
 }

@@ -59,7 +59,16 @@ enum Slot {
     /// `choices[0].delta.content`.
     Content { tool_calls: Absent },
     /// `choices[0].delta.tool_calls[0].function.arguments`.
-    Arguments { content: Absent, index: Field<Int>, id: TextAt, name: TextAt, function_id: TextAt },
+    Arguments { content: Absent, call: CallAt },
+}
+
+/// Where the fields of the varying call beside its arguments are.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct CallAt {
+    index: Field<Int>,
+    id: TextAt,
+    name: TextAt,
+    function_id: TextAt,
 }
 
 impl Template {
@@ -69,49 +78,33 @@ impl Template {
         if count != 1 || start > MAX_PART || text.len().checked_sub(end)? > MAX_PART || start > end {
             return None;
         }
-        let prefixed = |field: &Field<Text<'_>>| at(text, start, field, |t| &t.0);
-        let choice = match &c.choices {
-            Field::Value(choices) if choices.len() == 1 => match &choices[0] {
-                Field::Value(choice) if choice.message == Field::Missing => choice,
-                _ => return None,
-            },
-            _ => return None,
-        };
-        let delta = match &choice.delta {
-            Field::Value(delta) => delta,
-            _ => return None,
-        };
+        let at = |field: &Field<Id<'_>>| TextAt::of(text, start, field, |id| &id.0);
+        let Field::Value(choices) = &c.choices else { return None };
+        let [Field::Value(choice)] = choices.as_slice() else { return None };
+        let (Field::Value(delta), Field::Missing) = (&choice.delta, &choice.message) else { return None };
         let slot = match (&delta.content, &delta.tool_calls) {
             (Field::Value(Content::Text(_)), tool_calls) => {
                 Slot::Content { tool_calls: Absent::of(tool_calls)? }
             }
-            (content, Field::Value(calls)) if calls.len() == 1 => {
-                let Field::Value(call) = &calls[0] else { return None };
+            (content, Field::Value(calls)) => {
+                let [Field::Value(call)] = calls.as_slice() else { return None };
                 let Field::Value(function) = &call.function else { return None };
-                if !matches!(function.arguments, Field::Value(Arguments::Text(_))) {
+                if !matches!(function.arguments, Field::Value(Arguments::Text(_)))
+                    || matches!(call.index, Field::Converted(..) | Field::Wrong(_))
+                {
                     return None;
                 }
-                let index = match call.index {
-                    Field::Missing | Field::Null | Field::Value(_) => call.index.clone(),
-                    _ => return None,
+                let call = CallAt {
+                    index: call.index.clone(),
+                    id: at(&call.id)?,
+                    name: TextAt::of(text, start, &function.name, |t| &t.0)?,
+                    function_id: at(&function.id)?,
                 };
-                Slot::Arguments {
-                    content: Absent::of(content)?,
-                    index,
-                    id: at(text, start, &call.id, |id| &id.0)?,
-                    name: prefixed(&function.name)?,
-                    function_id: at(text, start, &function.id, |id| &id.0)?,
-                }
+                Slot::Arguments { content: Absent::of(content)?, call }
             }
             _ => return None,
         };
-        let envelope = EnvelopeFields {
-            object: prefixed(&c.object)?,
-            message: prefixed(&c.message)?,
-            error: Absent::of(&c.error)?,
-            usage: Absent::of(&c.usage)?,
-            x_groq: Absent::of(&c.x_groq)?,
-        };
+        let envelope = EnvelopeFields::before(text, start, c)?;
         // Every other field is absent or null (or an `object`); only vLLM's
         // `object: "error"` makes the chunk more than its delta.
         let plain = !matches!(envelope.object.get(text), Field::Value(Text(o)) if o == "error");
@@ -179,32 +172,10 @@ impl Template {
         let (text, value) = self.value(bytes)?;
         Some(match &self.slot {
             Slot::Content { .. } => Plain::Text(value),
-            Slot::Arguments { index, id, name, function_id, .. } => Plain::Call(PlainCall {
-                text,
-                arguments: value,
-                index: index.clone(),
-                id: *id,
-                name: *name,
-                function_id: *function_id,
-            }),
+            Slot::Arguments { call, .. } => {
+                Plain::Call(PlainCall { text, arguments: value, call: call.clone() })
+            }
         })
-    }
-
-    fn call<'a>(
-        &self,
-        text: &'a str,
-        value: Cow<'a, str>,
-        index: &Field<Int>,
-        id: TextAt,
-        name: TextAt,
-        function_id: TextAt,
-    ) -> ToolCallDelta<'a> {
-        let function = Function {
-            name: name.get(text),
-            arguments: Field::Value(Arguments::Text(value)),
-            id: id_field(function_id, text),
-        };
-        ToolCallDelta { index: index.clone(), id: id_field(id, text), function: Field::Value(function) }
     }
 
     fn fill<'a>(&self, text: &'a str, value: Cow<'a, str>, out: &mut Chunk<'a>) {
@@ -214,10 +185,9 @@ impl Template {
                 delta.content = Field::Value(Content::Text(value));
                 delta.tool_calls = tool_calls.get();
             }
-            Slot::Arguments { content, index, id, name, function_id } => {
+            Slot::Arguments { content, call } => {
                 delta.content = content.get();
-                let call = self.call(text, value, index, *id, *name, *function_id);
-                delta.tool_calls = Field::Value(List::one(Field::Value(call)));
+                delta.tool_calls = Field::Value(List::one(Field::Value(call.delta(text, value))));
             }
         }
         let choice = Choice {
@@ -233,19 +203,20 @@ impl Template {
     }
 }
 
-/// A text field as its place in the prefix (before `limit`), when it is
-/// absent, null, or text borrowed from there (a text with escapes was
-/// decoded into a String of its own: no place to remember).
-fn at<T>(src: &str, limit: usize, field: &Field<T>, text: impl Fn(&T) -> &str) -> Option<TextAt> {
-    match field {
-        Field::Missing => Some(TextAt::Missing),
-        Field::Null => Some(TextAt::Null),
-        Field::Value(value) => {
-            let t = text(value);
-            let start = (t.as_ptr() as usize).checked_sub(src.as_ptr() as usize)?;
-            (start + t.len() <= limit.min(src.len())).then_some(TextAt::At(start, start + t.len()))
+impl CallAt {
+    /// The call with these fields, read from `text`, and `arguments`.
+    #[inline(always)]
+    fn delta<'a>(&self, text: &'a str, arguments: Cow<'a, str>) -> ToolCallDelta<'a> {
+        let function = Function {
+            name: self.name.get(text),
+            arguments: Field::Value(Arguments::Text(arguments)),
+            id: id_field(self.function_id, text),
+        };
+        ToolCallDelta {
+            index: self.index.clone(),
+            id: id_field(self.id, text),
+            function: Field::Value(function),
         }
-        Field::Converted(..) | Field::Wrong(_) => None,
     }
 }
 
@@ -253,15 +224,7 @@ impl PlainCall<'_> {
     /// Runs `f` with the one element of `tool_calls`.
     #[inline(always)]
     pub fn with_delta<R>(&self, f: impl FnOnce(&ToolCallDelta<'_>) -> R) -> R {
-        let delta = ToolCallDelta {
-            index: self.index.clone(),
-            id: id_field(self.id, self.text),
-            function: Field::Value(Function {
-                name: self.name.get(self.text),
-                arguments: Field::Value(Arguments::Text(Cow::Borrowed(&self.arguments))),
-                id: id_field(self.function_id, self.text),
-            }),
-        };
+        let delta = self.call.delta(self.text, Cow::Borrowed(&self.arguments));
         let result = f(&delta);
         // Every text of it is borrowed (from the payload, or from the
         // arguments string kept here) and it holds no list: it owns
