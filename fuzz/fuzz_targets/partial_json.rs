@@ -35,7 +35,7 @@ fn run(data: &[u8]) {
 
     let fragments = split(text, seed);
     let mut parser = IncrementalParser::new();
-    let mut events = ViewEvents::new();
+    let mut events = ViewEvents::default();
     let mut mirror = Mirror::default();
     // The mirror's state after each successful feed, to check against the
     // final value once it is known.
