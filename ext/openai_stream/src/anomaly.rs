@@ -167,6 +167,13 @@ impl Anomaly {
         self.excerpt = Some(excerpt(text));
         self
     }
+
+    /// [`Anomaly::excerpt`] of raw bytes. A text already cut must not be cut
+    /// again: the second cut would replace its length with the quote's.
+    pub fn excerpt_bytes(mut self, bytes: &[u8]) -> Self {
+        self.excerpt = Some(excerpt_bytes(bytes));
+        self
+    }
 }
 
 impl fmt::Display for Anomaly {

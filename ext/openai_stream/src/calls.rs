@@ -64,7 +64,7 @@ impl LostInput {
         self.count += 1;
         let list = if fragment { &mut self.fragments } else { &mut self.events };
         if list.len() < LOST_KEPT {
-            list.push(crate::anomaly::excerpt(what));
+            list.push(what.to_owned());
         }
     }
 
@@ -510,7 +510,7 @@ impl Calls {
         }
         // Every open call may have lost it (rule: never `{}` or repaired
         // after dropped fragments, see [`Calls::complete`]).
-        self.lose(true, &text);
+        self.lose(true, &crate::anomaly::excerpt(&text));
         anomalies.push(h.anomaly(AnomalyKind::OrphanFragment, message).excerpt(&text));
     }
 
@@ -667,7 +667,8 @@ impl Calls {
     }
 
     /// Input that may have been some open call's was lost (an event that
-    /// could not be read): every call open now remembers it.
+    /// could not be read): every call open now remembers it. `what` is kept
+    /// as given: quote the event with `anomaly::excerpt` before.
     pub fn note_lost(&mut self, what: &str) {
         self.lose(false, what);
     }

@@ -283,7 +283,11 @@ where
                 } else {
                     "an event after an earlier error in the same read could not be read"
                 };
-                Anomaly::new(AnomalyKind::UnreadableEvent, format!("{what}: {message}")).excerpt(&excerpt)
+                // The error's excerpt is already cut: cutting it again would
+                // replace the event's length with the quote's.
+                let mut anomaly = Anomaly::new(AnomalyKind::UnreadableEvent, format!("{what}: {message}"));
+                anomaly.excerpt = Some(excerpt);
+                anomaly
             }
             Error::Provider { message, .. } => Anomaly::new(
                 AnomalyKind::ProviderError,
@@ -320,7 +324,7 @@ where
                             AnomalyKind::UnprefixedData,
                             "a JSON line without \"data:\" was read as data",
                         )
-                        .excerpt(&excerpt_bytes(line)),
+                        .excerpt_bytes(line),
                     );
                 }
                 self.on_data(line)
@@ -333,7 +337,7 @@ where
                             AnomalyKind::UnknownSseField,
                             format!("SSE field {:?} is not known; skipped", excerpt_bytes(name)),
                         )
-                        .excerpt(&excerpt_bytes(line)),
+                        .excerpt_bytes(line),
                     );
                 }
                 Ok(())
@@ -387,7 +391,7 @@ where
             Some(_) => {
                 self.anomalies.push(
                     Anomaly::new(AnomalyKind::NonJsonData, "a data payload that is not JSON was skipped")
-                        .excerpt(&excerpt_bytes(trimmed)),
+                        .excerpt_bytes(trimmed),
                 );
                 Ok(())
             }
@@ -438,7 +442,7 @@ where
                         AnomalyKind::TruncatedEvent,
                         "the stream ended inside an event whose JSON was not complete; skipped",
                     )
-                    .excerpt(&excerpt_bytes(&data)),
+                    .excerpt_bytes(&data),
                 );
                 Ok(())
             }

@@ -398,7 +398,10 @@ fn an_event_glued_to_the_next_line_ends_at_its_json() {
     let mut h = Harness::new(false);
     decode_all(&mut h, &[many.as_bytes()]);
     for a in h.processor.anomalies().all() {
-        if matches!(a.kind, AnomalyKind::GluedEvent | AnomalyKind::UnreadableEvent) {
+        if matches!(
+            a.kind,
+            AnomalyKind::GluedEvent | AnomalyKind::UnprefixedData | AnomalyKind::UnreadableEvent
+        ) {
             let excerpt = a.excerpt.as_deref().unwrap_or_default();
             let length = excerpt.rsplit_once(" (").and_then(|(_, n)| n.strip_suffix(" bytes)")?.parse().ok());
             assert!(length.is_some_and(|n: usize| n > 100_000), "{:?}: {excerpt}", a.kind);
@@ -447,6 +450,16 @@ fn a_call_open_when_an_event_was_lost_is_never_repaired() {
             }
             assert!(!h.anomaly_kinds().contains(&AnomalyKind::RepairedArguments), "{label}");
         }
+    }
+    // The lost event is quoted once, so the message gives its own length.
+    let cut = format!("{}{}", &lost[..40], "x".repeat(300));
+    let mut h = Harness::new(false);
+    h.raw(format!("data: {header}\n\ndata: {start}\n\ndata: {cut}").as_bytes()).unwrap();
+    match h.finish() {
+        Err(Error::Arguments { message, .. }) => {
+            assert!(message.contains(&format!("({} bytes)", cut.len())), "{message}")
+        }
+        other => panic!("expected an arguments error, got {other:?}"),
     }
     // Nor is it `{}` when its arguments are empty: the lost event may have
     // held them all.
