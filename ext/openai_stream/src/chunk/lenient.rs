@@ -382,12 +382,13 @@ impl<T> List<T> {
     }
 
     pub fn push(&mut self, item: Field<T>) {
-        self.0 = match std::mem::replace(&mut self.0, Items::Many(Vec::new())) {
-            Items::Many(items) if items.is_empty() => Items::One(item),
-            Items::Many(mut items) => {
-                items.push(item);
-                Items::Many(items)
+        if let Items::Many(items) = &mut self.0 {
+            if !items.is_empty() {
+                return items.push(item);
             }
+        }
+        self.0 = match std::mem::replace(&mut self.0, Items::Many(Vec::new())) {
+            Items::Many(_) => Items::One(item),
             Items::One(first) => Items::Many(vec![first, item]),
         };
     }
