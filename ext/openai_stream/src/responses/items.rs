@@ -63,9 +63,11 @@ impl Items {
     /// The item an event belongs to: by item id first, else by
     /// `output_index` (the newest entry there).
     fn find(&self, at: Place, id: Option<&str>) -> Option<Slot> {
-        let by_id = |e: &&Entry| id.or(at.item_id).is_some_and(|id| e.item_id.as_deref() == Some(id));
-        let by_index = |e: &&Entry| at.output_index.is_some() && e.output_index == at.output_index;
-        self.entries.iter().rfind(by_id).or_else(|| self.entries.iter().rfind(by_index)).map(|e| e.slot)
+        let id = id.or(at.item_id);
+        let by_id = || id.and_then(|id| self.entries.iter().rfind(|e| e.item_id.as_deref() == Some(id)));
+        let by_index =
+            || at.output_index.and_then(|_| self.entries.iter().rfind(|e| e.output_index == at.output_index));
+        by_id().or_else(by_index).map(|e| e.slot)
     }
 
     fn has_item(&self, id: &str) -> bool {
@@ -154,7 +156,7 @@ impl State<Responses> {
             _ => self.ignored_event("event", kind),
         }
         // Usage may ride on any event's response envelope; the last wins.
-        if let Some(usage) = value.get("response").and_then(|r| r.get("usage")) {
+        if let Some(usage) = response.and_then(|r| r.get("usage")) {
             self.apply_usage(usage);
         }
         result
