@@ -259,7 +259,7 @@ impl Anomalies {
             _ => None,
         };
         if let Some(n) = noise.and_then(|i| self.noise.get_mut(i)) {
-            *n = (*n + 1).min(Self::NOISE_LIMIT + 2);
+            *n = n.saturating_add(1);
             if *n > Self::NOISE_LIMIT {
                 self.dropped += 1;
                 // Past the overall limit its own entry says enough.
