@@ -235,7 +235,7 @@ impl RbProcessor {
             let outcome = f(core);
             // The commonest result of the Hash path, one text, is returned
             // without building an Array around it.
-            if let (Shape::Streamed, Ok(()), Some(text)) = (&shape, &outcome, single_text(core)) {
+            if let (Shape::Streamed, Ok(()), Some(text)) = (&shape, &outcome, core.output().only_text()) {
                 let text = match reuse {
                     // SAFETY: a String of the Hash, which the caller holds;
                     // no Ruby code ran since the walk.
@@ -321,15 +321,5 @@ impl RbProcessor {
     /// guard and the poisoning.
     pub fn panic_for_tests(ruby: &Ruby, rb_self: Me) -> Result<Value, Error> {
         Self::run(ruby, rb_self, Shape::Array, None, None, |_| panic!("deliberate panic for tests"))
-    }
-}
-
-/// The output's only item, when it is one text.
-#[inline]
-fn single_text(core: &Processor) -> Option<&str> {
-    let out = core.output();
-    match out.items().next()? {
-        Item::Text(text) if out.len() == 1 => Some(text),
-        _ => None,
     }
 }
