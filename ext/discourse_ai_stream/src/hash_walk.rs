@@ -396,18 +396,11 @@ impl Found {
         })
     }
 
-    /// Notes one pair; false when the other reader must read the Hash (see
-    /// [`unread_symbol`]).
+    /// Notes the value of an interned key.
     #[inline(always)]
-    unsafe fn note(&mut self, keys: &Keys, key: VALUE, value: VALUE, names: Names) -> bool {
-        match keys.code(key) {
-            Some(k) => {
-                self.values[k as usize] = MaybeUninit::new(value);
-                self.present |= bit(k);
-                true
-            }
-            None => unsafe { unread_symbol(key, names) },
-        }
+    fn note(&mut self, k: K, value: VALUE) {
+        self.values[k as usize] = MaybeUninit::new(value);
+        self.present |= bit(k);
     }
 }
 
@@ -448,7 +441,22 @@ unsafe extern "C" fn collect_pair(key: VALUE, value: VALUE, arg: VALUE) -> c_int
     // SAFETY: `arg` is the `&mut Collect` given to the iteration, alive and
     // not otherwise borrowed while it runs.
     let c = unsafe { &mut *(arg as *mut Collect) };
-    if unsafe { c.found.note(c.keys, key, value, c.names) } {
+    match c.keys.code(key) {
+        Some(k) => {
+            c.found.note(k, value);
+            rb_sys::st_retval::ST_CONTINUE as c_int
+        }
+        // A call in tail position: the common path saves no register for it.
+        None => unsafe { other_key(c, key) },
+    }
+}
+
+/// [`collect_pair`] for a key the walker did not intern: skipped, or the
+/// iteration stops (see [`unread_symbol`]).
+#[cold]
+#[inline(never)]
+unsafe fn other_key(c: &mut Collect, key: VALUE) -> c_int {
+    if unsafe { unread_symbol(key, c.names) } {
         rb_sys::st_retval::ST_CONTINUE as c_int
     } else {
         c.ok = false;
