@@ -94,6 +94,9 @@ struct Keys {
     multiplier: u64,
     /// `rb_hash_stlike_foreach`, when this Ruby exports it.
     foreach: Option<StlikeForeach>,
+    /// Ruby's index of UTF-8, as the flags of a String hold it (see
+    /// [`content_string`]).
+    utf8: c_int,
 }
 
 impl Keys {
@@ -103,8 +106,9 @@ impl Keys {
 
     /// A table of `entries`: None when no multiplier tried spreads them
     /// over distinct slots (then the walker stands aside).
-    fn new(entries: &[(VALUE, K)], foreach: Option<StlikeForeach>) -> Option<Keys> {
-        let mut keys = Keys { symbols: [0; SLOTS], codes: [K::Skipped; SLOTS], multiplier: 0, foreach };
+    fn new(entries: &[(VALUE, K)], foreach: Option<StlikeForeach>, utf8: c_int) -> Option<Keys> {
+        let mut keys =
+            Keys { symbols: [0; SLOTS], codes: [K::Skipped; SLOTS], multiplier: 0, foreach, utf8 };
         // Odd multipliers, from the golden ratio's: with 27 keys in 128
         // slots, about one in fifteen spreads them all.
         'try_next: for attempt in 0..4096u64 {
@@ -243,7 +247,12 @@ fn keys() -> Option<&'static Keys> {
             .map(|&(name, k)| (intern(name), k))
             .chain(SKIPPED_NAMES.iter().map(|name| (intern(name), K::Skipped)))
             .collect();
-        Keys::new(&entries, fast_foreach())
+        // SAFETY: a plain getter, called with the GVL held.
+        let utf8 = unsafe { rb_sys::rb_utf8_encindex() };
+        // -1 (matching no String) were UTF-8's index ever kept out of the
+        // flags: then no String is reused, which costs only an allocation.
+        let inline_max = rb_sys::ruby_encoding_consts::RUBY_ENCODING_INLINE_MAX as c_int;
+        Keys::new(&entries, fast_foreach(), if utf8 < inline_max { utf8 } else { -1 })
     })
     .as_ref()
 }
@@ -310,22 +319,24 @@ impl ContentString {
 }
 
 /// The `ContentString` of `v` (a String whose text is `text`), if it is one.
-unsafe fn content_string(v: VALUE, text: &str) -> Option<ContentString> {
+///
+/// The encoding is read from the index Ruby keeps in the header's flags
+/// (`RB_ENCODING_GET_INLINED`, with the constants of Ruby's public
+/// encoding.h), without `rb_enc_get_index`: an index too large for the
+/// flags is kept elsewhere, and UTF-8's (one of the first encodings) is
+/// never one of those. The compiler then needs no call here, nor the saving
+/// of registers around it.
+unsafe fn content_string(keys: &Keys, v: VALUE, text: &str) -> Option<ContentString> {
+    use rb_sys::ruby_encoding_consts::{RUBY_ENCODING_MASK, RUBY_ENCODING_SHIFT};
     // SAFETY: `v` is a live String (its header is read only).
     unsafe {
         let basic = &*(v as *const rb_sys::RBasic);
+        let encoding = (basic.flags & RUBY_ENCODING_MASK as VALUE) >> RUBY_ENCODING_SHIFT as u32;
         let plain = basic.klass == rb_sys::rb_cString
             && basic.flags & rb_sys::ruby_fl_type::RUBY_FL_FREEZE as VALUE == 0
-            && rb_sys::ENCODING_GET(v) == utf8_encindex();
+            && encoding == keys.utf8 as VALUE;
         plain.then_some(ContentString { string: v, text })
     }
-}
-
-/// Ruby's index of UTF-8, asked once.
-fn utf8_encindex() -> std::os::raw::c_int {
-    static INDEX: OnceLock<std::os::raw::c_int> = OnceLock::new();
-    // SAFETY: a plain getter, called with the GVL held.
-    *INDEX.get_or_init(|| unsafe { rb_sys::rb_utf8_encindex() })
 }
 
 /// State of one walk.
@@ -385,18 +396,11 @@ impl Found {
         })
     }
 
-    /// Notes one pair; false when the other reader must read the Hash (see
-    /// [`unread_symbol`]).
+    /// Notes the value of an interned key.
     #[inline(always)]
-    unsafe fn note(&mut self, keys: &Keys, key: VALUE, value: VALUE, names: Names) -> bool {
-        match keys.code(key) {
-            Some(k) => {
-                self.values[k as usize] = MaybeUninit::new(value);
-                self.present |= bit(k);
-                true
-            }
-            None => unsafe { unread_symbol(key, names) },
-        }
+    fn note(&mut self, k: K, value: VALUE) {
+        self.values[k as usize] = MaybeUninit::new(value);
+        self.present |= bit(k);
     }
 }
 
@@ -437,7 +441,22 @@ unsafe extern "C" fn collect_pair(key: VALUE, value: VALUE, arg: VALUE) -> c_int
     // SAFETY: `arg` is the `&mut Collect` given to the iteration, alive and
     // not otherwise borrowed while it runs.
     let c = unsafe { &mut *(arg as *mut Collect) };
-    if unsafe { c.found.note(c.keys, key, value, c.names) } {
+    match c.keys.code(key) {
+        Some(k) => {
+            c.found.note(k, value);
+            rb_sys::st_retval::ST_CONTINUE as c_int
+        }
+        // A call in tail position: the common path saves no register for it.
+        None => unsafe { other_key(c, key) },
+    }
+}
+
+/// [`collect_pair`] for a key the walker did not intern: skipped, or the
+/// iteration stops (see [`unread_symbol`]).
+#[cold]
+#[inline(never)]
+unsafe fn other_key(c: &mut Collect, key: VALUE) -> c_int {
+    if unsafe { unread_symbol(key, c.names) } {
         rb_sys::st_retval::ST_CONTINUE as c_int
     } else {
         c.ok = false;
@@ -609,7 +628,7 @@ pub unsafe fn read_text<'a>(hash: VALUE) -> Option<(&'a str, Option<ContentStrin
     let d = unsafe { collect(keys, delta, Delta::FIELDS) }.filter(|f| f.present & bit(K::ToolCalls) == 0)?;
     let content = d.get(K::Content)?;
     let text = unsafe { string_text(content) }?;
-    Some((text, unsafe { content_string(content, text) }))
+    Some((text, unsafe { content_string(keys, content, text) }))
 }
 
 /// True when `v` is a heap object of the Ruby type `t` (nil, false and
@@ -681,7 +700,7 @@ unsafe fn delta<'a>(cx: &mut Cx, hash: VALUE, out: &mut Delta<'a>) -> bool {
         f.set(K::Content, &mut out.content, |v| {
             let content = text_as(v, Content::Text);
             if let Some(Field::Value(Content::Text(t))) = &content {
-                cx.content = content_string(v, t);
+                cx.content = content_string(cx.keys, v, t);
                 cx.contents += 1;
             }
             content

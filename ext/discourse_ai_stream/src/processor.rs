@@ -63,7 +63,10 @@ impl Me {
 }
 
 impl TryConvert for Me {
-    #[inline]
+    // Inlined into each method's wrapper, with the conversion of anything
+    // else kept out of line: called, this check cost 46 instructions per
+    // call, most of them saving and restoring registers for that conversion.
+    #[inline(always)]
     fn try_convert(value: Value) -> Result<Self, Error> {
         let raw = value.as_raw();
         // `DataType` is `repr(transparent)` over Ruby's `rb_data_type_t`.
@@ -82,6 +85,15 @@ impl TryConvert for Me {
                 }
             }
         }
+        Me::other(value)
+    }
+}
+
+impl Me {
+    /// Anything but a processor made by our alloc function: magnus decides.
+    #[cold]
+    #[inline(never)]
+    fn other(value: Value) -> Result<Me, Error> {
         let obj = Obj::<RbProcessor>::try_convert(value)?;
         Ok(Me { value, this: NonNull::from(&*obj) })
     }
@@ -223,7 +235,7 @@ impl RbProcessor {
             let outcome = f(core);
             // The commonest result of the Hash path, one text, is returned
             // without building an Array around it.
-            if let (Shape::Streamed, Ok(()), Some(text)) = (&shape, &outcome, single_text(core)) {
+            if let (Shape::Streamed, Ok(()), Some(text)) = (&shape, &outcome, core.output().only_text()) {
                 let text = match reuse {
                     // SAFETY: a String of the Hash, which the caller holds;
                     // no Ruby code ran since the walk.
@@ -309,15 +321,5 @@ impl RbProcessor {
     /// guard and the poisoning.
     pub fn panic_for_tests(ruby: &Ruby, rb_self: Me) -> Result<Value, Error> {
         Self::run(ruby, rb_self, Shape::Array, None, None, |_| panic!("deliberate panic for tests"))
-    }
-}
-
-/// The output's only item, when it is one text.
-#[inline]
-fn single_text(core: &Processor) -> Option<&str> {
-    let out = core.output();
-    match out.items().next()? {
-        Item::Text(text) if out.len() == 1 => Some(text),
-        _ => None,
     }
 }

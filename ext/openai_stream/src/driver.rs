@@ -202,8 +202,11 @@ where
         if self.ended {
             self.end_stream();
         }
-        for call in self.shown_views.drain(..) {
-            self.calls.clear_view(call);
+        // Empty on most events: the check skips setting up the drain.
+        if !self.shown_views.is_empty() {
+            for call in self.shown_views.drain(..) {
+                self.calls.clear_view(call);
+            }
         }
     }
 

@@ -62,6 +62,15 @@ impl Output {
         self.slots.is_empty()
     }
 
+    /// The only item, when it is one text: the commonest output, read
+    /// without the iterator of [`Output::items`].
+    pub fn only_text(&self) -> Option<&str> {
+        match self.slots[..] {
+            [Slot::Text { start, end }] => Some(&self.text[start as usize..end as usize]),
+            _ => None,
+        }
+    }
+
     /// The items, in order.
     pub fn items(&self) -> impl ExactSizeIterator<Item = Item<'_>> + '_ {
         self.slots.iter().map(|slot| match *slot {
@@ -157,6 +166,24 @@ mod tests {
         out.clear();
         out.push_progress(CallId(1));
         assert_eq!(out.items().collect::<Vec<_>>(), [Item::Progress(CallId(1))]);
+    }
+
+    #[test]
+    fn only_text_is_the_text_of_an_output_of_one_text_item() {
+        let mut out = Output::default();
+        assert_eq!(out.only_text(), None);
+        out.push_text("first");
+        out.clear();
+        out.push_text("héllo");
+        assert_eq!(out.only_text(), Some("héllo"));
+        out.push_text("again");
+        assert_eq!(out.only_text(), None);
+        out.clear();
+        out.push_thinking("hm", None);
+        assert_eq!(out.only_text(), None);
+        out.clear();
+        out.push_progress(CallId(0));
+        assert_eq!(out.only_text(), None);
     }
 
     #[test]

@@ -23,19 +23,14 @@ pub fn text(bytes: &[u8]) -> Option<&str> {
 fn short_ascii(bytes: &[u8]) -> bool {
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let n = bytes.len();
-    let high = if n >= 8 {
+    let high = if n > 16 {
         if n > 32 {
             return false;
         }
-        // Words at 0, 8 and 16 as far as they fit, and the last 8 bytes
-        // (overlapping the one before).
-        let mut bits = word(bytes, n - 8);
-        let mut at = 0;
-        while at + 8 < n {
-            bits |= word(bytes, at);
-            at += 8;
-        }
-        bits
+        // The first 16 bytes and the last 16 (overlapping them).
+        word(bytes, 0) | word(bytes, 8) | word(bytes, n - 16) | word(bytes, n - 8)
+    } else if n >= 8 {
+        word(bytes, 0) | word(bytes, n - 8)
     } else if n >= 4 {
         half(bytes, 0) | half(bytes, n - 4)
     } else {
