@@ -24,7 +24,7 @@ impl CallId {
 }
 
 /// One tool call being accumulated.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Call {
     /// The server's id, or a generated one (`id_generated`).
     pub id: String,
@@ -123,7 +123,7 @@ impl Call {
 }
 
 /// Incremental parse of one call's arguments, for partial tool calls.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct PartialState {
     parser: IncrementalParser,
     events: ViewEvents,
@@ -319,11 +319,9 @@ impl Calls {
             if !self.reported.insert((p.field, target)) {
                 continue;
             }
-            let (anomaly_kind, verb) = if p.converted {
-                (AnomalyKind::ConvertedField, "converted")
-            } else {
-                (AnomalyKind::IgnoredField, "ignored")
-            };
+            let anomaly_kind =
+                if p.converted { AnomalyKind::ConvertedField } else { AnomalyKind::IgnoredField };
+            let verb = if p.converted { "converted" } else { "ignored" };
             let message = format!("{} was {}; {verb}", p.field, p.kind.described());
             let a = match target.and_then(|t| self.calls.get(t as usize)) {
                 Some(call) => call.anomaly(anomaly_kind, format!("{message} (call {:?})", call.id)),
@@ -568,39 +566,21 @@ impl Calls {
     /// reported.
     fn start(&mut self, id: Option<&str>, name: &str, index: Option<i64>, anomalies: &mut Anomalies) -> u32 {
         let n = self.calls.len() as u32;
-        let id_generated = id.is_none_or(str::is_empty);
-        let id = match id {
-            Some(id) if !id_generated => id.to_owned(),
-            _ => generated_id(),
-        };
+        let id = id.filter(|id| !id.is_empty());
+        let id_generated = id.is_none();
+        let id = id.map_or_else(generated_id, str::to_owned);
         if let Some(earlier) = self.by_id.insert(id.clone(), n).and_then(|e| self.calls.get_mut(e as usize)) {
             earlier.id_reused = true;
         }
         if let Some(ix) = index {
             self.by_index.insert(ix, n);
         }
-        let partial = self.partial.then(|| PartialState {
-            parser: IncrementalParser::new(),
-            events: ViewEvents::default(),
-            depth: 0,
-        });
-        self.calls.push(Call {
-            id,
-            id_generated,
-            name: name.to_owned(),
-            index,
-            raw: String::new(),
-            object: None,
-            partial,
-            completed: false,
-            list: self.list,
-            nesting: Nesting::default(),
-            id_reused: false,
-            lost: LostInput::default(),
-        });
+        let partial = self.partial.then(PartialState::default);
+        let name = name.to_owned();
+        self.calls.push(Call { id, id_generated, name, index, partial, list: self.list, ..Call::default() });
         if id_generated {
             let c = &self.calls[n as usize];
-            let msg = format!("tool call {name:?} arrived without an id; generated {:?}", c.id);
+            let msg = format!("tool call {:?} arrived without an id; generated {:?}", c.name, c.id);
             anomalies.push(c.anomaly(AnomalyKind::GeneratedId, msg));
         }
         n
