@@ -68,10 +68,6 @@ impl LostInput {
         }
     }
 
-    fn is_empty(&self) -> bool {
-        self.count == 0
-    }
-
     /// "an unreadable event (...); 2 dropped fragments matching no call: ..."
     fn describe(&self) -> String {
         let mut parts = Vec::new();
@@ -110,6 +106,15 @@ impl Call {
     /// View events not yet consumed (partial mode).
     pub fn view(&self) -> Option<&ViewEvents> {
         self.partial.as_ref().map(|p| &p.events)
+    }
+
+    /// True when the arguments are a complete JSON value: an object received
+    /// as such, a completed call, or text that is a whole object. The text is
+    /// scanned once, as far as it has grown since the last ask.
+    fn arguments_complete(&mut self) -> bool {
+        self.completed
+            || self.object.is_some()
+            || self.nesting.balanced(&self.raw) && closed_object(&self.raw)
     }
 
     /// An anomaly about this call: its id, name and index filled in.
@@ -297,12 +302,11 @@ impl Calls {
         let mut applied = Applied::default();
         let target = self.slot(&header, &mut applied, anomalies);
         self.report_fields(&problems, target, &header, anomalies);
-        let Some(target) = target else {
-            return applied;
-        };
-        applied.target = Some(CallId(target));
-        self.current = Some(target);
-        applied.progressed = self.append(target, &header, anomalies);
+        if let Some(target) = target {
+            applied.target = Some(CallId(target));
+            self.current = Some(target);
+            applied.progressed = header.arguments.is_some_and(|a| self.append(target, a, anomalies));
+        }
         applied
     }
 
@@ -455,8 +459,8 @@ impl Calls {
     /// are a complete JSON value the delta belongs to no call and is
     /// dropped, reported, so that it cannot corrupt the finished call.
     fn continue_call(&mut self, call: u32, h: &Header, anomalies: &mut Anomalies) -> Option<u32> {
-        if h.id.is_some() && h.name.is_none() && self.arguments_complete(call) {
-            let c = &self.calls[call as usize];
+        let c = &mut self.calls[call as usize];
+        if h.id.is_some() && h.name.is_none() && c.arguments_complete() {
             let message = format!(
                 "a tool call fragment with an id no call has came after call {:?} ({}) had complete arguments; \
                  dropped, not appended",
@@ -487,16 +491,6 @@ impl Calls {
         }
     }
 
-    /// True when the call's arguments are a complete JSON value: an object
-    /// received as such, a completed call, or text that is a whole object.
-    /// The text is scanned once, as far as it has grown since the last ask.
-    fn arguments_complete(&mut self, call: u32) -> bool {
-        let Some(c) = self.calls.get_mut(call as usize) else {
-            return false;
-        };
-        c.completed || c.object.is_some() || c.nesting.balanced(&c.raw) && closed_object(&c.raw)
-    }
-
     /// Reports a fragment that goes to no call (`message` says why); its id
     /// and index are the fragment's, the excerpt its arguments.
     fn orphan(&mut self, h: &Header, message: String, anomalies: &mut Anomalies) {
@@ -525,9 +519,7 @@ impl Calls {
         if h.name.is_none() || h.id.is_some() {
             return false;
         }
-        let Some(c) = self.calls.get(call as usize) else {
-            return false;
-        };
+        let c = &self.calls[call as usize];
         if c.list == self.list {
             return true;
         }
@@ -604,16 +596,15 @@ impl Calls {
         };
         let n = self.start(id, name, index, anomalies);
         self.report_fields(&problems, Some(n), &header, anomalies);
-        self.append(n, &header, anomalies);
+        if let Some(arguments) = arguments {
+            self.append(n, arguments, anomalies);
+        }
         Some(CallId(n))
     }
 
     /// Adds a delta's arguments to a call. Returns true when the visible
     /// parameters changed.
-    fn append(&mut self, target: u32, h: &Header, anomalies: &mut Anomalies) -> bool {
-        let Some(arguments) = h.arguments else {
-            return false;
-        };
+    fn append(&mut self, target: u32, arguments: &Arguments, anomalies: &mut Anomalies) -> bool {
         let call = &mut self.calls[target as usize];
         if call.completed {
             let empty = matches!(arguments, Arguments::Text(t) if t.is_empty());
@@ -681,7 +672,7 @@ impl Calls {
         };
         let clean = matches!(parsed, Ok(ParsedArguments { repair: None, .. }));
         let empty = !whole_object && call.raw.trim().is_empty();
-        if !call.lost.is_empty() && !whole_object && (empty || !clean) {
+        if call.lost.count > 0 && !whole_object && (empty || !clean) {
             let state = match parsed {
                 _ if empty => "are empty",
                 Ok(_) => "would need repair",
@@ -742,22 +733,18 @@ impl Calls {
         if id.index() >= self.calls.len() {
             return false;
         }
-        let arguments = Arguments::Text(text.into());
-        let header = Header { index: None, id: None, name: None, arguments: Some(&arguments) };
-        self.append(id.0, &header, anomalies)
+        self.append(id.0, &Arguments::Text(text.into()), anomalies)
     }
 
     /// Replaces the arguments text received so far with `text` (the whole
     /// arguments a server sent again at the end). Partial updates of the call
     /// stop: its streamed view no longer matches; completion gives `text`.
     pub fn replace_text(&mut self, id: CallId, text: &str) {
-        if let Some(c) = self.calls.get_mut(id.index()) {
-            if !c.completed {
-                c.raw = text.to_owned();
-                c.object = None;
-                c.partial = None;
-                c.nesting = Nesting::default();
-            }
+        if let Some(c) = self.calls.get_mut(id.index()).filter(|c| !c.completed) {
+            c.raw = text.to_owned();
+            c.object = None;
+            c.partial = None;
+            c.nesting = Nesting::default();
         }
     }
 }
