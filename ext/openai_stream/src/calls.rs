@@ -357,23 +357,6 @@ impl Calls {
         }
         let at_index = h.index.and_then(|ix| self.by_index.get(&ix).copied());
         match (h.id, h.name, at_index) {
-            // A header with a new id: a new call. At an occupied index
-            // (rule 7: Ollama, old vLLM, SGLang) the previous call is done.
-            (Some(id), Some(name), occupied) => {
-                self.displace(occupied, applied);
-                Some(self.start(Some(id), name, h.index, anomalies))
-            }
-            // A different name at an occupied index with no id, or the same
-            // name where it cannot continue the call there: a new call.
-            (None, Some(name), Some(occ))
-                if name != self.calls[occ as usize].name || self.starts_anew(occ, h) =>
-            {
-                self.displace(Some(occ), applied);
-                Some(self.start(None, name, h.index, anomalies))
-            }
-            // Rules 5, 8: the call at this index (a changed id on an
-            // arguments-only delta is a continuation while it can be one).
-            (_, _, Some(occ)) => self.continue_call(occ, h, anomalies),
             // Rules 6, 10: no index and no id continues the most recent call,
             // also when the name is repeated in full.
             (None, name, None)
@@ -384,23 +367,34 @@ impl Calls {
             {
                 self.current
             }
+            // A new call: a header with a new id, or a name and no id at an
+            // index no call has (rule 11), or where the call there has another
+            // name or cannot be continued. At an occupied index (rule 7:
+            // Ollama, old vLLM, SGLang) the previous call is done.
+            (id, Some(name), occupied)
+                if id.is_some()
+                    || occupied.is_none_or(|occ| {
+                        name != self.calls[occ as usize].name || self.starts_anew(occ, h)
+                    }) =>
+            {
+                self.displace(occupied, applied);
+                Some(self.start(id, name, h.index, anomalies))
+            }
+            // Rules 5, 8: the call at this index (a changed id on an
+            // arguments-only delta is a continuation while it can be one).
+            (_, _, Some(occ)) => self.continue_call(occ, h, anomalies),
             // Rules 6, 8: an arguments-only delta with no index, or an index
             // no call has (Nebius, Cerebras: the header's index + 1), and no
             // id that names a call continues the most recent call while it
             // is open; that index now names it.
-            (_, None, None) => match self.current.filter(|&cur| !self.calls[cur as usize].completed) {
+            (_, _, None) => match self.current.filter(|&cur| !self.calls[cur as usize].completed) {
                 Some(cur) => self.continue_call(cur, h, anomalies),
                 None => {
-                    self.orphan(
-                        h,
-                        "a tool call fragment matched no call and carried no name to start one".into(),
-                        anomalies,
-                    );
+                    let why = "a tool call fragment matched no call and carried no name to start one";
+                    self.orphan(h, why.into(), anomalies);
                     None
                 }
             },
-            // Rule 11: a name and no id anywhere.
-            (None, Some(name), None) => Some(self.start(None, name, h.index, anomalies)),
         }
     }
 
