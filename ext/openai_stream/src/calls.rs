@@ -412,7 +412,7 @@ impl Calls {
             let occupied = self.by_index.get(&ix).copied();
             // A header repeated at an index the call with this id has.
             if let Some(occ) = occupied.filter(|&o| self.calls[o as usize].id == id) {
-                return self.check_name(occ, name, anomalies);
+                return self.check_name(occ, Some(name), anomalies);
             }
             // Rule 14: a header at another index than the indexed call with
             // this id is a distinct call that shares the id.
@@ -431,16 +431,13 @@ impl Calls {
         }
         // The call's id wins over the delta's index (rule 8).
         self.take_index(known, h.index);
-        match h.name {
-            Some(name) => self.check_name(known, name, anomalies),
-            None => known,
-        }
+        self.check_name(known, h.name, anomalies)
     }
 
     /// Reports a name that differs from the call's (the first is kept).
-    fn check_name(&self, call: u32, name: &str, anomalies: &mut Anomalies) -> u32 {
+    fn check_name(&self, call: u32, name: Option<&str>, anomalies: &mut Anomalies) -> u32 {
         let c = &self.calls[call as usize];
-        if name != c.name {
+        if let Some(name) = name.filter(|&n| n != c.name) {
             let msg = format!("call {:?} renamed to {name:?} on a later delta; kept {:?}", c.id, c.name);
             anomalies.push(c.anomaly(AnomalyKind::NameChanged, msg));
         }
@@ -845,9 +842,7 @@ struct RootView<'a> {
 
 impl ViewSink for RootView<'_> {
     fn open(&mut self, key: Option<&str>, kind: ContainerKind) {
-        if *self.depth == 0 && kind != ContainerKind::Object {
-            self.not_an_object = true;
-        }
+        self.not_an_object |= *self.depth == 0 && kind != ContainerKind::Object;
         *self.depth += 1;
         if *self.depth > 1 && !self.not_an_object {
             self.events.open(key, kind);
@@ -863,9 +858,8 @@ impl ViewSink for RootView<'_> {
     }
 
     fn scalar(&mut self, key: Option<&str>, value: &JsonValue) {
-        if *self.depth == 0 {
-            self.not_an_object = true;
-        } else if !self.not_an_object {
+        self.not_an_object |= *self.depth == 0;
+        if !self.not_an_object {
             self.events.scalar(key, value);
             self.changed = true;
         }
