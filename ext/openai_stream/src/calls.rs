@@ -216,26 +216,28 @@ struct Header<'d> {
     id: Option<&'d str>,
     name: Option<&'d str>,
     arguments: Option<&'d Arguments<'d>>,
+    /// Its fields of a wrong type (or converted).
+    problems: Vec<FieldProblem>,
 }
 
 impl<'d> Header<'d> {
-    /// What one element of `tool_calls` says, with the fields of a wrong
-    /// type (or converted) added to `problems`.
-    fn read(delta: &'d ToolCallDelta<'d>, problems: &mut Vec<FieldProblem>) -> Self {
-        let function = read(&delta.function, "tool_calls[].function", problems);
-        let index = read(&delta.index, "tool_calls[].index", problems).map(|Int(n)| *n);
+    /// What one element of `tool_calls` says.
+    fn read(delta: &'d ToolCallDelta<'d>) -> Self {
+        let mut problems = Vec::new();
+        let function = read(&delta.function, "tool_calls[].function", &mut problems);
+        let index = read(&delta.index, "tool_calls[].index", &mut problems).map(|Int(n)| *n);
         let id = |field: &'d Field<Id<'d>>, name, problems: &mut _| {
             read(field, name, problems).map(|Id(id)| &**id).filter(|id| !id.is_empty())
         };
-        let id = id(&delta.id, "tool_calls[].id", problems)
-            .or_else(|| function.and_then(|f| id(&f.id, "tool_calls[].function.id", problems)));
+        let id = id(&delta.id, "tool_calls[].id", &mut problems)
+            .or_else(|| function.and_then(|f| id(&f.id, "tool_calls[].function.id", &mut problems)));
         let name = function
-            .and_then(|f| read(&f.name, "tool_calls[].function.name", problems))
+            .and_then(|f| read(&f.name, "tool_calls[].function.name", &mut problems))
             .map(|Text(name)| &**name)
             .filter(|name| !name.is_empty());
         let arguments =
-            function.and_then(|f| read(&f.arguments, "tool_calls[].function.arguments", problems));
-        Header { index, id, name, arguments }
+            function.and_then(|f| read(&f.arguments, "tool_calls[].function.arguments", &mut problems));
+        Header { index, id, name, arguments, problems }
     }
 
     /// An anomaly about the element when it goes to no call: its own id
@@ -297,11 +299,10 @@ impl Calls {
     /// Applies one element of `delta.tool_calls` (call [`Calls::begin_list`]
     /// before the first element of each list).
     pub fn apply(&mut self, delta: &ToolCallDelta, anomalies: &mut Anomalies) -> Applied {
-        let mut problems = Vec::new();
-        let header = Header::read(delta, &mut problems);
+        let header = Header::read(delta);
         let mut applied = Applied::default();
         let target = self.slot(&header, &mut applied, anomalies);
-        self.report_fields(&problems, target, &header, anomalies);
+        self.report_fields(target, &header, anomalies);
         if let Some(target) = target {
             applied.target = Some(CallId(target));
             self.current = Some(target);
@@ -312,14 +313,8 @@ impl Calls {
 
     /// Field anomalies of one element, with the call they belong to (or,
     /// when none, the element's own index and id).
-    fn report_fields(
-        &mut self,
-        problems: &[FieldProblem],
-        target: Option<u32>,
-        h: &Header,
-        anomalies: &mut Anomalies,
-    ) {
-        for p in problems {
+    fn report_fields(&mut self, target: Option<u32>, h: &Header, anomalies: &mut Anomalies) {
+        for p in &h.problems {
             if !self.reported.insert((p.field, target)) {
                 continue;
             }
@@ -575,19 +570,17 @@ impl Calls {
     pub fn add_whole(&mut self, delta: &ToolCallDelta, anomalies: &mut Anomalies) -> Option<CallId> {
         // Every element is its own call: a list of its own.
         self.begin_list();
-        let mut problems = Vec::new();
-        let header = Header::read(delta, &mut problems);
-        let Header { index, id, name, arguments } = header;
-        let Some(name) = name else {
-            self.report_fields(&problems, None, &header, anomalies);
-            let text = arguments.map(arguments_text).unwrap_or_default();
+        let header = Header::read(delta);
+        let Some(name) = header.name else {
+            self.report_fields(None, &header, anomalies);
+            let text = header.arguments.map(arguments_text).unwrap_or_default();
             let message = "a tool call without a name was skipped".to_owned();
             anomalies.push(header.anomaly(AnomalyKind::OrphanFragment, message).excerpt(&text));
             return None;
         };
-        let n = self.start(id, name, index, anomalies);
-        self.report_fields(&problems, Some(n), &header, anomalies);
-        if let Some(arguments) = arguments {
+        let n = self.start(header.id, name, header.index, anomalies);
+        self.report_fields(Some(n), &header, anomalies);
+        if let Some(arguments) = header.arguments {
             self.append(n, arguments, anomalies);
         }
         Some(CallId(n))
