@@ -24,7 +24,7 @@ impl CallId {
 }
 
 /// One tool call being accumulated.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Call {
     /// The server's id, or a generated one (`id_generated`).
     pub id: String,
@@ -68,10 +68,6 @@ impl LostInput {
         }
     }
 
-    fn is_empty(&self) -> bool {
-        self.count == 0
-    }
-
     /// "an unreadable event (...); 2 dropped fragments matching no call: ..."
     fn describe(&self) -> String {
         let mut parts = Vec::new();
@@ -112,6 +108,15 @@ impl Call {
         self.partial.as_ref().map(|p| &p.events)
     }
 
+    /// True when the arguments are a complete JSON value: an object received
+    /// as such, a completed call, or text that is a whole object. The text is
+    /// scanned once, as far as it has grown since the last ask.
+    fn arguments_complete(&mut self) -> bool {
+        self.completed
+            || self.object.is_some()
+            || self.nesting.balanced(&self.raw) && closed_object(&self.raw)
+    }
+
     /// An anomaly about this call: its id, name and index filled in.
     pub fn anomaly(&self, kind: AnomalyKind, message: String) -> Anomaly {
         let mut a = Anomaly::new(kind, message);
@@ -123,7 +128,7 @@ impl Call {
 }
 
 /// Incremental parse of one call's arguments, for partial tool calls.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct PartialState {
     parser: IncrementalParser,
     events: ViewEvents,
@@ -211,26 +216,28 @@ struct Header<'d> {
     id: Option<&'d str>,
     name: Option<&'d str>,
     arguments: Option<&'d Arguments<'d>>,
+    /// Its fields of a wrong type (or converted).
+    problems: Vec<FieldProblem>,
 }
 
 impl<'d> Header<'d> {
-    /// What one element of `tool_calls` says, with the fields of a wrong
-    /// type (or converted) added to `problems`.
-    fn read(delta: &'d ToolCallDelta<'d>, problems: &mut Vec<FieldProblem>) -> Self {
-        let function = read(&delta.function, "tool_calls[].function", problems);
-        let index = read(&delta.index, "tool_calls[].index", problems).map(|Int(n)| *n);
+    /// What one element of `tool_calls` says.
+    fn read(delta: &'d ToolCallDelta<'d>) -> Self {
+        let mut problems = Vec::new();
+        let function = read(&delta.function, "tool_calls[].function", &mut problems);
+        let index = read(&delta.index, "tool_calls[].index", &mut problems).map(|Int(n)| *n);
         let id = |field: &'d Field<Id<'d>>, name, problems: &mut _| {
             read(field, name, problems).map(|Id(id)| &**id).filter(|id| !id.is_empty())
         };
-        let id = id(&delta.id, "tool_calls[].id", problems)
-            .or_else(|| function.and_then(|f| id(&f.id, "tool_calls[].function.id", problems)));
+        let id = id(&delta.id, "tool_calls[].id", &mut problems)
+            .or_else(|| function.and_then(|f| id(&f.id, "tool_calls[].function.id", &mut problems)));
         let name = function
-            .and_then(|f| read(&f.name, "tool_calls[].function.name", problems))
+            .and_then(|f| read(&f.name, "tool_calls[].function.name", &mut problems))
             .map(|Text(name)| &**name)
             .filter(|name| !name.is_empty());
         let arguments =
-            function.and_then(|f| read(&f.arguments, "tool_calls[].function.arguments", problems));
-        Header { index, id, name, arguments }
+            function.and_then(|f| read(&f.arguments, "tool_calls[].function.arguments", &mut problems));
+        Header { index, id, name, arguments, problems }
     }
 
     /// An anomaly about the element when it goes to no call: its own id
@@ -292,38 +299,28 @@ impl Calls {
     /// Applies one element of `delta.tool_calls` (call [`Calls::begin_list`]
     /// before the first element of each list).
     pub fn apply(&mut self, delta: &ToolCallDelta, anomalies: &mut Anomalies) -> Applied {
-        let mut problems = Vec::new();
-        let header = Header::read(delta, &mut problems);
+        let header = Header::read(delta);
         let mut applied = Applied::default();
         let target = self.slot(&header, &mut applied, anomalies);
-        self.report_fields(&problems, target, &header, anomalies);
-        let Some(target) = target else {
-            return applied;
-        };
-        applied.target = Some(CallId(target));
-        self.current = Some(target);
-        applied.progressed = self.append(target, &header, anomalies);
+        self.report_fields(target, &header, anomalies);
+        if let Some(target) = target {
+            applied.target = Some(CallId(target));
+            self.current = Some(target);
+            applied.progressed = header.arguments.is_some_and(|a| self.append(target, a, anomalies));
+        }
         applied
     }
 
     /// Field anomalies of one element, with the call they belong to (or,
     /// when none, the element's own index and id).
-    fn report_fields(
-        &mut self,
-        problems: &[FieldProblem],
-        target: Option<u32>,
-        h: &Header,
-        anomalies: &mut Anomalies,
-    ) {
-        for p in problems {
+    fn report_fields(&mut self, target: Option<u32>, h: &Header, anomalies: &mut Anomalies) {
+        for p in &h.problems {
             if !self.reported.insert((p.field, target)) {
                 continue;
             }
-            let (anomaly_kind, verb) = if p.converted {
-                (AnomalyKind::ConvertedField, "converted")
-            } else {
-                (AnomalyKind::IgnoredField, "ignored")
-            };
+            let anomaly_kind =
+                if p.converted { AnomalyKind::ConvertedField } else { AnomalyKind::IgnoredField };
+            let verb = if p.converted { "converted" } else { "ignored" };
             let message = format!("{} was {}; {verb}", p.field, p.kind.described());
             let a = match target.and_then(|t| self.calls.get(t as usize)) {
                 Some(call) => call.anomaly(anomaly_kind, format!("{message} (call {:?})", call.id)),
@@ -355,23 +352,6 @@ impl Calls {
         }
         let at_index = h.index.and_then(|ix| self.by_index.get(&ix).copied());
         match (h.id, h.name, at_index) {
-            // A header with a new id: a new call. At an occupied index
-            // (rule 7: Ollama, old vLLM, SGLang) the previous call is done.
-            (Some(id), Some(name), occupied) => {
-                self.displace(occupied, applied);
-                Some(self.start(Some(id), name, h.index, anomalies))
-            }
-            // A different name at an occupied index with no id, or the same
-            // name where it cannot continue the call there: a new call.
-            (None, Some(name), Some(occ))
-                if name != self.calls[occ as usize].name || self.starts_anew(occ, h) =>
-            {
-                self.displace(Some(occ), applied);
-                Some(self.start(None, name, h.index, anomalies))
-            }
-            // Rules 5, 8: the call at this index (a changed id on an
-            // arguments-only delta is a continuation while it can be one).
-            (_, _, Some(occ)) => self.continue_call(occ, h, anomalies),
             // Rules 6, 10: no index and no id continues the most recent call,
             // also when the name is repeated in full.
             (None, name, None)
@@ -382,23 +362,34 @@ impl Calls {
             {
                 self.current
             }
+            // A new call: a header with a new id, or a name and no id at an
+            // index no call has (rule 11), or where the call there has another
+            // name or cannot be continued. At an occupied index (rule 7:
+            // Ollama, old vLLM, SGLang) the previous call is done.
+            (id, Some(name), occupied)
+                if id.is_some()
+                    || occupied.is_none_or(|occ| {
+                        name != self.calls[occ as usize].name || self.starts_anew(occ, h)
+                    }) =>
+            {
+                self.displace(occupied, applied);
+                Some(self.start(id, name, h.index, anomalies))
+            }
+            // Rules 5, 8: the call at this index (a changed id on an
+            // arguments-only delta is a continuation while it can be one).
+            (_, _, Some(occ)) => self.continue_call(occ, h, anomalies),
             // Rules 6, 8: an arguments-only delta with no index, or an index
             // no call has (Nebius, Cerebras: the header's index + 1), and no
             // id that names a call continues the most recent call while it
             // is open; that index now names it.
-            (_, None, None) => match self.current.filter(|&cur| !self.calls[cur as usize].completed) {
+            (_, _, None) => match self.current.filter(|&cur| !self.calls[cur as usize].completed) {
                 Some(cur) => self.continue_call(cur, h, anomalies),
                 None => {
-                    self.orphan(
-                        h,
-                        "a tool call fragment matched no call and carried no name to start one".into(),
-                        anomalies,
-                    );
+                    let why = "a tool call fragment matched no call and carried no name to start one";
+                    self.orphan(h, why.into(), anomalies);
                     None
                 }
             },
-            // Rule 11: a name and no id anywhere.
-            (None, Some(name), None) => Some(self.start(None, name, h.index, anomalies)),
         }
     }
 
@@ -416,7 +407,7 @@ impl Calls {
             let occupied = self.by_index.get(&ix).copied();
             // A header repeated at an index the call with this id has.
             if let Some(occ) = occupied.filter(|&o| self.calls[o as usize].id == id) {
-                return self.check_name(occ, name, anomalies);
+                return self.check_name(occ, Some(name), anomalies);
             }
             // Rule 14: a header at another index than the indexed call with
             // this id is a distinct call that shares the id.
@@ -435,16 +426,13 @@ impl Calls {
         }
         // The call's id wins over the delta's index (rule 8).
         self.take_index(known, h.index);
-        match h.name {
-            Some(name) => self.check_name(known, name, anomalies),
-            None => known,
-        }
+        self.check_name(known, h.name, anomalies)
     }
 
     /// Reports a name that differs from the call's (the first is kept).
-    fn check_name(&self, call: u32, name: &str, anomalies: &mut Anomalies) -> u32 {
+    fn check_name(&self, call: u32, name: Option<&str>, anomalies: &mut Anomalies) -> u32 {
         let c = &self.calls[call as usize];
-        if name != c.name {
+        if let Some(name) = name.filter(|&n| n != c.name) {
             let msg = format!("call {:?} renamed to {name:?} on a later delta; kept {:?}", c.id, c.name);
             anomalies.push(c.anomaly(AnomalyKind::NameChanged, msg));
         }
@@ -457,8 +445,8 @@ impl Calls {
     /// are a complete JSON value the delta belongs to no call and is
     /// dropped, reported, so that it cannot corrupt the finished call.
     fn continue_call(&mut self, call: u32, h: &Header, anomalies: &mut Anomalies) -> Option<u32> {
-        if h.id.is_some() && h.name.is_none() && self.arguments_complete(call) {
-            let c = &self.calls[call as usize];
+        let c = &mut self.calls[call as usize];
+        if h.id.is_some() && h.name.is_none() && c.arguments_complete() {
             let message = format!(
                 "a tool call fragment with an id no call has came after call {:?} ({}) had complete arguments; \
                  dropped, not appended",
@@ -489,16 +477,6 @@ impl Calls {
         }
     }
 
-    /// True when the call's arguments are a complete JSON value: an object
-    /// received as such, a completed call, or text that is a whole object.
-    /// The text is scanned once, as far as it has grown since the last ask.
-    fn arguments_complete(&mut self, call: u32) -> bool {
-        let Some(c) = self.calls.get_mut(call as usize) else {
-            return false;
-        };
-        c.completed || c.object.is_some() || c.nesting.balanced(&c.raw) && closed_object(&c.raw)
-    }
-
     /// Reports a fragment that goes to no call (`message` says why); its id
     /// and index are the fragment's, the excerpt its arguments.
     fn orphan(&mut self, h: &Header, message: String, anomalies: &mut Anomalies) {
@@ -527,9 +505,7 @@ impl Calls {
         if h.name.is_none() || h.id.is_some() {
             return false;
         }
-        let Some(c) = self.calls.get(call as usize) else {
-            return false;
-        };
+        let c = &self.calls[call as usize];
         if c.list == self.list {
             return true;
         }
@@ -568,39 +544,21 @@ impl Calls {
     /// reported.
     fn start(&mut self, id: Option<&str>, name: &str, index: Option<i64>, anomalies: &mut Anomalies) -> u32 {
         let n = self.calls.len() as u32;
-        let id_generated = id.is_none_or(str::is_empty);
-        let id = match id {
-            Some(id) if !id_generated => id.to_owned(),
-            _ => generated_id(),
-        };
+        let id = id.filter(|id| !id.is_empty());
+        let id_generated = id.is_none();
+        let id = id.map_or_else(generated_id, str::to_owned);
         if let Some(earlier) = self.by_id.insert(id.clone(), n).and_then(|e| self.calls.get_mut(e as usize)) {
             earlier.id_reused = true;
         }
         if let Some(ix) = index {
             self.by_index.insert(ix, n);
         }
-        let partial = self.partial.then(|| PartialState {
-            parser: IncrementalParser::new(),
-            events: ViewEvents::default(),
-            depth: 0,
-        });
-        self.calls.push(Call {
-            id,
-            id_generated,
-            name: name.to_owned(),
-            index,
-            raw: String::new(),
-            object: None,
-            partial,
-            completed: false,
-            list: self.list,
-            nesting: Nesting::default(),
-            id_reused: false,
-            lost: LostInput::default(),
-        });
+        let partial = self.partial.then(PartialState::default);
+        let name = name.to_owned();
+        self.calls.push(Call { id, id_generated, name, index, partial, list: self.list, ..Call::default() });
         if id_generated {
             let c = &self.calls[n as usize];
-            let msg = format!("tool call {name:?} arrived without an id; generated {:?}", c.id);
+            let msg = format!("tool call {:?} arrived without an id; generated {:?}", c.name, c.id);
             anomalies.push(c.anomaly(AnomalyKind::GeneratedId, msg));
         }
         n
@@ -612,28 +570,25 @@ impl Calls {
     pub fn add_whole(&mut self, delta: &ToolCallDelta, anomalies: &mut Anomalies) -> Option<CallId> {
         // Every element is its own call: a list of its own.
         self.begin_list();
-        let mut problems = Vec::new();
-        let header = Header::read(delta, &mut problems);
-        let Header { index, id, name, arguments } = header;
-        let Some(name) = name else {
-            self.report_fields(&problems, None, &header, anomalies);
-            let text = arguments.map(arguments_text).unwrap_or_default();
+        let header = Header::read(delta);
+        let Some(name) = header.name else {
+            self.report_fields(None, &header, anomalies);
+            let text = header.arguments.map(arguments_text).unwrap_or_default();
             let message = "a tool call without a name was skipped".to_owned();
             anomalies.push(header.anomaly(AnomalyKind::OrphanFragment, message).excerpt(&text));
             return None;
         };
-        let n = self.start(id, name, index, anomalies);
-        self.report_fields(&problems, Some(n), &header, anomalies);
-        self.append(n, &header, anomalies);
+        let n = self.start(header.id, name, header.index, anomalies);
+        self.report_fields(Some(n), &header, anomalies);
+        if let Some(arguments) = header.arguments {
+            self.append(n, arguments, anomalies);
+        }
         Some(CallId(n))
     }
 
     /// Adds a delta's arguments to a call. Returns true when the visible
     /// parameters changed.
-    fn append(&mut self, target: u32, h: &Header, anomalies: &mut Anomalies) -> bool {
-        let Some(arguments) = h.arguments else {
-            return false;
-        };
+    fn append(&mut self, target: u32, arguments: &Arguments, anomalies: &mut Anomalies) -> bool {
         let call = &mut self.calls[target as usize];
         if call.completed {
             let empty = matches!(arguments, Arguments::Text(t) if t.is_empty());
@@ -701,7 +656,7 @@ impl Calls {
         };
         let clean = matches!(parsed, Ok(ParsedArguments { repair: None, .. }));
         let empty = !whole_object && call.raw.trim().is_empty();
-        if !call.lost.is_empty() && !whole_object && (empty || !clean) {
+        if call.lost.count > 0 && !whole_object && (empty || !clean) {
             let state = match parsed {
                 _ if empty => "are empty",
                 Ok(_) => "would need repair",
@@ -762,22 +717,18 @@ impl Calls {
         if id.index() >= self.calls.len() {
             return false;
         }
-        let arguments = Arguments::Text(text.into());
-        let header = Header { index: None, id: None, name: None, arguments: Some(&arguments) };
-        self.append(id.0, &header, anomalies)
+        self.append(id.0, &Arguments::Text(text.into()), anomalies)
     }
 
     /// Replaces the arguments text received so far with `text` (the whole
     /// arguments a server sent again at the end). Partial updates of the call
     /// stop: its streamed view no longer matches; completion gives `text`.
     pub fn replace_text(&mut self, id: CallId, text: &str) {
-        if let Some(c) = self.calls.get_mut(id.index()) {
-            if !c.completed {
-                c.raw = text.to_owned();
-                c.object = None;
-                c.partial = None;
-                c.nesting = Nesting::default();
-            }
+        if let Some(c) = self.calls.get_mut(id.index()).filter(|c| !c.completed) {
+            c.raw = text.to_owned();
+            c.object = None;
+            c.partial = None;
+            c.nesting = Nesting::default();
         }
     }
 }
@@ -884,9 +835,7 @@ struct RootView<'a> {
 
 impl ViewSink for RootView<'_> {
     fn open(&mut self, key: Option<&str>, kind: ContainerKind) {
-        if *self.depth == 0 && kind != ContainerKind::Object {
-            self.not_an_object = true;
-        }
+        self.not_an_object |= *self.depth == 0 && kind != ContainerKind::Object;
         *self.depth += 1;
         if *self.depth > 1 && !self.not_an_object {
             self.events.open(key, kind);
@@ -902,9 +851,8 @@ impl ViewSink for RootView<'_> {
     }
 
     fn scalar(&mut self, key: Option<&str>, value: &JsonValue) {
-        if *self.depth == 0 {
-            self.not_an_object = true;
-        } else if !self.not_an_object {
+        self.not_an_object |= *self.depth == 0;
+        if !self.not_an_object {
             self.events.scalar(key, value);
             self.changed = true;
         }

@@ -203,8 +203,7 @@ impl State<Responses> {
         }
         match item.kind {
             ItemKind::FunctionCall => {
-                let call = self.open_call(item);
-                self.own.items.add(at, item.id, Slot::Call(call));
+                let call = self.open_call(at, item);
                 // Some servers send the arguments with the item itself.
                 if let Some(text) = item.str("arguments").filter(|t| !t.is_empty()) {
                     self.feed(call, text);
@@ -221,7 +220,8 @@ impl State<Responses> {
         }
     }
 
-    fn open_call(&mut self, item: &OutputItem) -> CallId {
+    /// A function call item's call, and its entry at `at`.
+    fn open_call(&mut self, at: Place, item: &OutputItem) -> CallId {
         let name = item.str("name").unwrap_or("");
         if name.is_empty() {
             self.anomalies.push(
@@ -236,6 +236,7 @@ impl State<Responses> {
         let items = &mut self.own.items.call_items;
         items.resize(items.len().max(call.index() + 1), (None, None));
         items[call.index()] = (item.id.map(str::to_owned), item.call_id().map(str::to_owned));
+        self.own.items.add(at, item.id, Slot::Call(call));
         call
     }
 
@@ -305,11 +306,7 @@ impl State<Responses> {
                 let call = match found {
                     Some(Slot::Call(call)) => call,
                     // A call announced only by its done item: whole.
-                    _ => {
-                        let call = self.open_call(item);
-                        self.own.items.add(at, item.id, Slot::Call(call));
-                        call
-                    }
+                    _ => self.open_call(at, item),
                 };
                 if let Some(c) = self.calls.get(call).filter(|c| c.is_completed()) {
                     let msg = format!("output_item.done for call {:?} came again; ignored", c.id);
@@ -451,8 +448,7 @@ impl State<Responses> {
     /// A call read whole from the response's `output` (at `i`): opened with
     /// its arguments, to be completed.
     fn whole_call(&mut self, i: usize, item: &OutputItem) -> CallId {
-        let call = self.open_call(item);
-        self.own.items.add(Place { output_index: Some(i as i64), item_id: None }, item.id, Slot::Call(call));
+        let call = self.open_call(Place { output_index: Some(i as i64), item_id: None }, item);
         if let Some(text) = item.str("arguments") {
             let _ = self.calls.append_text(call, text, &mut self.anomalies);
         }
