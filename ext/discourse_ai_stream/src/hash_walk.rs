@@ -107,8 +107,7 @@ impl Keys {
     /// A table of `entries`: None when no multiplier tried spreads them
     /// over distinct slots (then the walker stands aside).
     fn new(entries: &[(VALUE, K)], foreach: Option<StlikeForeach>, utf8: c_int) -> Option<Keys> {
-        let mut keys =
-            Keys { symbols: [0; SLOTS], codes: [K::Skipped; SLOTS], multiplier: 0, foreach, utf8 };
+        let mut keys = Keys { symbols: [0; SLOTS], codes: [K::Skipped; SLOTS], multiplier: 0, foreach, utf8 };
         // Odd multipliers, from the golden ratio's: with 27 keys in 128
         // slots, about one in fifteen spreads them all.
         'try_next: for attempt in 0..4096u64 {
