@@ -71,6 +71,12 @@ module DiscourseAiStream
         legacy ? :legacy : :current
       end
 
+      # The usage mode of Discourse's own accounting: the legacy processor
+      # reports prompt_tokens as sent, every later generation net of cache.
+      def usage_mode(stock_class = lookup(STOCK_PROCESSOR))
+        generation(stock_class) == :legacy ? :as_sent : :net_of_cache
+      end
+
       # Where warnings go: this when set, else Rails.logger, else stderr.
       attr_writer :logger
 
