@@ -74,6 +74,23 @@ RSpec.describe DiscourseAiStream::Audit do
       expect(described_class.analyze(nil)).to be_nil
     end
 
+    it "skips a Responses API stream, which holds no chat completion chunk, and says why" do
+      responses = "event: response.output_item.added\ndata: #{JSON.generate(
+        type: "response.output_item.added", output_index: 0,
+        item: { type: "function_call", id: "fc_1", call_id: "call_1", name: "search", arguments: "" }
+      )}\n\n"
+      result = described_class.analyze(responses)
+      expect(result.other_protocol).to be(true)
+      expect(described_class.analyze(fixture("mistral_parallel.sse")).other_protocol).to be(false)
+
+      report = described_class::Report.new
+      report.add("OpenAI", 7, result)
+      report.add("OpenAI", 8, described_class.analyze(fixture("mistral_parallel.sse")))
+      expect(report.total(:requested)).to eq(2)
+      expect(report.lines.last).to eq("skipped 1 streamed row(s) with no chat completion chunk (Responses API " \
+                                      "streams): the audit does not count the stock Responses processor's losses")
+    end
+
     it "records a provider error and keeps going" do
       result = described_class.analyze(fixture("provider_error.sse"))
       expect(result.errors).to eq(["ProviderError: Rate limit reached for requests"])
