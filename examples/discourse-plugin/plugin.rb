@@ -10,7 +10,13 @@
 # Discourse container. Elsewhere the source gem needs cargo (see README.md).
 gem "discourse_ai_stream", "0.1.0"
 
+# Admin > Settings: off puts every endpoint back on Discourse's own
+# processors at once, without a rebuild (config/settings.yml).
+enabled_site_setting :discourse_ai_stream_enabled
+
 after_initialize do
   # Runs again after every code reload in development, on the new classes.
-  reloadable_patch { DiscourseAiStream::Discourse.install! }
+  reloadable_patch do
+    DiscourseAiStream::Discourse.install!(enabled: -> { SiteSetting.discourse_ai_stream_enabled })
+  end
 end

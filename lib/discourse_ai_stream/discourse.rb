@@ -29,21 +29,25 @@ module DiscourseAiStream
       # alone, so calling it again changes nothing but the settings.
       # fast_decode: endpoints whose decode_chunk is the stock one let the
       # gem's processor decode the raw bytes (no JsonStreamDecoder).
+      # enabled: a callable asked on every use (a site setting): while it
+      # returns false, the patches pass everything to the stock code, as
+      # after uninstall!, at once and in every process that reads it.
       # Returns the classes patched by this call.
-      def install!(fast_decode: true)
+      def install!(fast_decode: true, enabled: nil)
         unless lookup(ENDPOINTS).is_a?(Module)
           warn_log("discourse_ai_stream: #{ENDPOINTS} is not defined; nothing installed")
           return []
         end
 
         @fast_decode = fast_decode ? true : false
+        @enabled = enabled
         patched = endpoint_classes.select { |klass| Patch.apply(klass) }
         @installed = true
         patched
       end
 
-      # True between install! and uninstall!.
-      def installed? = @installed ? true : false
+      # True between install! and uninstall!, while `enabled` allows it.
+      def installed? = @installed == true && enabled?
 
       # A prepended module cannot be removed: the patches stay in place and
       # pass everything through to the stock code until install! runs again.
@@ -113,6 +117,13 @@ module DiscourseAiStream
       end
 
       private
+
+      def enabled?
+        @enabled.nil? || @enabled.call ? true : false
+      rescue StandardError => e
+        warn_log("discourse_ai_stream: the enabled check raised #{e.class}: #{e.message}; stock processors in use")
+        false
+      end
 
       # The classes of the namespace, and subclasses of Endpoints::Base
       # defined elsewhere (another plugin's endpoint); none without it.

@@ -15,7 +15,7 @@ RSpec.describe "examples/discourse-plugin", gc_stress: false do
   # The part of Plugin::Instance that plugin.rb touches.
   let(:plugin_class) do
     Class.new do
-      attr_reader :gems, :initializers, :patches
+      attr_reader :gems, :initializers, :patches, :enabled_setting
 
       def initialize
         @gems = []
@@ -25,6 +25,10 @@ RSpec.describe "examples/discourse-plugin", gc_stress: false do
 
       def gem(name, version, **options)
         @gems << [name, version, options]
+      end
+
+      def enabled_site_setting(name)
+        @enabled_setting = name
       end
 
       def after_initialize(&block)
@@ -51,6 +55,14 @@ RSpec.describe "examples/discourse-plugin", gc_stress: false do
     plugin_class.new.tap { |instance| instance.instance_eval(File.read(path), path) }
   end
 
+  # SiteSetting, with the plugin's settings at their defaults.
+  let(:site_setting) do
+    settings = YAML.safe_load(File.read(File.join(dir, "config/settings.yml"))).fetch("plugins")
+    Struct.new(*settings.keys.map(&:to_sym)).new(*settings.values.map { |setting| setting["default"] })
+  end
+
+  before { stub_const("SiteSetting", site_setting) }
+
   def mistral_calls
     endpoint = DiscourseAi::Completions::Endpoints::Mistral.new(llm_model("mistral"))
     final_calls(endpoint.perform_stream([DiscourseStandIns::MISTRAL_SSE])).map(&:first)
@@ -73,6 +85,26 @@ RSpec.describe "examples/discourse-plugin", gc_stress: false do
     expect(mistral_calls).to eq(%w[bM0Xl0KSh])
     plugin.reload
     expect(mistral_calls).to eq(DiscourseStandIns::MISTRAL_IDS)
+  end
+
+  it "puts Discourse back on its stock processors at once when its site setting is off, and back on the gem's" do
+    load_discourse_stand_ins(generation: :legacy)
+    plugin.boot
+    expect(plugin.enabled_setting).to eq(:discourse_ai_stream_enabled)
+    expect(mistral_calls).to eq(DiscourseStandIns::MISTRAL_IDS)
+
+    SiteSetting.discourse_ai_stream_enabled = false
+    expect(mistral_calls).to eq(%w[bM0Xl0KSh]), "the stock processor, with no reload and no new install"
+    expect(DiscourseAiStream::Discourse).not_to be_installed
+
+    SiteSetting.discourse_ai_stream_enabled = true
+    expect(mistral_calls).to eq(DiscourseStandIns::MISTRAL_IDS)
+  end
+
+  it "describes its setting for the admin, with the name plugin.rb reads" do
+    locale = YAML.safe_load(File.read(File.join(dir, "config/locales/server.en.yml")))
+    expect(locale.dig("en", "site_settings", "discourse_ai_stream_enabled")).to include("without a rebuild")
+    expect(File.read(File.join(dir, "plugin.rb"))).to include("SiteSetting.discourse_ai_stream_enabled")
   end
 
   it "has a spec for bin/rspec inside Discourse, and CI that needs no Rust (the precompiled gem)" do

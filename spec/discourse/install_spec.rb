@@ -253,6 +253,33 @@ RSpec.describe "DiscourseAiStream::Discourse.install!", gc_stress: false do
     end
   end
 
+  describe "enabled: (a site setting)" do
+    before { load_discourse_stand_ins(generation: :legacy) }
+
+    def mistral_calls
+      final_calls(endpoint("Mistral").perform_stream([DiscourseStandIns::MISTRAL_SSE])).size
+    end
+
+    it "hands out the stock processor while the callable says no, and the gem's again when it says yes" do
+      enabled = true
+      integration.install!(enabled: -> { enabled })
+      expect(mistral_calls).to eq(2)
+      enabled = false
+      expect(integration).not_to be_installed
+      expect(mistral_calls).to eq(1)
+      stock = DiscourseAi::Completions::OpenAiMessageProcessor
+      expect(endpoint("Mistral").send(:processor)).to be_an_instance_of(stock)
+      enabled = true
+      expect(mistral_calls).to eq(2)
+    end
+
+    it "falls back to the stock processors and says why when the callable raises" do
+      integration.install!(enabled: -> { raise IOError, "settings unavailable" })
+      expect(mistral_calls).to eq(1)
+      expect(logger.warnings).to include(/the enabled check raised IOError: settings unavailable; stock processors/)
+    end
+  end
+
   describe "outside Discourse" do
     it "installs nothing and says so" do
       logger = stub_rails_logger

@@ -56,6 +56,16 @@ RSpec.describe "discourse-ai-stream" do
       .to all(eq("cmpl-e5cc70bb28c444948073e77776eb30ef"))
   end
 
+  it "hands the endpoints Discourse's own processor while its site setting is off" do
+    SiteSetting.discourse_ai_stream_enabled = false
+    stock = DiscourseAi::Completions::Endpoints::Mistral.new(mistral_model).send(:processor)
+    expect(stock).to be_a(DiscourseAi::Completions::OpenAiMessageProcessor)
+
+    SiteSetting.discourse_ai_stream_enabled = true
+    ours = DiscourseAi::Completions::Endpoints::Mistral.new(mistral_model).send(:processor)
+    expect(ours).to be_a(DiscourseAiStream::OpenAiMessageProcessor)
+  end
+
   it "reports the usage to the audit log" do
     endpoint = DiscourseAi::Completions::Endpoints::Mistral.new(mistral_model)
     stream(endpoint)
