@@ -118,11 +118,23 @@ RSpec.describe "examples/discourse-plugin", gc_stress: false do
     expect(steps.last).to include("bin/rspec plugins/${{ env.PLUGIN_NAME }}/spec")
   end
 
-  it "leads with the precompiled gem, and keeps the Rust route for other platforms" do
+  it "says there is no release before any install step, and leads with the route that works: built gems" do
     readme = File.read(File.join(dir, "README.md"))
-    precompiled = readme.index("discourse_ai_stream-#{DiscourseAiStream::VERSION}-x86_64-linux")
-    expect(precompiled).to be < readme.index("rustup")
-    expect(readme).to include("hooks:", "after_code:", "rustup", "libclang-dev", "./launcher rebuild app",
-                              "discourse_ai_stream:audit")
+    headings = readme.scan(/^## (.+)$/).flatten
+    expect(headings.index("Install it today, from built gems")).to be < headings.index("Once a release is published")
+    expect(readme.index("No release of `discourse_ai_stream` is on rubygems.org yet")).to be < readme.index("hooks:")
+    install_step = "gem install --local /shared/discourse_ai_stream-#{DiscourseAiStream::VERSION}-x86_64-linux.gem " \
+                   "--install-dir gems/$(ruby -e \"print RUBY_VERSION\")"
+    expect(readme.index(install_step)).to be < readme.index("rustup")
+    expect(readme).to include("PR #21643", "libclang-dev", "./launcher rebuild app", "discourse_ai_stream:audit",
+                              "git init")
+    expect(readme).not_to include("YOUR-ORG")
+  end
+
+  it "says how to switch it off and how to remove it, and what stays behind" do
+    readme = File.read(File.join(dir, "README.md"))
+    expect(readme.scan(/^## (.+)$/).flatten).to include("Switch it off", "Remove it")
+    remove = readme[/^## Remove it\n(.*?)^## /m, 1]
+    expect(remove).to include("./launcher rebuild app", "What stays behind", "discourse_ai_stream_enabled")
   end
 end
