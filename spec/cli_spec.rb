@@ -77,7 +77,7 @@ RSpec.describe DiscourseAiStream::CLI do
       stdout.rewind
       expect(cli("replay", "--protocol", "chat", "-", stdin: StringIO.new(sse))).to eq(1)
       expect(stdout.string).to include("protocol: chat\n", "tool calls: none",
-                                       "anomaly wrong_protocol: the stream ended without one chat completion chunk")
+                                       "anomaly wrong_protocol: no chat completion chunk")
     end
 
     it "reports a stream of neither protocol, and exits 1" do

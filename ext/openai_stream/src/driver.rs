@@ -162,7 +162,7 @@ where
         }
         if !state.saw_event {
             let what = <State<P> as Protocol>::EVENT;
-            let message = format!("the stream ended without one {what}: another API's stream, or an empty one");
+            let message = format!("no {what} in the stream: another API's stream, or an empty one");
             state.anomalies.push(Anomaly::new(AnomalyKind::WrongProtocol, message));
         }
         state.ended = true;

@@ -278,7 +278,8 @@ fn a_stream_without_one_chat_chunk_is_reported_at_finish_and_only_then() {
         assert!(!kinds(&p).contains(&AnomalyKind::WrongProtocol), "{stream}");
     }
     let mut p = Processor::default();
-    p.process_chunk(&Chunk::from_json(r#"{"choices":[],"usage":{"prompt_tokens":3}}"#).expect("JSON")).expect("read");
+    p.process_chunk(&Chunk::from_json(r#"{"choices":[],"usage":{"prompt_tokens":3}}"#).expect("JSON"))
+        .expect("read");
     let _ = p.decode(b"data: {\"error\":{\"message\":\"overloaded\"}}\n\n");
     p.finish().expect("finished");
     assert!(!kinds(&p).contains(&AnomalyKind::WrongProtocol));

@@ -108,7 +108,7 @@ impl ResponsesProcessor {
 }
 
 impl Protocol for State<Responses> {
-    const EVENT: &'static str = "Responses API event (a JSON object whose \"type\" starts with \"response.\")";
+    const EVENT: &'static str = "Responses API event (a JSON object whose \"type\" is \"response.*\")";
 
     fn payload(&mut self, data: &[u8]) -> Result<bool, Error> {
         let text = self.utf8(data)?;

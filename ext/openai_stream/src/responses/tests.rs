@@ -407,7 +407,10 @@ fn a_stream_without_one_responses_event_is_reported_at_finish() {
     assert_eq!((seen.text.as_str(), error.is_none()), ("", true));
     assert_eq!(kinds(&p).last(), Some(&AnomalyKind::WrongProtocol));
     assert!(p.anomalies().all().last().is_some_and(|a| a.message.contains("Responses API event")));
-    for stream in [sse(&[r#"{"type":"response.output_text.delta","delta":"Hi"}"#]), sse(&[r#"{"type":"response.created","response":{}}"#])] {
+    for stream in [
+        sse(&[r#"{"type":"response.output_text.delta","delta":"Hi"}"#]),
+        sse(&[r#"{"type":"response.created","response":{}}"#]),
+    ] {
         let (p, _, _) = decode(Options::default(), &stream, 5);
         assert!(!kinds(&p).contains(&AnomalyKind::WrongProtocol), "{stream}");
     }
