@@ -204,7 +204,7 @@ RSpec.describe DiscourseAiStream::Audit, :postgres do
                                                                    "it dropped these calls wherever it served them")
       %i[current per_call].each do |generation|
         expect(audit(generation: generation)[1].lines[1]).to start_with("This site's stock processor keeps every " \
-                                                                        "call of a chunk: it lost these calls only")
+                                                                        "call of a chunk: only responses served before")
       end
       expect(audit[1].lines[1]).to start_with("provider  responses"), "no generation known: no such line"
     end

@@ -34,8 +34,8 @@ module DiscourseAiStream
     MEASURES = "tool calls the legacy OpenAiMessageProcessor would have dropped"
     ON_LEGACY = "This site's stock processor is the legacy one: it dropped these calls wherever it served them " \
                 "(not while this gem was installed)."
-    ON_CURRENT = "This site's stock processor keeps every call of a chunk: it lost these calls only in " \
-                 "responses served before Discourse was upgraded."
+    ON_CURRENT = "This site's stock processor keeps every call of a chunk: only responses served before an " \
+                 "upgrade from the legacy one lost these calls."
 
     # One response: ids of the calls the stream requested and of those the
     # legacy processor ran; errors the decoding raised ("Class: message");
