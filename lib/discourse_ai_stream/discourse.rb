@@ -56,7 +56,9 @@ module DiscourseAiStream
         nil
       end
 
-      def fast_decode? = installed? && @fast_decode != false
+      # Not asked of `enabled`: a response whose processor is the gem's is
+      # decoded by it to its end, also when the setting goes off meanwhile.
+      def fast_decode? = @installed == true && @fast_decode != false
 
       # The stock processor classes (by name) that patched endpoints replace,
       # with the gem's class that stands in for each.

@@ -273,6 +273,21 @@ RSpec.describe "DiscourseAiStream::Discourse.install!", gc_stress: false do
       expect(mistral_calls).to eq(2)
     end
 
+    it "decodes a response under way to its end with the gem's processor when the callable says no meanwhile" do
+      enabled = true
+      integration.install!(enabled: -> { enabled })
+      sse = DiscourseStandIns::MISTRAL_SSE
+      # The second read starts inside the chunk's line: only the decoder that
+      # read the first part can read it.
+      reads = Enumerator.new do |y|
+        y << sse[0, 100]
+        enabled = false
+        y << sse[100..]
+      end
+      expect(final_calls(endpoint("Mistral").perform_stream(reads))).to eq(expected_calls)
+      expect(mistral_calls).to eq(1), "the next response is the stock processor's"
+    end
+
     it "falls back to the stock processors and says why when the callable raises" do
       integration.install!(enabled: -> { raise IOError, "settings unavailable" })
       expect(mistral_calls).to eq(1)
