@@ -919,3 +919,41 @@ fn finish_reason_error_names_the_native_reason() {
         other => panic!("expected a provider error, got {other:?}"),
     }
 }
+
+#[test]
+fn rule_14_a_repeated_id_and_name_at_another_index_continue_a_call_not_yet_complete() {
+    // LocalAI: a header with empty arguments, then the same id and name at
+    // another index with the real ones.
+    let mut h = Harness::new(false);
+    let items = h.stream(&[
+        &tool_chunk(r#"[{"index":0,"id":"la","function":{"name":"lookup","arguments":""}}]"#, None),
+        &tool_chunk(r#"[{"index":1,"id":"la","function":{"name":"lookup","arguments":"{\"t\":1}"}}]"#, None),
+        &finish_chunk("tool_calls"),
+    ]);
+    assert_eq!(final_calls(&items).iter().map(|c| c.params.clone()).collect::<Vec<_>>(), [json!({"t": 1})]);
+    assert!(h.anomaly_kinds().is_empty(), "{:?}", h.anomaly_kinds());
+    // Vertex Gemini: each call's header at one index, its fragments, id
+    // and name repeated, at the other.
+    let piece = |index, id, name, args: &str| {
+        let args = serde_json::to_string(args).unwrap();
+        tool_chunk(
+            &format!(
+                r#"[{{"index":{index},"id":"{id}","function":{{"name":"{name}","arguments":{args}}}}}]"#
+            ),
+            None,
+        )
+    };
+    let mut h = Harness::new(true);
+    let items = h.stream(&[
+        &piece(1, "A", "f", ""),
+        &piece(0, "B", "g", ""),
+        &piece(0, "A", "f", r#"{"a":"#),
+        &piece(1, "B", "g", r#"{"b":"#),
+        &piece(0, "A", "f", "1}"),
+        &piece(1, "B", "g", "2}"),
+        &finish_chunk("tool_calls"),
+    ]);
+    let got: Vec<_> = final_calls(&items).iter().map(|c| (c.id.clone(), c.params.clone())).collect();
+    assert_eq!(got, [("A".to_owned(), json!({"a": 1})), ("B".to_owned(), json!({"b": 2}))]);
+    assert!(h.anomaly_kinds().is_empty(), "{:?}", h.anomaly_kinds());
+}
