@@ -61,14 +61,32 @@ module DiscourseAiStream
       # Endpoint classes of the current namespace that carry the patch.
       def patched_classes = endpoint_classes.select { |klass| Patch.applied?(klass) }
 
-      # :current or :legacy, from the readers of the stock processor class
-      # (current Discourse logs cache_read_tokens / cache_write_tokens, the
-      # legacy one cached_tokens). nil when there is no stock class.
+      # :newest, :current or :legacy, from the readers of the stock processor
+      # class (the newest answers stop_reason; current Discourse logs
+      # cache_read_tokens / cache_write_tokens, the legacy one cached_tokens).
+      # nil when there is no stock class.
       def generation(stock_class = lookup(STOCK_PROCESSOR))
         return unless stock_class.is_a?(Class)
+        return :newest if stock_class.method_defined?(:stop_reason)
 
         legacy = stock_class.method_defined?(:cached_tokens) && !stock_class.method_defined?(:cache_read_tokens)
         legacy ? :legacy : :current
+      end
+
+      # The output_limit a new processor follows by default: the host's, the
+      # class loaded as `stock_name` (the gem's own, when it stands under
+      # that name): :drop where it answers stop_reason, as the newest
+      # Discourse; :keep under an older one; :drop_cut outside Discourse.
+      def output_limit(stock_name)
+        { newest: :drop, nil => :drop_cut }.fetch(generation(lookup(stock_name)), :keep)
+      end
+
+      # The keywords `klass.new` takes, or nil when it takes any.
+      def keywords(klass)
+        params = klass.instance_method(:initialize).parameters
+        return if params.any? { |type, _| %i[rest keyrest].include?(type) }
+
+        params.filter_map { |type, name| name if %i[key keyreq].include?(type) }
       end
 
       # Where warnings go: this when set, else Rails.logger, else stderr.

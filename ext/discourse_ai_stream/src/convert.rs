@@ -2,8 +2,9 @@
 //! `JSON.parse(..., symbolize_names: true)` builds), anomalies as Hashes.
 
 use magnus::value::ReprValue;
-use magnus::{Error, IntoValue, RHash, Ruby, Value};
+use magnus::{Error, IntoValue, RHash, Ruby, Symbol, Value};
 use openai_stream::anomaly::Anomaly;
+use openai_stream::driver::OutputLimit;
 use openai_stream::json::{JsonValue, Number};
 
 /// A JSON value as Ruby: objects become Hashes with Symbol keys (a repeated
@@ -34,6 +35,15 @@ pub fn object_to_hash(ruby: &Ruby, pairs: &[(String, JsonValue)]) -> Result<RHas
         hash.aset(ruby.to_symbol(k), json_to_ruby(ruby, v)?)?;
     }
     Ok(hash)
+}
+
+/// The `output_limit:` keyword of both processors.
+pub fn output_limit(ruby: &Ruby, name: Symbol) -> Result<OutputLimit, Error> {
+    let name = name.name()?;
+    OutputLimit::from_name(&name).ok_or_else(|| {
+        let message = format!("output_limit must be :drop, :drop_cut or :keep, not :{name}");
+        Error::new(ruby.exception_arg_error(), message)
+    })
 }
 
 fn number(ruby: &Ruby, n: &Number) -> Result<Value, Error> {

@@ -689,6 +689,14 @@ impl Calls {
         }
     }
 
+    /// Closes a call without handing it out (the output-limit rule).
+    pub fn withhold(&mut self, id: CallId) {
+        if let Some(c) = self.calls.get_mut(id.index()) {
+            c.completed = true;
+            c.partial = None;
+        }
+    }
+
     /// The raw arguments of a call, taken (for an error report).
     pub fn take_raw(&mut self, id: CallId) -> String {
         self.calls.get_mut(id.index()).map(|c| std::mem::take(&mut c.raw)).unwrap_or_default()

@@ -957,3 +957,48 @@ fn rule_14_a_repeated_id_and_name_at_another_index_continue_a_call_not_yet_compl
     assert_eq!(got, [("A".to_owned(), json!({"a": 1})), ("B".to_owned(), json!({"b": 2}))]);
     assert!(h.anomaly_kinds().is_empty(), "{:?}", h.anomaly_kinds());
 }
+
+#[test]
+fn output_limit_decides_the_calls_open_at_a_length_stop() {
+    use openai_stream::driver::OutputLimit;
+    use openai_stream::processor::Options;
+    // "a" has whole arguments, "b" cut ones.
+    let calls = tool_chunk(
+        r#"[{"index":0,"id":"a","function":{"name":"f","arguments":"{\"q\":1}"}},
+            {"index":1,"id":"b","function":{"name":"g","arguments":"{\"q\":"}}]"#,
+        None,
+    );
+    let message = r#"{"choices":[{"finish_reason":"length","message":{"content":"Partial","tool_calls":[
+        {"id":"a","function":{"name":"f","arguments":"{\"q\":1}"}},{"id":"b","function":{"name":"g","arguments":"{\"q\":"}}]}}]}"#;
+    for (output_limit, kept, dropped) in
+        [(OutputLimit::Drop, vec![], 2), (OutputLimit::DropCut, vec!["a"], 1)]
+    {
+        for partial in [false, true] {
+            let mut h =
+                Harness::with(Options { output_limit, partial_tool_calls: partial, ..Options::default() });
+            let items = h.stream(&[&calls, &text_chunk("Partial"), &finish_chunk("length")]);
+            assert_eq!(ids(&final_calls(&items).into_iter().map(Out::Call).collect::<Vec<_>>()), kept);
+            assert_eq!(texts(&items), ["Partial"]);
+            assert_eq!(h.processor.stop_reason(), Some("length"));
+            let reported = h.anomaly_kinds().into_iter().filter(|k| *k == AnomalyKind::DroppedCall).count();
+            assert_eq!(reported, dropped, "{output_limit:?}");
+            // The whole message: the same.
+            let mut h = Harness::with(Options { output_limit, ..Options::default() });
+            let items = h.message(message).unwrap();
+            assert_eq!(ids(&items), kept);
+            assert_eq!(texts(&items), ["Partial"]);
+            assert_eq!(h.processor.stop_reason(), Some("length"));
+        }
+    }
+    // :keep: as at any other end (b's arguments do not parse).
+    let mut h = Harness::with(Options { output_limit: OutputLimit::Keep, ..Options::default() });
+    h.chunk(&calls).unwrap();
+    assert!(matches!(h.chunk(&finish_chunk("length")), Err(Error::Arguments { ref id, .. }) if id == "b"));
+    // Only "length" is the limit; the stop reason is the last one, and a
+    // new stream starts without one.
+    let mut h = Harness::with(Options { output_limit: OutputLimit::Drop, ..Options::default() });
+    assert_eq!(ids(&h.stream(&[&calls.replace(r#"{\"q\":""#, r#"{}""#), &finish_chunk("stop")])), ["a", "b"]);
+    assert_eq!(h.processor.stop_reason(), Some("stop"));
+    h.chunk(&text_chunk("x")).unwrap();
+    assert_eq!(h.processor.stop_reason(), None);
+}

@@ -42,7 +42,9 @@ pub enum ItemKind {
     FunctionCall,
     Reasoning,
     Message,
-    /// Any other item type (web search, file search...), or none.
+    /// A native web search (`web_search_call`).
+    WebSearch,
+    /// Any other item type (file search...), or none.
     Other,
 }
 
@@ -52,6 +54,7 @@ impl<'a> OutputItem<'a> {
             Some("function_call") => ItemKind::FunctionCall,
             Some("reasoning") => ItemKind::Reasoning,
             Some("message") => ItemKind::Message,
+            Some("web_search_call") => ItemKind::WebSearch,
             _ => ItemKind::Other,
         };
         OutputItem { kind, id: str_at(value, "id").filter(|s| !s.is_empty()), value }
@@ -70,6 +73,27 @@ impl<'a> OutputItem<'a> {
     /// The texts of a reasoning item's summary parts.
     pub fn summary_texts(&self) -> impl Iterator<Item = &'a str> + 'a {
         array_at(self.value, "summary").iter().filter_map(|part| str_at(part, "text"))
+    }
+
+    /// What a web search item did, as Discourse says it: "Web search: Q1,
+    /// Q2", "Web fetch: URL", "Web page search: X".
+    pub fn web_search_summary(&self) -> String {
+        let action = self.value.get("action");
+        let first = |keys: &[&str]| {
+            let found = keys.iter().find_map(|k| action.and_then(|a| str_at(a, k)).filter(|s| !s.is_empty()));
+            found.map(str::to_owned)
+        };
+        let (what, target) = match action.and_then(|a| str_at(a, "type")) {
+            Some("search") => {
+                let queries = action.map_or(&[][..], |a| array_at(a, "queries"));
+                let queries: Vec<&str> = queries.iter().filter_map(JsonValue::as_str).collect();
+                ("Web search", if queries.is_empty() { first(&["query"]) } else { Some(queries.join(", ")) })
+            }
+            Some("open_page") => ("Web fetch", first(&["url", "page_url", "title"])),
+            Some("find_in_page") => ("Web page search", first(&["pattern", "query"])),
+            _ => return "Used native web tool".to_owned(),
+        };
+        target.map_or_else(|| what.to_owned(), |t| format!("{what}: {t}"))
     }
 
     /// The texts of a message item's `output_text` parts.
