@@ -22,6 +22,9 @@ module DiscourseAiStream
     ENDPOINTS = "#{NAMESPACE}::Endpoints".freeze
     STOCK_PROCESSOR = "#{NAMESPACE}::OpenAiMessageProcessor".freeze
     STOCK_RESPONSES_PROCESSOR = "#{NAMESPACE}::OpenAiResponsesMessageProcessor".freeze
+    # Public methods of the stock processors that only their own JSON
+    # tracker calls: the gem's processors need not have them.
+    INTERNAL_CALLBACKS = %i[notify_progress current_tool_progress].freeze
 
     class << self
       # Patches every endpoint class defined now (after a code reload: the
@@ -29,6 +32,7 @@ module DiscourseAiStream
       # alone, so calling it again changes nothing but the settings.
       # fast_decode: endpoints whose decode_chunk is the stock one let the
       # gem's processor decode the raw bytes (no JsonStreamDecoder).
+      # Each stock processor is compared with the gem's first (see status).
       # Returns the classes patched by this call.
       def install!(fast_decode: true)
         unless lookup(ENDPOINTS).is_a?(Module)
@@ -36,6 +40,7 @@ module DiscourseAiStream
           return []
         end
 
+        @status = Session::REPLACED.to_h { |name, ours| [name, decide(lookup(name), ours)] }
         @fast_decode = fast_decode ? true : false
         patched = endpoint_classes.select { |klass| Patch.apply(klass) }
         @installed = true
@@ -57,6 +62,15 @@ module DiscourseAiStream
       # The stock processor classes (by name) that patched endpoints replace,
       # with the gem's class that stands in for each.
       def replaced_processors = Session::REPLACED
+
+      # What the last install! decided, per stock processor class name:
+      # `{ replaced: true, missing: [] }`, or `{ replaced: false, reason:,
+      # missing: }` when the stock class is left in place, because it is not
+      # loaded or has public methods (`"#stop_reason"`) or `initialize`
+      # keywords (`"initialize(strict:)"`) the gem's lacks. Empty before.
+      def status = @status || {}
+
+      def replacing?(stock_name) = status.dig(stock_name, :replaced) ? true : false
 
       # Endpoint classes of the current namespace that carry the patch.
       def patched_classes = endpoint_classes.select { |klass| Patch.applied?(klass) }
@@ -98,9 +112,9 @@ module DiscourseAiStream
         ::Rails.logger if defined?(::Rails) && ::Rails.respond_to?(:logger)
       end
 
-      def warn_log(message)
+      def warn_log(message, level = :warn)
         target = logger
-        target ? target.warn(message) : Kernel.warn(message)
+        target ? target.public_send(level, message) : Kernel.warn(message)
       rescue StandardError => e
         Kernel.warn("#{message} (logger raised #{e.class}: #{e.message})")
       end
@@ -125,6 +139,22 @@ module DiscourseAiStream
       end
 
       private
+
+      # Whether the gem's class `ours` can stand in for the stock class: it
+      # must answer every public method and keyword the stock one does.
+      def decide(stock, ours)
+        return { replaced: false, reason: "not loaded", missing: [] } unless stock.is_a?(Class)
+
+        methods = stock.public_instance_methods - ours.public_instance_methods - INTERNAL_CALLBACKS
+        missing = methods.sort.map { "##{_1}" }
+        mine = keywords(ours)
+        missing += ((keywords(stock) || []) - mine).map { "initialize(#{_1}:)" } if mine
+        return { replaced: true, missing: [] } if missing.empty?
+
+        reason = "the gem's #{ours.name} lacks #{missing.join(", ")}"
+        warn_log("discourse_ai_stream #{VERSION}: left #{stock.name} in place: #{reason}", :error)
+        { replaced: false, reason: reason, missing: missing }
+      end
 
       # The classes of the namespace, and subclasses of Endpoints::Base
       # defined elsewhere (another plugin's endpoint); none without it.
