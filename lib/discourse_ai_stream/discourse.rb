@@ -54,7 +54,7 @@ module DiscourseAiStream
       # pass everything through to the stock code until install! runs again.
       def uninstall!
         @installed = false
-        nil
+        @status = nil
       end
 
       def fast_decode? = installed? && @fast_decode != false
@@ -67,10 +67,9 @@ module DiscourseAiStream
       # `{ replaced: true, missing: [] }`, or `{ replaced: false, reason:,
       # missing: }` when the stock class is left in place, because it is not
       # loaded or has public methods (`"#stop_reason"`) or `initialize`
-      # keywords (`"initialize(strict:)"`) the gem's lacks. Empty before.
+      # keywords (`"initialize(strict:)"`) the gem's lacks. Empty before,
+      # and after uninstall!.
       def status = @status || {}
-
-      def replacing?(stock_name) = status.dig(stock_name, :replaced) ? true : false
 
       # Endpoint classes of the current namespace that carry the patch.
       def patched_classes = endpoint_classes.select { |klass| Patch.applied?(klass) }
@@ -147,8 +146,7 @@ module DiscourseAiStream
 
         methods = stock.public_instance_methods - ours.public_instance_methods - INTERNAL_CALLBACKS
         missing = methods.sort.map { "##{_1}" }
-        mine = keywords(ours)
-        missing += ((keywords(stock) || []) - mine).map { "initialize(#{_1}:)" } if mine
+        missing += ((keywords(stock) || []) - keywords(ours)).map { "initialize(#{_1}:)" }
         return { replaced: true, missing: [] } if missing.empty?
 
         reason = "the gem's #{ours.name} lacks #{missing.join(", ")}"

@@ -48,6 +48,8 @@ RSpec.describe "DiscourseAiStream::Discourse.install! and the Discourse generati
         expect(endpoint("Mistral").send(:processor)).to be_a(DiscourseAiStream::OpenAiMessageProcessor)
         expect(endpoint("Mistral").send(:processor).output_limit).to eq(output_limit)
         expect(errors).to eq([])
+        integration.uninstall!
+        expect(integration.status).to eq({})
       end
 
       it "leaves a stock class that grew a public method and an initialize keyword in place, and says why" do

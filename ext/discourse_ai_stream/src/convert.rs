@@ -37,12 +37,20 @@ pub fn object_to_hash(ruby: &Ruby, pairs: &[(String, JsonValue)]) -> Result<RHas
     Ok(hash)
 }
 
-/// The `output_limit:` keyword of both processors.
-pub fn output_limit(ruby: &Ruby, name: Symbol) -> Result<OutputLimit, Error> {
-    let name = name.name()?;
-    OutputLimit::from_name(&name).ok_or_else(|| {
-        let message = format!("output_limit must be :drop, :drop_cut or :keep, not :{name}");
-        Error::new(ruby.exception_arg_error(), message)
+/// What both `__setup`s check: `max_line_bytes` is positive, and the
+/// `output_limit:` keyword names a limit.
+pub fn output_limit(ruby: &Ruby, max_line_bytes: usize, name: Symbol) -> Result<OutputLimit, Error> {
+    if max_line_bytes == 0 {
+        return Err(Error::new(ruby.exception_arg_error(), "max_line_bytes must be positive"));
+    }
+    Ok(match &*name.name()? {
+        "drop" => OutputLimit::Drop,
+        "drop_cut" => OutputLimit::DropCut,
+        "keep" => OutputLimit::Keep,
+        other => {
+            let message = format!("output_limit must be :drop, :drop_cut or :keep, not :{other}");
+            return Err(Error::new(ruby.exception_arg_error(), message));
+        }
     })
 }
 

@@ -136,10 +136,7 @@ impl RbProcessor {
                     ))
                 }
             };
-            if max_line_bytes == 0 {
-                return Err(Error::new(ruby.exception_arg_error(), "max_line_bytes must be positive"));
-            }
-            let output_limit = crate::convert::output_limit(ruby, output_limit)?;
+            let output_limit = crate::convert::output_limit(ruby, max_line_bytes, output_limit)?;
             let options = Options {
                 partial_tool_calls: partial,
                 usage_mode,

@@ -66,7 +66,7 @@ impl RbResponsesProcessor {
     pub fn setup(
         ruby: &Ruby,
         rb_self: Me,
-        partial: bool,
+        partial_tool_calls: bool,
         output_thinking: bool,
         max_line_bytes: usize,
         tool_call_class: Value,
@@ -74,17 +74,9 @@ impl RbResponsesProcessor {
         output_limit: Symbol,
     ) -> Result<(), Error> {
         guard(ruby, || {
-            if max_line_bytes == 0 {
-                return Err(Error::new(ruby.exception_arg_error(), "max_line_bytes must be positive"));
-            }
-            let output_limit = crate::convert::output_limit(ruby, output_limit)?;
-            let options = Options {
-                partial_tool_calls: partial,
-                output_thinking,
-                max_line_bytes,
-                strict,
-                output_limit,
-            };
+            let output_limit = crate::convert::output_limit(ruby, max_line_bytes, output_limit)?;
+            let options =
+                Options { partial_tool_calls, output_thinking, max_line_bytes, strict, output_limit };
             rb_self.holder.install(ruby, ResponsesProcessor::new(options), tool_call_class, 2)
         })
     }

@@ -29,14 +29,6 @@ pub enum OutputLimit {
     Keep,
 }
 
-impl OutputLimit {
-    /// By its Ruby name: `drop`, `drop_cut`, `keep`.
-    pub fn from_name(name: &str) -> Option<Self> {
-        let all = [("drop", Self::Drop), ("drop_cut", Self::DropCut), ("keep", Self::Keep)];
-        all.into_iter().find(|(n, _)| *n == name).map(|(_, limit)| limit)
-    }
-}
-
 /// A processor: raw bytes, or events parsed by the caller, in; items out.
 /// [`crate::processor::Processor`] and
 /// [`crate::responses::ResponsesProcessor`] are its two protocols.

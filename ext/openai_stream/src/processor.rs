@@ -335,11 +335,8 @@ impl State<Chat> {
     /// `whole`: the chunk says it is a whole response (`object:
     /// "chat.completion"`).
     fn apply_choice(&mut self, choice: &Choice, whole: bool) -> Result<(), Error> {
-        let finish_reason = self.finish_reason(choice);
+        let finish_reason = self.finish_reason(choice, true);
         let finishing = finish_reason.is_some();
-        if finishing {
-            self.stop(finish_reason);
-        }
         let delta = match (&choice.delta, &choice.message) {
             // A whole response after its own stream (MiniMax sends one
             // after the last delta): what it holds was streamed already.
@@ -385,16 +382,17 @@ impl State<Chat> {
         Ok(())
     }
 
-    /// A non-empty `finish_reason`.
-    fn finish_reason<'c>(&mut self, choice: &'c Choice) -> Option<&'c str> {
+    /// The choice's non-empty `finish_reason`, which becomes the stop reason
+    /// (a streamed chunk without one keeps the last); `"length"` is the
+    /// output limit (see `OutputLimit`).
+    fn finish_reason<'c>(&mut self, choice: &'c Choice, streamed: bool) -> Option<&'c str> {
         let reason = self.field(&choice.finish_reason, "choices[0].finish_reason");
-        reason.map(|Text(r)| &**r).filter(|r| !r.is_empty())
-    }
-
-    /// The stop reason; `"length"` is the output limit (see `OutputLimit`).
-    fn stop(&mut self, reason: Option<&str>) {
-        self.limit_hit = reason == Some("length");
-        self.stop_reason = reason.map(str::to_owned);
+        let reason = reason.map(|Text(r)| &**r).filter(|r| !r.is_empty());
+        if reason.is_some() || !streamed {
+            self.limit_hit = reason == Some("length");
+            self.stop_reason = reason.map(str::to_owned);
+        }
+        reason
     }
 
     /// Reports a whole `message` that repeats what the stream delivered.
@@ -555,8 +553,7 @@ impl State<Chat> {
     /// of its `tool_calls` is one call, by position (no slotting: two calls
     /// may even share an id).
     fn apply_whole_choice(&mut self, choice: &Choice) -> Result<(), Error> {
-        let reason = self.finish_reason(choice);
-        self.stop(reason);
+        self.finish_reason(choice, false);
         let mut result = Ok(());
         if let Some(message) = self.field(&choice.message, "choices[0].message") {
             self.apply_content(&message.content);

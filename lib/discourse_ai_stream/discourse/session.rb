@@ -64,7 +64,7 @@ module DiscourseAiStream
 
         # By name, so that it holds across code reloads (new class objects)
         # and excludes subclasses; only what install! decided to replace.
-        def stock?(candidate) = Discourse.replacing?(candidate.class.name)
+        def stock?(candidate) = Discourse.status.dig(candidate.class.name, :replaced) ? true : false
 
         # "mistral (DiscourseAi::Completions::Endpoints::Mistral)".
         def label(endpoint)

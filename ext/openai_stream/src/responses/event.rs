@@ -78,17 +78,13 @@ impl<'a> OutputItem<'a> {
     /// What a web search item did, as Discourse says it: "Web search: Q1,
     /// Q2", "Web fetch: URL", "Web page search: X".
     pub fn web_search_summary(&self) -> String {
-        let action = self.value.get("action");
-        let first = |keys: &[&str]| {
-            let found = keys.iter().find_map(|k| action.and_then(|a| str_at(a, k)).filter(|s| !s.is_empty()));
-            found.map(str::to_owned)
-        };
-        let (what, target) = match action.and_then(|a| str_at(a, "type")) {
-            Some("search") => {
-                let queries = action.map_or(&[][..], |a| array_at(a, "queries"));
-                let queries: Vec<&str> = queries.iter().filter_map(JsonValue::as_str).collect();
-                ("Web search", if queries.is_empty() { first(&["query"]) } else { Some(queries.join(", ")) })
-            }
+        let action = self.value.get("action").unwrap_or(&JsonValue::Null);
+        let found = |keys: &[&str]| keys.iter().find_map(|k| str_at(action, k).filter(|s| !s.is_empty()));
+        let first = |keys| found(keys).map(str::to_owned);
+        let queries: Vec<&str> = array_at(action, "queries").iter().filter_map(JsonValue::as_str).collect();
+        let (what, target) = match str_at(action, "type") {
+            Some("search") if !queries.is_empty() => ("Web search", Some(queries.join(", "))),
+            Some("search") => ("Web search", first(&["query"])),
             Some("open_page") => ("Web fetch", first(&["url", "page_url", "title"])),
             Some("find_in_page") => ("Web page search", first(&["pattern", "query"])),
             _ => return "Used native web tool".to_owned(),
