@@ -94,9 +94,10 @@ module DiscourseAiStream
         { newest: :drop, nil => :drop_cut }.fetch(generation(lookup(stock_name)), :keep)
       end
 
-      # The keywords `klass.new` takes, or nil when it takes any.
+      # The keywords `klass.new` takes, or nil when it takes any (also a
+      # factory that is not a class, and C-defined initializers).
       def keywords(klass)
-        params = klass.instance_method(:initialize).parameters
+        params = klass.is_a?(Module) ? klass.instance_method(:initialize).parameters : [[:keyrest]]
         return if params.any? { |type, _| %i[rest keyrest].include?(type) }
 
         params.filter_map { |type, name| name if %i[key keyreq].include?(type) }

@@ -146,14 +146,12 @@ impl Protocol for State<Responses> {
 
     /// Open calls are completed from what arrived (in order of first
     /// appearance, as `output_limit` allows after `response.incomplete`),
-    /// reported unless the response said it was done with them. After web searches, with `output_thinking`, one thinking item
-    /// carries the output items.
+    /// reported unless the response said it was done with them. After web
+    /// searches, one thinking item carries the output items (kept only with
+    /// `output_thinking`).
     fn close(&mut self) -> Result<(), Error> {
         let result = self.close_calls();
-        let items = &self.own.items.output_items;
-        if self.own.options.output_thinking
-            && items.iter().any(|i| OutputItem::read(i).kind == ItemKind::WebSearch)
-        {
+        if self.own.items.output_items.iter().any(|i| OutputItem::read(i).kind == ItemKind::WebSearch) {
             self.out.push_thinking("", Thinking::OutputItems);
         }
         result
