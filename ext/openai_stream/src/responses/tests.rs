@@ -114,6 +114,20 @@ fn a_stream_cut_before_done_is_reported_and_unparseable_arguments_raise() {
     assert!(kinds(&p).contains(&AnomalyKind::InvalidArguments));
 }
 
+#[test]
+fn a_cut_call_whose_arguments_are_whole_is_completed_with_an_anomaly() {
+    let stream = sse(&[
+        ADD_A,
+        &args_delta(0, "fc_a", r#"{"q":1}"#),
+        r#"{"type":"response.incomplete","response":{"status":"incomplete","incomplete_details":{"reason":"max_output_tokens"}}}"#,
+    ]);
+    let (p, seen, error) = decode(Options::default(), &stream, 1000);
+    assert_eq!(error, None);
+    assert_eq!(seen.calls, [("call_a".into(), "search".into(), r#"{"q":1}"#.into())]);
+    assert_eq!(kinds(&p), [AnomalyKind::IncompleteResponse, AnomalyKind::Truncated]);
+    assert!(p.anomalies().all()[1].message.contains("max_output_tokens"));
+}
+
 const INCOMPLETE: &str = r#"{"type":"response.incomplete","response":{"status":"incomplete","incomplete_details":{"reason":"max_output_tokens"}}}"#;
 
 #[test]
