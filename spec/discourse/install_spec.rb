@@ -51,7 +51,7 @@ RSpec.describe "DiscourseAiStream::Discourse.install!", gc_stress: false do
             expect(final_calls(items)).to eq(expected_calls)
             expect(items).to all(be_an_instance_of(DiscourseAi::Completions::ToolCall))
             expect(target.send(:processor)).to be_a(DiscourseAiStream::OpenAiMessageProcessor)
-            expect(target.send(:processor).usage_mode).to eq(generation)
+            expect(target.send(:processor).usage_mode).to eq(generation == :legacy ? :legacy : :current)
           end
         end
       end

@@ -99,6 +99,8 @@ anomaly_kinds! {
     /// Responses API: an event or output item of a type the processor does
     /// not read was skipped.
     IgnoredEvent = "ignored_event",
+    /// A call cut by the output limit was not handed out (`output_limit`).
+    DroppedCall = "dropped_call",
 }
 
 impl fmt::Display for AnomalyKind {
