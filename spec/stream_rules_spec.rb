@@ -322,6 +322,12 @@ RSpec.describe "stream-shapes.md rules" do
         [["call_x", "search", { query: "a" }], ["call_x", "lookup", { term: "b" }]],
         [{ kind: :duplicate_id, id: "call_x", name: "lookup", index: 1 }]
       ],
+      "14: the same id and name at another index continue a call whose arguments are not complete (Vertex)" => [
+        [tool_chunk([call("A", "f", "", index: 1)]), tool_chunk([call("B", "g", "", index: 0)]),
+         tool_chunk([call("A", "f", '{"a":', index: 0)]), tool_chunk([call("B", "g", '{"b":', index: 1)]),
+         tool_chunk([call("A", "f", "1}", index: 0)]), tool_chunk([call("B", "g", "2}", index: 1)])],
+        [["A", "f", { a: 1 }], ["B", "g", { b: 2 }]]
+      ],
       "14: nameless fragments with the shared id go to the most recent call with it" => [
         [tool_chunk([call("call_x", "search", "", index: 0), call("call_x", "lookup", "", index: 1)]),
          tool_chunk([fragment(0, '{"query":"a"}')]),

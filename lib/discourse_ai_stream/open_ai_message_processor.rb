@@ -27,16 +27,20 @@ module DiscourseAiStream
     # strict: decode_chunk raises StreamError for an event it cannot read
     #   (JSON cut short or malformed, invalid UTF-8) instead of skipping it
     #   with an :unreadable_event anomaly.
+    # output_limit: the calls still open after finish_reason "length":
+    #   :drop, :drop_cut or :keep (docs/behaviour.md); by default the
+    #   host's (Discourse.output_limit).
     def initialize(partial_tool_calls: false, usage: DiscourseAiStream.default_usage,
                    max_line_bytes: Native::MAX_LINE_BYTES, tool_call_class: nil, on_anomaly: nil,
-                   simulate_legacy: false, strict: false)
+                   simulate_legacy: false, strict: false, output_limit: nil)
       mode = USAGE_MODES.fetch(usage.to_sym) do
         raise ArgumentError, "usage must be one of #{USAGE_MODES.keys.inspect}, not #{usage.inspect}"
       end
 
       @on_anomaly = on_anomaly
       klass = tool_call_class || DiscourseAiStream.tool_call_class
-      __setup(!!partial_tool_calls, mode, Integer(max_line_bytes), klass, !!simulate_legacy, !!strict)
+      @output_limit = (output_limit || Discourse.output_limit(Discourse::STOCK_PROCESSOR)).to_sym
+      __setup(!!partial_tool_calls, mode, Integer(max_line_bytes), klass, !!simulate_legacy, !!strict, @output_limit)
     end
 
     private

@@ -117,9 +117,10 @@ pub(crate) trait Readings {
     fn usage(&self) -> UsageReport;
     fn partial_tool_calls(&self) -> bool;
     fn max_line_bytes(&self) -> usize;
+    fn stop_reason(&self) -> Option<&str>;
 }
 
-/// The same three readers for both cores, whose options share these fields.
+/// The same readers for both cores, whose options share these fields.
 macro_rules! readings {
     ($($core:ty),*) => {$(
         impl Readings for $core {
@@ -131,6 +132,9 @@ macro_rules! readings {
             }
             fn max_line_bytes(&self) -> usize {
                 self.options().max_line_bytes
+            }
+            fn stop_reason(&self) -> Option<&str> {
+                <$core>::stop_reason(self)
             }
         }
     )*};
@@ -162,6 +166,7 @@ readers! {
     cache_write_tokens -> Option<u64> = |c| c.usage().cache_write_tokens;
     partial_tool_calls -> bool = |c| c.partial_tool_calls();
     max_line_bytes -> usize = |c| c.max_line_bytes();
+    stop_reason -> Option<String> = |c| c.stop_reason().map(str::to_owned);
 }
 
 /// Every anomaly recorded so far, as frozen Hashes (readable after an
@@ -192,6 +197,7 @@ macro_rules! define_shared {
         $class.define_method("cached_tokens", method!(r::cached_tokens::<$held>, 0))?;
         $class.define_method("partial_tool_calls?", method!(r::partial_tool_calls::<$held>, 0))?;
         $class.define_method("max_line_bytes", method!(r::max_line_bytes::<$held>, 0))?;
+        $class.define_method("stop_reason", method!(r::stop_reason::<$held>, 0))?;
         $class.define_method("anomalies", method!(r::anomalies::<$held>, 0))?;
         $class.define_method("dropped_anomalies", method!(r::dropped_anomalies::<$held>, 0))?;
     }};

@@ -110,7 +110,8 @@ impl CallSource for Processor {
 }
 
 impl RbProcessor {
-    /// `__setup(partial_tool_calls, usage_mode, max_line_bytes, tool_call_class, simulate_legacy, strict)`.
+    /// `__setup(partial_tool_calls, usage_mode, max_line_bytes, tool_call_class, simulate_legacy, strict,
+    /// output_limit)`.
     // One argument per keyword of `OpenAiMessageProcessor.new`, as magnus passes them.
     #[allow(clippy::too_many_arguments)]
     pub fn setup(
@@ -122,6 +123,7 @@ impl RbProcessor {
         tool_call_class: Value,
         simulate_legacy: bool,
         strict: bool,
+        output_limit: Symbol,
     ) -> Result<(), Error> {
         guard(ruby, || {
             let usage_mode = match &*usage.name()? {
@@ -134,11 +136,15 @@ impl RbProcessor {
                     ))
                 }
             };
-            if max_line_bytes == 0 {
-                return Err(Error::new(ruby.exception_arg_error(), "max_line_bytes must be positive"));
-            }
-            let options =
-                Options { partial_tool_calls: partial, usage_mode, max_line_bytes, simulate_legacy, strict };
+            let output_limit = crate::convert::output_limit(ruby, max_line_bytes, output_limit)?;
+            let options = Options {
+                partial_tool_calls: partial,
+                usage_mode,
+                max_line_bytes,
+                simulate_legacy,
+                strict,
+                output_limit,
+            };
             rb_self.get().holder.install(ruby, Processor::new(options), tool_call_class, 1)
         })
     }

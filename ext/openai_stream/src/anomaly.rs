@@ -105,6 +105,8 @@ anomaly_kinds! {
     WrongProtocol = "wrong_protocol",
     /// Input came after `finish`; it was read as a new stream.
     InputAfterFinish = "input_after_finish",
+    /// A call cut by the output limit was not handed out (`output_limit`).
+    DroppedCall = "dropped_call",
 }
 
 impl fmt::Display for AnomalyKind {

@@ -14,6 +14,21 @@ use crate::output::Output;
 use crate::sse::{Event, Line, LineReader};
 use crate::usage::{UsageMode, UsageReport, UsageTotals};
 
+/// What becomes of the tool calls still open when the output limit stops a
+/// response (chat: `finish_reason: "length"`; Responses: `response.incomplete`,
+/// or an item whose status is `"incomplete"`). A call not handed out is
+/// reported (`dropped_call`): never repaired, never `{}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OutputLimit {
+    /// None is handed out (newest Discourse).
+    Drop,
+    /// Those whose arguments are a complete JSON value are handed out.
+    #[default]
+    DropCut,
+    /// Each is completed as at any other end: repaired, or an arguments error.
+    Keep,
+}
+
 /// A processor: raw bytes, or events parsed by the caller, in; items out.
 /// [`crate::processor::Processor`] and
 /// [`crate::responses::ResponsesProcessor`] are its two protocols.
@@ -48,6 +63,11 @@ pub struct State<P> {
     usage_mode: UsageMode,
     pub(crate) anomalies: Anomalies,
     pub(crate) out: Output,
+    pub(crate) output_limit: OutputLimit,
+    /// See [`Driver::stop_reason`].
+    pub(crate) stop_reason: Option<String>,
+    /// The output limit stopped the response: calls complete by `output_limit`.
+    pub(crate) limit_hit: bool,
     strict: bool,
     max_line_bytes: usize,
     /// Data lines of an event whose JSON is not complete yet.
@@ -87,6 +107,7 @@ where
         max_line_bytes: usize,
         strict: bool,
         usage_mode: UsageMode,
+        output_limit: OutputLimit,
         own: P,
     ) -> Self
     where
@@ -97,6 +118,7 @@ where
             state: State {
                 calls: Calls::new(partial_tool_calls),
                 usage_mode,
+                output_limit,
                 strict,
                 max_line_bytes,
                 own,
@@ -186,6 +208,12 @@ where
         self.reader.buffered() + self.state.pending.len()
     }
 
+    /// Why the last response stopped, as the server said: chat, the last
+    /// non-empty `finish_reason`; Responses, `incomplete_details.reason`.
+    pub fn stop_reason(&self) -> Option<&str> {
+        self.state.stop_reason.as_deref()
+    }
+
     /// Usage as the readers report it.
     pub fn usage(&self) -> UsageReport {
         self.state.usage.report(self.state.usage_mode)
@@ -238,6 +266,8 @@ where
         self.error_event = false;
         self.saw_done = false;
         self.saw_event = false;
+        self.stop_reason = None;
+        self.limit_hit = false;
         self.reported.clear();
         self.reported_fields.clear();
         self.reset();
@@ -552,6 +582,9 @@ impl<P> State<P> {
     /// Completes one call: its parameters go to the output, or, when its
     /// arguments cannot be read, an `Error::Arguments` with what arrived.
     pub(crate) fn complete(&mut self, call: CallId) -> Result<(), Error> {
+        if self.limit_hit && self.withheld(call) {
+            return Ok(());
+        }
         match self.calls.complete(call, &mut self.anomalies) {
             Ok(params) => {
                 self.out.push_completed(call, params);
@@ -564,6 +597,25 @@ impl<P> State<P> {
                 Err(Error::Arguments { id, name, raw, message: e.to_string() })
             }
         }
+    }
+
+    /// The output-limit rule for a call the limit cut: true when, by
+    /// `output_limit`, it is not handed out (closed, and reported).
+    pub(crate) fn withheld(&mut self, call: CallId) -> bool {
+        let Some(c) = self.calls.get(call) else { return false };
+        let whole = c.has_whole_arguments();
+        if self.output_limit == OutputLimit::Keep || whole && self.output_limit == OutputLimit::DropCut {
+            return false;
+        }
+        let state = if whole { "are" } else { "are not" };
+        let msg = format!(
+            "call {:?} ({}) was open when the output limit stopped the response (its arguments {state} a \
+             complete JSON value); not handed out",
+            c.id, c.name
+        );
+        self.anomalies.push(c.anomaly(AnomalyKind::DroppedCall, msg).excerpt(c.raw_arguments()));
+        self.calls.withhold(call);
+        true
     }
 
     /// Completes `calls` in order; all are completed even when one fails,

@@ -63,8 +63,8 @@ module DiscourseAiStream
         def of(endpoint) = endpoint.instance_variable_get(IVAR)
 
         # By name, so that it holds across code reloads (new class objects)
-        # and excludes subclasses.
-        def stock?(candidate) = REPLACED.key?(candidate.class.name)
+        # and excludes subclasses; only what install! decided to replace.
+        def stock?(candidate) = Discourse.status.dig(candidate.class.name, :replaced) ? true : false
 
         # "mistral (DiscourseAi::Completions::Endpoints::Mistral)".
         def label(endpoint)
