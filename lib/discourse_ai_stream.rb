@@ -40,8 +40,10 @@ require_relative "discourse_ai_stream/discourse"
 require_relative "discourse_ai_stream/railtie" if defined?(::Rails::Railtie)
 
 # Loaded when first used: a Discourse process never needs them, only the
-# rake task and the command do.
+# rake tasks, bin/repro and the command do.
 module DiscourseAiStream
   autoload :Audit, File.expand_path("discourse_ai_stream/audit", __dir__)
+  autoload :BugReport, File.expand_path("discourse_ai_stream/bug_report", __dir__)
+  autoload :Check, File.expand_path("discourse_ai_stream/check", __dir__)
   autoload :CLI, File.expand_path("discourse_ai_stream/cli", __dir__)
 end

@@ -294,11 +294,11 @@ RSpec.describe DiscourseAiStream::Audit do
       Rake.application = Rake::Application.new
     end
 
-    it "hands the audit task to a Discourse with Discourse AI, whose audit log model is in a plugin" do
+    it "hands the audit and check tasks to a Discourse with Discourse AI, whose audit log model is in a plugin" do
       Dir.mktmpdir do |root|
         FileUtils.mkdir_p(File.join(root, "plugins/discourse-ai/app/models"))
         File.write(File.join(root, "plugins/discourse-ai/app/models/ai_api_audit_log.rb"), "")
-        expect(rails_tasks(root)).to include("discourse_ai_stream:audit")
+        expect(rails_tasks(root)).to include("discourse_ai_stream:audit", "discourse_ai_stream:check")
       end
     end
 

@@ -152,6 +152,20 @@ RSpec.describe "the source gem", :packaging do
       end
   end
 
+  it "carries the check task and the bug report's streams, which run from the installed copy: no clone needed" do
+    expect(files).to include("lib/tasks/discourse_ai_stream.rake", "lib/discourse_ai_stream/check.rb",
+                             "lib/discourse_ai_stream/bug_report.rb")
+    env = { "GEM_HOME" => PackagingBuild.install_dir, "GEM_PATH" => PackagingBuild.install_dir, "RUBYOPT" => nil }
+    code = 'require "discourse_ai_stream"; exit DiscourseAiStream::Check.run'
+    output, status = ChildProcess.unbundled do
+      Open3.capture2e(env, RbConfig.ruby, "-e", code, chdir: PackagingBuild.tmp)
+    end
+    # Outside Discourse: nothing to compare with, nothing installed.
+    expect(status.exitstatus).to eq(DiscourseAiStream::Check::NOT_IN_USE), output
+    expect(output).to include("chat, 3 calls, partial_tool_calls: true:", "stock not loaded, gem 3 of 3",
+                              "install!: not run here")
+  end
+
   it "installs the discourse-ai-stream executable, which runs from the installed copy" do
     fixture = File.join(PackagingBuild::ROOT, "spec/fixtures/mistral_parallel.sse")
     output = PackagingBuild.run_installed_exe("replay", "--json", fixture)

@@ -34,10 +34,16 @@ RSpec.describe "sig/discourse_ai_stream.rbs" do
   end
 
   { "Discourse" => DiscourseAiStream::Discourse, "Audit" => DiscourseAiStream::Audit,
-    "CLI" => DiscourseAiStream::CLI }.each do |name, mod|
+    "CLI" => DiscourseAiStream::CLI, "Check" => DiscourseAiStream::Check,
+    "BugReport" => DiscourseAiStream::BugReport }.each do |name, mod|
     it "declares every public module method of #{name}" do
       expect(undeclared(section(sig, name), mod.singleton_methods(false), "self\\.")).to eq([])
     end
+  end
+
+  it "declares every public module method of BugReport::Responses (within BugReport's section)" do
+    methods = DiscourseAiStream::BugReport::Responses.singleton_methods(false)
+    expect(undeclared(section(sig, "BugReport")[/^    module Responses$.*?^    end$/m], methods, "self\\.")).to eq([])
   end
 
   it "declares the settings of DiscourseAiStream" do

@@ -2,8 +2,9 @@
 
 module DiscourseAiStream
   # Gives a Rails app with Discourse AI the gem's rake tasks
-  # (`bin/rake discourse_ai_stream:audit[SINCE]`), and any other Rails app
-  # none: they would fail there on a missing AiApiAuditLog.
+  # (`bin/rake discourse_ai_stream:audit[SINCE]`, `discourse_ai_stream:check`),
+  # and any other Rails app none: they would fail there on a missing
+  # AiApiAuditLog, or have no stock processor to check.
   class Railtie < ::Rails::Railtie
     rake_tasks do
       load File.expand_path("../tasks/discourse_ai_stream.rake", __dir__) if Railtie.discourse_ai?(::Rails.root)

@@ -66,6 +66,11 @@ RSpec.describe "discourse-ai-stream" do
     expect(ours).to be_a(DiscourseAiStream::OpenAiMessageProcessor)
   end
 
+  it "passes rake discourse_ai_stream:check: the gem in use, every call of the bug report's streams out" do
+    io = StringIO.new
+    expect(DiscourseAiStream::Check.run(io)).to eq(DiscourseAiStream::Check::IN_USE), io.string
+  end
+
   it "reports the usage to the audit log" do
     endpoint = DiscourseAi::Completions::Endpoints::Mistral.new(mistral_model)
     stream(endpoint)
