@@ -341,7 +341,7 @@ RSpec.describe "stream-shapes.md rules" do
   end
 
   it "usage: from any chunk, cache reads from either field, never added, nulls never erase" do
-    processor = DiscourseAiStream::OpenAiMessageProcessor.new
+    processor = DiscourseAiStream::OpenAiMessageProcessor.new(usage: :net_of_cache)
     stream_items(processor, [
                    { choices: [{ index: 0, delta: { content: "a" } }], usage: nil },
                    { choices: [{ index: 0, delta: {}, finish_reason: "stop" }],
@@ -517,10 +517,10 @@ RSpec.describe "stream-shapes.md rules" do
       ]
     }.each do |name, (chunks, expected)|
       it "#{name}, on the Hash path and the raw path" do
-        hashed = DiscourseAiStream::OpenAiMessageProcessor.new
+        hashed = DiscourseAiStream::OpenAiMessageProcessor.new(usage: :net_of_cache)
         stream_items(hashed, chunks.map { |c| parsed(c) })
         processors = [hashed] + splittings(chunks).map do |reads|
-          DiscourseAiStream::OpenAiMessageProcessor.new.tap { |p| decoded_items(p, reads) }
+          DiscourseAiStream::OpenAiMessageProcessor.new(usage: :net_of_cache).tap { |p| decoded_items(p, reads) }
         end
         processors.each do |p|
           expect([p.prompt_tokens, p.completion_tokens, p.cache_read_tokens, p.cache_write_tokens]).to eq(expected)

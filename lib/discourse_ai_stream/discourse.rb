@@ -33,8 +33,11 @@ module DiscourseAiStream
       # fast_decode: endpoints whose decode_chunk is the stock one let the
       # gem's processor decode the raw bytes (no JsonStreamDecoder).
       # Each stock processor is compared with the gem's first (see status).
+      # enabled: a callable asked on every use (a site setting): while it
+      # returns false, the patches pass everything to the stock code, as
+      # after uninstall!, at once and in every process that reads it.
       # Returns the classes patched by this call.
-      def install!(fast_decode: true)
+      def install!(fast_decode: true, enabled: nil)
         unless lookup(ENDPOINTS).is_a?(Module)
           warn_log("discourse_ai_stream: #{ENDPOINTS} is not defined; nothing installed")
           return []
@@ -42,13 +45,14 @@ module DiscourseAiStream
 
         @status = Session::REPLACED.to_h { |name, ours| [name, decide(lookup(name), ours)] }
         @fast_decode = fast_decode ? true : false
+        @enabled = enabled
         patched = endpoint_classes.select { |klass| Patch.apply(klass) }
         @installed = true
         patched
       end
 
-      # True between install! and uninstall!.
-      def installed? = @installed ? true : false
+      # True between install! and uninstall!, while `enabled` allows it.
+      def installed? = @installed == true && enabled?
 
       # A prepended module cannot be removed: the patches stay in place and
       # pass everything through to the stock code until install! runs again.
@@ -57,7 +61,9 @@ module DiscourseAiStream
         @status = nil
       end
 
-      def fast_decode? = installed? && @fast_decode != false
+      # Not asked of `enabled`: a response whose processor is the gem's is
+      # decoded by it to its end, also when the setting goes off meanwhile.
+      def fast_decode? = @installed == true && @fast_decode != false
 
       # The stock processor classes (by name) that patched endpoints replace,
       # with the gem's class that stands in for each.
@@ -84,6 +90,12 @@ module DiscourseAiStream
 
         legacy = stock_class.method_defined?(:cached_tokens) && !stock_class.method_defined?(:cache_read_tokens)
         legacy ? :legacy : :current
+      end
+
+      # The usage mode of Discourse's own accounting: the legacy processor
+      # reports prompt_tokens as sent, every later generation net of cache.
+      def usage_mode(stock_class = lookup(STOCK_PROCESSOR))
+        generation(stock_class) == :legacy ? :as_sent : :net_of_cache
       end
 
       # The output_limit a new processor follows by default: the host's, the
@@ -139,6 +151,13 @@ module DiscourseAiStream
       end
 
       private
+
+      def enabled?
+        @enabled.nil? || @enabled.call ? true : false
+      rescue StandardError => e
+        warn_log("discourse_ai_stream: the enabled check raised #{e.class}: #{e.message}; stock processors in use")
+        false
+      end
 
       # Whether the gem's class `ours` can stand in for the stock class: it
       # must answer every public method and keyword the stock one does.

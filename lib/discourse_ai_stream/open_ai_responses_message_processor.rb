@@ -38,6 +38,9 @@ module DiscourseAiStream
 
     attr_reader :thinking_class
 
+    # Usage is reported as Discourse's Responses processor does: net of cache.
+    def usage_mode = :net_of_cache
+
     private
 
     def inspect_options = "output_thinking=#{output_thinking?}"

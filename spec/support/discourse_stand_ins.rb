@@ -118,7 +118,7 @@ module DiscourseStandIns
   end
 end
 
-# A child Ruby that boots on the stand-ins (repro_spec.rb) has no RSpec.
+# A child Ruby that boots on the stand-ins (check_spec.rb) has no RSpec.
 return unless defined?(RSpec)
 
 # The setting of the specs of the gem installed into the stand-ins: their

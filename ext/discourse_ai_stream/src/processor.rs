@@ -127,12 +127,12 @@ impl RbProcessor {
     ) -> Result<(), Error> {
         guard(ruby, || {
             let usage_mode = match &*usage.name()? {
-                "current" => UsageMode::Current,
-                "legacy" => UsageMode::Legacy,
+                "net_of_cache" => UsageMode::Current,
+                "as_sent" => UsageMode::Legacy,
                 other => {
                     return Err(Error::new(
                         ruby.exception_arg_error(),
-                        format!("usage must be :current or :legacy, not {other:?}"),
+                        format!("usage must be :as_sent or :net_of_cache, not {other:?}"),
                     ))
                 }
             };
@@ -309,8 +309,8 @@ impl RbProcessor {
     pub fn usage_mode(ruby: &Ruby, rb_self: &RbProcessor) -> Result<Symbol, Error> {
         let mode = read(ruby, rb_self, |c| c.options().usage_mode)?;
         Ok(ruby.to_symbol(match mode {
-            UsageMode::Current => "current",
-            UsageMode::Legacy => "legacy",
+            UsageMode::Current => "net_of_cache",
+            UsageMode::Legacy => "as_sent",
         }))
     }
 

@@ -40,6 +40,9 @@ pub struct Driver<P> {
 
 /// What a protocol reads and decides on its own.
 pub trait Protocol {
+    /// What one event of the protocol is, for the anomaly of a stream that
+    /// had none (see [`State::saw_event`]).
+    const EVENT: &'static str;
     /// Parses and applies one JSON payload. `Ok(false)`: the JSON is not
     /// complete yet (more data lines may follow); nothing was applied.
     fn payload(&mut self, data: &[u8]) -> Result<bool, Error>;
@@ -79,6 +82,9 @@ pub struct State<P> {
     /// The current SSE event is `event: error`.
     pub(crate) error_event: bool,
     pub(crate) saw_done: bool,
+    /// An event of the protocol was read in this stream: a stream that ends
+    /// without one is another protocol's (or empty), which is reported.
+    pub(crate) saw_event: bool,
     /// `finish` ran: the next call starts a new stream. (The calls stay
     /// until then, so the caller can read `finish`'s output.)
     ended: bool,
@@ -128,7 +134,7 @@ where
         &mut self,
         f: impl FnOnce(&mut State<P>) -> Result<(), Error>,
     ) -> Result<&Output, Error> {
-        self.state.begin();
+        self.state.begin(false);
         f(&mut self.state)?;
         Ok(&self.state.out)
     }
@@ -148,7 +154,7 @@ where
     /// [`Driver::output`]), and later ones are recorded as anomalies. So
     /// nothing is held back for the next read and nothing is lost.
     pub fn decode(&mut self, bytes: &[u8]) -> Result<&Output, Error> {
-        self.state.begin();
+        self.state.begin(false);
         let state = &mut self.state;
         let mut first_error = None;
         self.reader.feed(bytes, &mut |event| state.on_event(event, &mut first_error, false));
@@ -160,9 +166,13 @@ where
     /// a new stream (usage and anomalies are kept). The stream is over, so
     /// bytes that cannot be read any more are recorded, not raised, and the
     /// calls are still returned; a provider error is raised after the calls
-    /// are completed, so they are in [`Driver::output`].
+    /// are completed, so they are in [`Driver::output`]. Again after
+    /// `finish` it returns nothing and reports nothing.
     pub fn finish(&mut self) -> Result<&Output, Error> {
-        self.state.begin();
+        self.state.begin(true);
+        if self.state.ended {
+            return Ok(&self.state.out);
+        }
         let state = &mut self.state;
         let mut first_error = None;
         self.reader.finish(&mut |event| state.on_event(event, &mut first_error, true));
@@ -171,6 +181,11 @@ where
         state.settle(flushed, &mut first_error, true);
         if let Err(e) = state.close() {
             first_error.get_or_insert(e);
+        }
+        if !state.saw_event {
+            let what = <State<P> as Protocol>::EVENT;
+            let message = format!("no {what} in the stream: another API's stream, or an empty one");
+            state.anomalies.push(Anomaly::new(AnomalyKind::WrongProtocol, message));
         }
         state.ended = true;
         first_error.map_or(Ok(&self.state.out), Err)
@@ -222,13 +237,16 @@ impl<P> State<P>
 where
     State<P>: Protocol,
 {
-    /// Starts an output: view events shown last time are dropped.
+    /// Starts an output: view events shown last time are dropped. Input
+    /// after `finish` starts a new stream, and is reported.
     #[inline(always)]
-    fn begin(&mut self) {
+    fn begin(&mut self, finishing: bool) {
         self.out.clear();
         self.begin_output();
-        if self.ended {
+        if self.ended && !finishing {
             self.end_stream();
+            let message = "input after finish: read as a new stream (use one processor per stream)";
+            self.anomalies.push(Anomaly::new(AnomalyKind::InputAfterFinish, message));
         }
         // Empty on most events: the check skips setting up the drain.
         if !self.shown_views.is_empty() {
@@ -247,6 +265,7 @@ where
         self.glued = None;
         self.error_event = false;
         self.saw_done = false;
+        self.saw_event = false;
         self.stop_reason = None;
         self.limit_hit = false;
         self.reported.clear();

@@ -106,7 +106,10 @@ impl Processor {
         // Of that chunk, apply_chunk reads only the content: no envelope,
         // error, usage or tool calls, one choice, no finish_reason (so the
         // legacy simulator, which follows tool calls, has nothing to see).
-        self.step_ok(|s| s.apply_text(text))
+        self.step_ok(|s| {
+            s.saw_event = true;
+            s.apply_text(text);
+        })
     }
 
     /// A whole non-streamed response: every tool call of the message.
@@ -126,6 +129,8 @@ impl Processor {
 }
 
 impl Protocol for State<Chat> {
+    const EVENT: &'static str = "chat completion chunk (a JSON object with \"choices\")";
+
     fn payload(&mut self, data: &[u8]) -> Result<bool, Error> {
         // Most events: the last delta with another string, and nothing
         // else in the chunk. (An error event, and the legacy simulator,
@@ -255,6 +260,7 @@ impl State<Chat> {
     /// A chunk that is nothing but one delta (not an error event): what
     /// `apply_chunk` does with it (see `Template::plain`).
     fn apply_plain(&mut self, plain: &Plain<'_>) -> Result<(), Error> {
+        self.saw_event = true;
         match plain {
             Plain::Text(text) => {
                 self.apply_text(text);
@@ -302,6 +308,7 @@ impl State<Chat> {
         self.field(&chunk.object, "object");
         self.field(&chunk.message, "message");
         if let Some(e) = provider_error_of(chunk) {
+            self.saw_event = true;
             return Err(e);
         }
         let choice = self.first_choice(&chunk.choices);
@@ -320,6 +327,7 @@ impl State<Chat> {
     #[inline(always)]
     fn first_choice<'c, 'a>(&mut self, choices: &'c Field<List<Choice<'a>>>) -> Option<&'c Choice<'a>> {
         let list = self.field(choices, "choices")?;
+        self.saw_event = true;
         if list.len() > 1 && self.first(AnomalyKind::IgnoredChoices) {
             self.anomalies.push(
                 Anomaly::new(

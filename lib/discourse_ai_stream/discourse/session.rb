@@ -113,7 +113,7 @@ module DiscourseAiStream
           options[:output_thinking] = setting(endpoint, stock, :output_thinking)
           options[:thinking_class] = completions_class(:Thinking, :thinking_class)
         else
-          options[:usage] = Discourse.generation(stock.class) == :legacy ? :legacy : :current
+          options[:usage] = Discourse.usage_mode(stock.class)
         end
         klass.new(**options)
       end

@@ -119,6 +119,7 @@ impl State<Responses> {
         let item = value.get("item").filter(|i| i.is_object()).map(OutputItem::read);
         let response = value.get("response").filter(|r| r.is_object());
         let kind = str_at(value, "type");
+        self.saw_event |= kind.is_some_and(|k| k.starts_with("response.") || k == "error");
         let mut result = Ok(());
         match (kind.unwrap_or(""), item) {
             ("response.output_text.delta", _) => self.apply_delta(false, at, delta),

@@ -119,10 +119,13 @@ impl ResponsesProcessor {
 }
 
 impl Protocol for State<Responses> {
+    const EVENT: &'static str = "Responses API event (a JSON object whose \"type\" is \"response.*\")";
+
     fn payload(&mut self, data: &[u8]) -> Result<bool, Error> {
         let text = self.utf8(data)?;
         if !self.error_event {
             if let Ok(e) = serde_json::from_str::<DeltaEvent>(text) {
+                self.saw_event = true;
                 let item_id = e.item_id.as_deref().filter(|s| !s.is_empty());
                 self.apply_delta(e.arguments, Place { output_index: e.output_index, item_id }, &e.delta);
                 return Ok(true);

@@ -493,3 +493,19 @@ fn a_reasoning_left_waiting_by_a_whole_response_links_to_the_next_message_either
         assert_eq!(p.reasoning(0).and_then(|r| r.next_message_id.as_deref()), Some("msg_2"), "{next}");
     }
 }
+
+#[test]
+fn a_stream_without_one_responses_event_is_reported_at_finish() {
+    let chat = "data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\ndata: [DONE]\n\n";
+    let (p, seen, error) = decode(Options::default(), chat, 7);
+    assert_eq!((seen.text.as_str(), error.is_none()), ("", true));
+    assert_eq!(kinds(&p).last(), Some(&AnomalyKind::WrongProtocol));
+    assert!(p.anomalies().all().last().is_some_and(|a| a.message.contains("Responses API event")));
+    for stream in [
+        sse(&[r#"{"type":"response.output_text.delta","delta":"Hi"}"#]),
+        sse(&[r#"{"type":"response.created","response":{}}"#]),
+    ] {
+        let (p, _, _) = decode(Options::default(), &stream, 5);
+        assert!(!kinds(&p).contains(&AnomalyKind::WrongProtocol), "{stream}");
+    }
+}
