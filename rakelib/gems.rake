@@ -7,7 +7,7 @@
 #
 # rake-compiler's `native`/`cross` tasks would build the platform gem from
 # cross-compiled binaries (a cross rbconfig per Ruby, the rb_sys gem or its
-# docker images). Here every Ruby of the matrix is on the machine (bin/rubies),
+# docker images). Here every Ruby of the matrix is on the machine (script/provision/rubies),
 # so each compiles natively (`rake compile` under bin/with-ruby) and this task
 # only packages, the way rake-compiler's native task does: the gemspec with
 # the platform set, no `extensions`, no Rust sources, the binaries added and
