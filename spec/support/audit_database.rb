@@ -60,7 +60,9 @@ module AuditDatabase
     minor = RUBY_VERSION[/\A\d+\.\d+/]
     cache = ENV.fetch("DISCOURSE_AI_STREAM_CACHE") { File.join(Dir.home, ".cache", "discourse_ai_stream") }
     missing = File.join(cache, "gems-#{minor}", "MISSING")
-    return "script/provision/db-gems #{minor} says: #{File.read(missing).lines.map(&:strip).join("; ")}" if File.exist?(missing)
+    if File.exist?(missing)
+      return "script/provision/db-gems #{minor} says: #{File.read(missing).lines.map(&:strip).join("; ")}"
+    end
 
     "run script/provision/db-gems #{minor}, or this through bin/with-ruby #{minor}, which runs it"
   end
