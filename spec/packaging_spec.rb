@@ -23,7 +23,7 @@ module PackagingBuild
       native: defined?(DiscourseAiStream::Native),
       extensions: $LOADED_FEATURES.grep(%r{/discourse_ai_stream\\.\#{dlext}\\z}),
       # Files of the Ruby installation itself are not the gem's, even where
-      # its path says discourse_ai_stream (bin/rubies' cache).
+      # its path says discourse_ai_stream (script/provision/rubies' cache).
       gem_files: $LOADED_FEATURES.grep(%r{/discourse_ai_stream[/.]})
                                  .reject { |path| path.start_with?("\#{RbConfig::CONFIG["prefix"]}/") },
       load_path: $LOAD_PATH
