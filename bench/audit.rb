@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
-# What the audit costs on a big ai_api_audit_logs (issue 22; docs/audit.md
-# states the figures). It starts a throwaway PostgreSQL cluster
+# What the audit costs on a big ai_api_audit_logs (docs/audit.md states the
+# figures). It starts a throwaway PostgreSQL cluster
 # (spec/support/postgres_server.rb), fills the table Discourse's way: one row
 # per LLM request, ids in time order over 90 days, providers mixed (a fifth
 # of them not OpenAI-compatible), a fifth of the responses not streamed,
@@ -35,7 +35,7 @@ module AuditBench
   SIZES = (1 * KB)..(50 * KB)
   # provider_id shares (per cent): OpenAI, Anthropic, Gemini, Vllm, Mistral, OpenRouter, SambaNova.
   PROVIDER_SHARES = { 1 => 40, 2 => 15, 4 => 5, 5 => 10, 9 => 15, 10 => 10, 8 => 5 }.freeze
-  # find_each's batch size before issue 22.
+  # find_each's batch size in the old audit (before the keyset batches).
   BEFORE_BATCH = 500
   # The OpenAI-compatible ones, which the audit reads.
   PROVIDERS = [1, 9, 5, 10, 8].freeze
@@ -156,7 +156,8 @@ module AuditBench
   end
 
   # One audit in a Ruby process of its own (its peak RSS is the audit's):
-  # "now" as the rake task runs it, or "before" as it ran before issue 22.
+  # "now" as the rake task runs it, or "before" as the old audit ran it
+  # (find_each with a LIKE, before the keyset batches).
   module Child
     module_function
 
@@ -204,8 +205,8 @@ module AuditBench
 
   module_function
 
-  # What the rake task read before issue 22: the same columns, with a LIKE
-  # on every payload, through find_each.
+  # What the old audit read, before the keyset batches: the same columns,
+  # with a LIKE on every payload, through find_each.
   def before_scope(model, since)
     scope = model.where(provider_id: PROVIDERS)
     scope = scope.where("created_at >= ?", since) if since

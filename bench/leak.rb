@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
-# The leak check of issue 7: 100 000 streams, each through a fresh
-# processor, mixing text, tool calls (partial and not, several per chunk),
+# The leak check (docs/reliability.md#leaks): 100 000 streams, each through
+# a fresh processor, mixing text, tool calls (partial and not, several per chunk),
 # the Hash path and the raw path, and streams that end in an error (a
 # provider error event, invalid JSON, broken tool arguments). Process RSS
 # (VmRSS in /proc/self/status) is sampled after a GC every 10 000 streams;

@@ -1,10 +1,10 @@
 # frozen_string_literal: true
 
 module Bench
-  # The table of one run, the scaling pairs and the targets of issue 8.
+  # The table of one run, the scaling pairs and the targets (docs/decisions.md).
   class Report
     PATHS = %i[raw hash floor].freeze
-    # The scaling pairs of issue 8: [large, small].
+    # The scaling pairs: [large, small].
     PAIRS = Workloads::LARGE.map { |small, large| [large, small] }.freeze
 
     # `results`: { workload => { path => Result } }; `scalings`:
@@ -93,14 +93,14 @@ module Bench
     end
 
     def targets
-      @out.puts "Targets (issue 8):"
+      @out.puts "Targets:"
       Targets.new(self, @results).each { |line| @out.puts "  #{line}" }
     end
 
     public :speedup, :share, :pair_ratios
   end
 
-  # The targets of issue 8, each checked against this run.
+  # The targets (docs/decisions.md), each checked against this run.
   class Targets
     include Enumerable
 

@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 
-# The benchmark suite of issue 8; run it with bin/bench (see bench/README.md).
+# The benchmark suite; run it with bin/bench (see bench/README.md).
 #
 #   ruby bench/runner.rb [--quick] [--only NAME,NAME] [--rounds N] [--time S] [--dump DIR]
 

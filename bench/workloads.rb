@@ -47,7 +47,7 @@ module Bench
     end
   end
 
-  # Deterministic generators for the workloads of issue 8. Every stream is
+  # Deterministic generators for the benchmark's workloads. Every stream is
   # shaped like OpenAI's: a role chunk, content or tool-call deltas, a finish
   # chunk, a usage chunk, `[DONE]`; each chunk carries the fields a real one
   # does (id, object, created, model, system_fingerprint), which a decoder

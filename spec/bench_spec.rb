@@ -9,7 +9,7 @@ require "measure"
 require "report"
 
 # bin/bench's own logic, without timing anything: the inputs it builds and
-# how it judges a run against issue 8's targets.
+# how it judges a run against its targets (docs/decisions.md).
 RSpec.describe "bin/bench" do
   let(:root) { File.expand_path("..", __dir__) }
 

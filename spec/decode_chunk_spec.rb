@@ -63,8 +63,8 @@ module DecodeChunkExpectations
       usage: usage(150, 33)
     },
     "localai_same_id_two_indexes" => {
-      # Rule 14 (revised 2026-12-06): the same id and name at another index
-      # continue a call whose arguments are not complete yet: one call.
+      # Rule 14: the same id and name at another index continue a call
+      # whose arguments are not complete yet: one call.
       items: [done_call("call_la7", "lookup", { term: "server-sent events" })],
       usage: usage(95, 18)
     },

@@ -3,8 +3,8 @@
 require_relative "support/chunks"
 require_relative "support/sse_fixtures"
 
-# partial_tool_calls: true (issue 5, discourse-contract.md "Partial tool
-# calls"). The expected visible states below are written by hand from the
+# partial_tool_calls: true (docs/discourse-contract.md, "Partial tool
+# calls"; rule 24). The expected visible states below are written by hand from the
 # contract: a key appears when its value starts, a string shows as its
 # prefix, containers show their completed elements plus the one in progress,
 # numbers and literals appear only once complete.

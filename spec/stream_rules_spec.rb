@@ -3,9 +3,9 @@
 require_relative "spec_helper"
 require_relative "support/chunks"
 
-# One example per rule of stream-shapes.md, each with its own small stream,
+# One example per rule of docs/stream-shapes.md, each with its own small stream,
 # through the Hash path and the raw path; both must give the expected calls.
-RSpec.describe "stream-shapes.md rules" do
+RSpec.describe "the stream rules of docs/stream-shapes.md" do
   # name => [chunks, expected [id, name, parameters] triples, expected text]
   rules = {
     "reference shape: header then fragments, finish chunk, usage chunk" => [
@@ -107,7 +107,7 @@ RSpec.describe "stream-shapes.md rules" do
        ChunkHelpers.finish_chunk],
       [["late", "f", {}], ["early", "g", {}]]
     ],
-    "14: headers at two indexes that share an id are two calls" => [
+    "14: headers at two indexes that share an id but not a name are two calls" => [
       [ChunkHelpers.tool_chunk([ChunkHelpers.call("same", "f", '{"a":', index: 0)]),
        ChunkHelpers.tool_chunk([ChunkHelpers.call("same", "g", '{"b":', index: 1)]),
        ChunkHelpers.tool_chunk([ChunkHelpers.fragment(0, "1}")]),
@@ -115,21 +115,21 @@ RSpec.describe "stream-shapes.md rules" do
        ChunkHelpers.finish_chunk],
       [["same", "f", { a: 1 }], ["same", "g", { b: 2 }]]
     ],
-    "completion: only a non-empty finish_reason ends the turn, \"stop\" too" => [
+    "15: only a non-empty finish_reason ends the turn, \"stop\" too" => [
       [ChunkHelpers.tool_chunk([ChunkHelpers.call("a", "f", '{"a":', index: 0)], finish: ""),
        ChunkHelpers.text_chunk("\n"),
        ChunkHelpers.tool_chunk([ChunkHelpers.fragment(0, "1}")]),
        ChunkHelpers.finish_chunk("stop")],
       [["a", "f", { a: 1 }]], ["\n"]
     ],
-    "completion: tool_calls: [] is noise and ends nothing" => [
+    "16: tool_calls: [] ends nothing while the arguments are cut" => [
       [ChunkHelpers.tool_chunk([ChunkHelpers.call("a", "f", '{"a":', index: 0)]),
        { choices: [{ index: 0, delta: { content: "x", tool_calls: [] } }] },
        ChunkHelpers.tool_chunk([ChunkHelpers.fragment(0, "2}")]),
        ChunkHelpers.finish_chunk],
       [["a", "f", { a: 2 }]], ["x"]
     ],
-    "completion: chunks after finish_reason keep being read" => [
+    "17: chunks after finish_reason keep being read" => [
       [ChunkHelpers.tool_chunk([ChunkHelpers.call("a", "f", "{}", index: 0)]),
        ChunkHelpers.finish_chunk,
        { choices: [{ index: 0, content_filter_results: { hate: { filtered: false } } }] },
@@ -137,7 +137,7 @@ RSpec.describe "stream-shapes.md rules" do
        ChunkHelpers.usage_chunk(prompt: 3, completion: 4)],
       [["a", "f", {}]], ["late"]
     ],
-    "content: parts, null, empty, whitespace, reasoning fields" => [
+    "25, 27 and 28: content parts, null, empty, whitespace, reasoning fields" => [
       [{ choices: [{ index: 0, delta: { role: "assistant", content: nil } }] },
        ChunkHelpers.text_chunk(""),
        ChunkHelpers.text_chunk("\n"),
@@ -146,7 +146,7 @@ RSpec.describe "stream-shapes.md rules" do
        { choices: [{ index: 0, delta: { reasoning_content: "hidden", reasoning: "hidden" } }] }],
       [], %W[\n 3]
     ],
-    "content: text and tool calls in one delta give the text first" => [
+    "26: text and tool calls in one delta give the text first" => [
       [{ choices: [{ index: 0,
                      delta: { content: "Checking.", tool_calls: [ChunkHelpers.call("a", "f", "{}", index: 0)] },
                      finish_reason: "tool_calls" }] }],
@@ -223,7 +223,7 @@ RSpec.describe "stream-shapes.md rules" do
       end
     end
 
-    it "arguments: a valid JSON prefix does not complete a call early (partial_tool_calls: #{partial})" do
+    it "21: a valid JSON prefix does not complete a call early (partial_tool_calls: #{partial})" do
       processor = DiscourseAiStream::OpenAiMessageProcessor.new(partial_tool_calls: partial)
       chunks = [tool_chunk([call("p", "f", '{"n":1', index: 0)]), tool_chunk([fragment(0, "2")]),
                 tool_chunk([fragment(0, ',"s":"x"}')]), tool_chunk([fragment(0, " ")])]
@@ -235,10 +235,11 @@ RSpec.describe "stream-shapes.md rules" do
     end
   end
 
-  # Slotting items of issues 17 and 21 (rules 6, 8 and 14 as revised on
-  # 2026-12-04): each stream through the Hash path and through decode_chunk
-  # whole, a byte at a time and in random reads, with and without partial
-  # tool calls; each gives the same calls and the same anomaly kinds.
+  # Slotting examples of rules 6, 8 and 14 (revised to agree with
+  # Discourse's specs): each stream through the Hash path and through
+  # decode_chunk whole, a byte at a time and in random reads, with and
+  # without partial tool calls; each gives the same calls and the same
+  # anomaly kinds.
   describe "slotting (rules 6, 8, 14 revised)" do
     extend ChunkHelpers
 
@@ -340,7 +341,7 @@ RSpec.describe "stream-shapes.md rules" do
     end
   end
 
-  it "usage: from any chunk, cache reads from either field, never added, nulls never erase" do
+  it "34 and 36: usage from any chunk, cache reads from either field, never added, nulls never erase" do
     processor = DiscourseAiStream::OpenAiMessageProcessor.new(usage: :net_of_cache)
     stream_items(processor, [
                    { choices: [{ index: 0, delta: { content: "a" } }], usage: nil },
@@ -352,14 +353,14 @@ RSpec.describe "stream-shapes.md rules" do
     expect([processor.prompt_tokens, processor.cache_read_tokens, processor.completion_tokens]).to eq([60, 40, 9])
   end
 
-  it "usage: Groq's x_groq.usage on the finish chunk" do
+  it "35: usage in Groq's x_groq.usage on the finish chunk" do
     processor = DiscourseAiStream::OpenAiMessageProcessor.new
     stream_items(processor, [{ choices: [{ index: 0, delta: {}, finish_reason: "stop" }],
                                x_groq: { usage: { prompt_tokens: 11, completion_tokens: 2 } } }])
     expect([processor.prompt_tokens, processor.completion_tokens]).to eq([11, 2])
   end
 
-  it "in-band errors: each shape raises ProviderError with the provider's message" do
+  it "40 to 42: each in-band error shape raises ProviderError with the provider's message" do
     {
       { error: { message: "Rate limit" } } => "Rate limit",
       { object: "error", message: "context too long", type: "BadRequestError", code: 400 } => "context too long",
@@ -399,7 +400,7 @@ RSpec.describe "stream-shapes.md rules" do
     end
   end
 
-  describe "completion: tool_calls: [] completes the calls whose arguments are whole, right then" do
+  describe "16: tool_calls: [] completes the calls whose arguments are whole, right then" do
     header = ChunkHelpers.tool_chunk([ChunkHelpers.call("a", "f", '{"n":1}', index: 0),
                                       ChunkHelpers.call("b", "g", '{"m":', index: 1)])
     header[:choices][0][:delta][:content] = "\n"
@@ -455,7 +456,7 @@ RSpec.describe "stream-shapes.md rules" do
     end
   end
 
-  describe "content: a whole message echoed after the stream" do
+  describe "29: a whole message echoed after the stream" do
     echo = { id: "x", object: "chat.completion",
              choices: [{ index: 0, finish_reason: "tool_calls",
                          message: { role: "assistant", content: "Checking.",
@@ -494,7 +495,7 @@ RSpec.describe "stream-shapes.md rules" do
     end
   end
 
-  describe "usage: inside the choice, DashScope's cache writes, running totals" do
+  describe "34, 35 and 37: usage inside the choice, DashScope's cache writes, running totals" do
     {
       "Moonshot Kimi: inside the finish chunk's choice only" => [
         [ChunkHelpers.text_chunk("a"),
@@ -530,7 +531,7 @@ RSpec.describe "stream-shapes.md rules" do
     end
   end
 
-  it "in-band errors: finish_reason \"error\" with only a native_finish_reason names it" do
+  it "42: finish_reason \"error\" with only a native_finish_reason names it" do
     error = { choices: [{ index: 0, delta: {}, finish_reason: "error",
                           native_finish_reason: "MALFORMED_FUNCTION_CALL" }] }
     processor = DiscourseAiStream::OpenAiMessageProcessor.new
@@ -544,7 +545,7 @@ RSpec.describe "stream-shapes.md rules" do
     end
   end
 
-  describe "SSE framing and lost input (raw path at several splittings)" do
+  describe "SSE framing (rules 51 to 53) and lost input (rule 23), raw path at several splittings" do
     # Whole, one byte at a time, the given pieces and random reads: every
     # splitting gives the same items and anomalies. Errors are collected,
     # not raised: [items, errors, anomaly kinds].
@@ -641,7 +642,7 @@ RSpec.describe "stream-shapes.md rules" do
     end
   end
 
-  describe "arguments: never {} after fragments that matched no call were dropped while the call was open" do
+  describe "23: never {} after fragments that matched no call were dropped while the call was open" do
     # call_a's arguments are complete, so the fragment with an unknown id at
     # its index belongs to no call (rule 8): dropped while call_w is open
     # with empty arguments.

@@ -41,7 +41,7 @@ RSpec.describe "Discourse's endpoint compliance streams", :conformance do
   end
 
   describe "the last event lost on the [DONE] line while the call is open" do
-    # The issue's item 6: arguments cut to {"location":"Sydney" after an event
+    # Rule 23: arguments cut to {"location":"Sydney" after an event
     # was lost must not come out "repaired" as {location: "Sydney"}.
     it "is an error naming the call, never repaired parameters" do
       broken = "#{tool_events[0..4].map { |payload| "data: #{payload}\n\n" }.join}data: #{tool_events[5][0..-3]}\n\n"

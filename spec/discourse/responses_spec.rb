@@ -26,7 +26,7 @@ RSpec.describe "DiscourseAiStream::Discourse.install! and the Responses API", gc
          .map { |c| [c.id, c.name, c.parameters, c.provider_data] }
   end
 
-  describe "the stand-in stock processor (the defects the issue reproduced)" do
+  describe "the stand-in stock processor (its defects, as docs/responses-api.md lists them)" do
     before { load_discourse_stand_ins(generation: :current) }
 
     it "fails the request with NoMethodError on two calls added before either is done" do
