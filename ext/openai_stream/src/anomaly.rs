@@ -99,6 +99,9 @@ anomaly_kinds! {
     /// Responses API: an event or output item of a type the processor does
     /// not read was skipped.
     IgnoredEvent = "ignored_event",
+    /// An exception from Ruby interrupted a read after the core had read
+    /// it: its items are returned by the next read or `finish`.
+    Interrupted = "interrupted",
 }
 
 impl fmt::Display for AnomalyKind {

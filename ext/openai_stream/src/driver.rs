@@ -171,6 +171,12 @@ where
         self.reader.buffered() + self.state.pending.len()
     }
 
+    /// Heap bytes held, roughly: what grows with a stream (buffered bytes
+    /// and the calls' arguments).
+    pub fn heap_bytes(&self) -> usize {
+        self.buffered_bytes() + self.state.calls.heap_bytes()
+    }
+
     /// Usage as the readers report it.
     pub fn usage(&self) -> UsageReport {
         self.state.usage.report(self.state.usage_mode)
