@@ -1,6 +1,7 @@
 //! What both processor classes hold (the core, the Ruby objects of its
-//! calls, the poisoned flag), and the readers they share (token counts,
-//! options, anomalies), written once. lib.rs defines the readers on each
+//! calls, the items of an interrupted read, the poisoned flag), a read of
+//! either ([`run`]), and the readers they share (token counts, options,
+//! anomalies), written once. lib.rs defines the readers on each
 //! class with `define_shared!`: magnus's `method!` needs a concrete
 //! function, so a generic `define` cannot name them.
 
