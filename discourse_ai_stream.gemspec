@@ -13,9 +13,13 @@ Gem::Specification.new do |spec|
     stream decoding is written in Rust. Installing it from source compiles the
     Rust code, so the host needs cargo.
   DESC
-  spec.homepage = "https://github.com/discourse-ai-stream/discourse_ai_stream"
+  spec.homepage = DiscourseAiStream::HOMEPAGE
+  # Linked from the gem's page: the gems ship README.md, not docs/.
   spec.metadata = {
     "source_code_uri" => spec.homepage,
+    "documentation_uri" => "#{spec.homepage}/tree/main/docs",
+    "changelog_uri" => "#{spec.homepage}/blob/main/CHANGELOG.md",
+    "bug_tracker_uri" => "#{spec.homepage}/issues",
     "rubygems_mfa_required" => "true"
   }
   spec.required_ruby_version = ">= 3.1"
@@ -26,8 +30,8 @@ Gem::Specification.new do |spec|
   # and none of the build products that may lie around in a working copy.
   build_products = %r{(\A|/)target/|(\A|/)tmp/|/Makefile\z|/mkmf\.log\z|\.(so|bundle|dylib|dll|o)\z|/\.gem\.}
   spec.files = Dir.chdir(__dir__) do
-    patterns = %w[Cargo.toml Cargo.lock LICENSE README.md discourse_ai_stream.gemspec ext/**/* lib/**/*.rb
-                  lib/tasks/*.rake exe/*]
+    patterns = %w[Cargo.toml Cargo.lock LICENSE README.md CHANGELOG.md discourse_ai_stream.gemspec ext/**/*
+                  lib/**/*.rb lib/tasks/*.rake exe/* sig/**/*.rbs]
     Dir.glob(patterns).select { |path| File.file?(path) }.grep_v(build_products).sort
   end
   spec.bindir = "exe"

@@ -1,16 +1,17 @@
 # frozen_string_literal: true
 
-# The two gems bin/build-gems writes to pkg/: the source gem (compiles the
-# Rust code when installed) and the precompiled x86_64-linux gem, which
-# carries one release build per Ruby minor in lib/discourse_ai_stream/X.Y/
-# and installs with no compiler at all.
+# The gems bin/build-gems writes to pkg/: the source gem (compiles the Rust
+# code when installed) and one precompiled gem per platform of
+# PlatformGem::RUBIES, which carries one release build per Ruby minor in
+# lib/discourse_ai_stream/X.Y/ and installs with no compiler at all.
 #
-# rake-compiler's `native`/`cross` tasks would build the platform gem from
+# rake-compiler's `native`/`cross` tasks would build a platform gem from
 # cross-compiled binaries (a cross rbconfig per Ruby, the rb_sys gem or its
-# docker images). Here every Ruby of the matrix is on the machine (bin/rubies),
-# so each compiles natively (`rake compile` under bin/with-ruby) and this task
-# only packages, the way rake-compiler's native task does: the gemspec with
-# the platform set, no `extensions`, no Rust sources, the binaries added and
+# docker images). Here bin/build-gems makes the builds (natively on each Ruby
+# of the matrix, or cross-compiled in a Debian build root) into
+# tmp/gems/PLATFORM/, and this task only packages them, the way
+# rake-compiler's native task does: the gemspec with the platform set, no
+# `extensions`, no Rust sources, the binaries added and
 # `required_ruby_version` narrowed to the Rubies inside.
 
 require_relative "platform_gem"
@@ -25,16 +26,19 @@ namespace :gems do
     puts "pkg/#{File.basename(path)}"
   end
 
-  desc "Package pkg/discourse_ai_stream-VERSION-x86_64-linux.gem from the builds in lib/discourse_ai_stream/X.Y/"
-  task platform: "pkg" do
-    minors = PlatformGem.minors
-    abort "no builds in #{format(PlatformGem::BUILD, "X.Y")}: run bin/build-gems" if minors.empty?
-    minors.each do |minor|
-      info = PlatformGem.check_library(format(PlatformGem::BUILD, minor))
-      puts "#{minor}: needs #{info[:needed].join(", ")}; newest glibc symbol GLIBC_#{info[:glibc]}"
+  desc "Package pkg/discourse_ai_stream-VERSION-PLATFORM.gem from the builds in tmp/gems/PLATFORM/"
+  task :platform, [:platform] => "pkg" do |_task, args|
+    platform = args.fetch(:platform) { abort "which platform? rake gems:platform[x86_64-linux]" }
+    stage = format(PlatformGem::STAGE, platform)
+    spec = PlatformGem.spec(GEMSPEC, platform)
+    PlatformGem::RUBIES.fetch(platform).each do |minor|
+      build = File.join(stage, format(PlatformGem::BUILD, minor))
+      abort "#{build} missing: run bin/build-gems" unless File.file?(build)
+      info = PlatformGem.check_library(build, platform)
+      puts "#{platform} #{minor}: needs #{info[:needed].join(", ")}; newest glibc symbol GLIBC_#{info[:glibc]}"
     end
-    path = Gem::Package.build(PlatformGem.spec(GEMSPEC, minors))
+    path = PlatformGem.build(spec, GEMSPEC, stage)
     mv path, "pkg/#{File.basename(path)}"
-    puts "pkg/#{File.basename(path)} (Ruby #{minors.join(", ")})"
+    puts "pkg/#{File.basename(path)} (Ruby #{PlatformGem::RUBIES.fetch(platform).join(", ")})"
   end
 end

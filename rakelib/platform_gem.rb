@@ -1,16 +1,26 @@
 # frozen_string_literal: true
 
+require "fileutils"
 require "open3"
 require "rubygems/package"
 
-# What makes the precompiled x86_64-linux gem out of the source gem's
-# specification and the release builds in lib/discourse_ai_stream/X.Y/
+# What makes a precompiled gem (x86_64-linux, aarch64-linux) out of the source
+# gem's specification and the release builds in tmp/gems/PLATFORM/
 # (rakelib/gems.rake packages it; spec/platform_gem_spec.rb checks it).
 module PlatformGem
-  PLATFORM = "x86_64-linux"
+  # The Rubies each precompiled gem has a build for: the one list that
+  # bin/build-gems, bin/check-platform-gem and .github/workflows/release.yml
+  # read. x86_64: Debian 12's Ruby 3.1 and the matrix's 3.3 and 3.4
+  # (script/provision/rubies); aarch64: Debian's arm64 3.3 and 3.4
+  # (script/provision/cross-root). A Ruby left out gets the source gem.
+  RUBIES = { "x86_64-linux" => %w[3.1 3.3 3.4], "aarch64-linux" => %w[3.3 3.4] }.freeze
+  # The machine readelf names in each platform's libraries.
+  MACHINES = { "x86_64-linux" => "Advanced Micro Devices X86-64", "aarch64-linux" => "AArch64" }.freeze
   # Newest glibc symbol version a library may need: Ubuntu 22.04 has 2.35,
   # Debian 12 (Discourse's image) 2.36.
   MAX_GLIBC = Gem::Version.new("2.34")
+  # Where bin/build-gems puts a platform's builds, the gem's tree.
+  STAGE = "tmp/gems/%s"
   BUILD = "lib/discourse_ai_stream/%s/discourse_ai_stream.so"
   # A minor between the lowest and the highest build that has none of its own
   # is excluded patch by patch (a Gem::Requirement is an AND of conditions, so
@@ -18,13 +28,8 @@ module PlatformGem
   # the source gem instead of a gem it could not load. Ruby's patch numbers
   # stay far below this.
   MAX_PATCH = 30
-  PRECOMPILED = "This gem is precompiled for x86_64 Linux: nothing is compiled when it is installed."
 
   module_function
-
-  def minors
-    Dir[format(BUILD, "*")].map { |path| path.split("/")[-2] }.sort_by { |minor| Gem::Version.new(minor) }
-  end
 
   # ">= lowest", "< highest+1.dev", and "!= X.Y.P" for every minor in between
   # without a build.
@@ -36,15 +41,18 @@ module PlatformGem
     [">= #{low}", "< #{next_minor}"] + gaps.flat_map { |gap| (0..MAX_PATCH).map { |patch| "!= #{gap}.#{patch}" } }
   end
 
-  # Refuses a library that links libruby (it would load a second Ruby, or fail
-  # where Ruby is static) or needs a glibc newer than MAX_GLIBC.
-  def check_library(path)
-    needed = run("readelf", "-d", path).scan(/\(NEEDED\)\s+Shared library: \[([^\]]+)\]/).flatten
+  # Refuses a library built for another machine than PLATFORM's, one that
+  # links libruby (it would load a second Ruby, or fail where Ruby is static)
+  # or needs a glibc newer than MAX_GLIBC.
+  def check_library(path, platform)
+    machine = run("readelf", "-h", path)[/Machine:\s*(.+)$/, 1]
+    raise "#{path} is for #{machine}, not #{platform}" unless machine == MACHINES.fetch(platform)
 
+    needed = run("readelf", "-d", path).scan(/\(NEEDED\)\s+Shared library: \[([^\]]+)\]/).flatten
     libruby = needed.grep(/libruby/)
     raise "#{path} links #{libruby.join(", ")}: a Ruby extension must not" if libruby.any?
 
-    glibc = run("objdump", "-T", path).scan(/GLIBC_([\d.]+)/).flatten.map { |v| Gem::Version.new(v) }.max
+    glibc = run("readelf", "-W", "--dyn-syms", path).scan(/@GLIBC_([\d.]+)/).flatten.map { |v| Gem::Version.new(v) }.max
     raise "#{path} needs GLIBC_#{glibc}, newer than #{MAX_GLIBC}" if glibc && glibc > MAX_GLIBC
 
     { needed: needed, glibc: glibc.to_s }
@@ -57,14 +65,26 @@ module PlatformGem
     out
   end
 
-  def spec(source, minors)
+  def spec(source, platform)
+    minors = RUBIES.fetch(platform)
     spec = source.dup
-    spec.platform = PLATFORM
+    spec.platform = platform
     spec.extensions = []
     spec.files = source.files.reject { |path| path.start_with?("ext/", "Cargo.") } +
                  minors.map { |minor| format(BUILD, minor) }
     spec.required_ruby_version = ruby_requirement(minors)
-    spec.description = source.description.sub(/Installing it from source.*\z/m, PRECOMPILED)
+    precompiled = "This gem is precompiled for #{platform}: nothing is compiled when it is installed."
+    spec.description = source.description.sub(/Installing it from source.*\z/m, precompiled)
     spec
+  end
+
+  # Builds SPEC's gem in STAGE, which holds its builds, once the source
+  # gem's files it carries are copied beside them; returns the gem's path.
+  def build(spec, source, stage)
+    (source.files & spec.files).each do |path|
+      FileUtils.mkdir_p(File.dirname(File.join(stage, path)))
+      FileUtils.cp(path, File.join(stage, path))
+    end
+    File.join(stage, Dir.chdir(stage) { Gem::Package.build(spec) })
   end
 end

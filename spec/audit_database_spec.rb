@@ -146,11 +146,11 @@ RSpec.describe DiscourseAiStream::Audit, :postgres do
       end
     end
 
-    def audit(since: "all", provider: nil, batch_size: 2)
+    def audit(since: "all", provider: nil, batch_size: 2, generation: nil)
       out = StringIO.new
       err = StringIO.new
       report = described_class.run_task(model: model, since: since, provider: provider, io: out, progress_io: err,
-                                        batch_size: batch_size, every: 2)
+                                        batch_size: batch_size, every: 2, generation: generation)
       [report, out.string, err.string]
     end
 
@@ -199,9 +199,20 @@ RSpec.describe DiscourseAiStream::Audit, :postgres do
       expect(progress.done).to eq(5)
     end
 
+    it "says what the counts mean on a site whose stock processor drops calls, and on one that keeps them" do
+      expect(audit(generation: :legacy)[1].lines[1]).to start_with("This site's stock processor is the legacy one: " \
+                                                                   "it dropped these calls wherever it served them")
+      %i[current per_call].each do |generation|
+        expect(audit(generation: generation)[1].lines[1]).to start_with("This site's stock processor keeps every " \
+                                                                        "call of a chunk: only responses served before")
+      end
+      expect(audit[1].lines[1]).to start_with("provider  responses"), "no generation known: no such line"
+    end
+
     it "audits one provider when asked" do
       report, out, = audit(provider: "Mistral")
-      expect(out.lines.first).to start_with("discourse_ai_stream audit: streamed responses of Mistral of all time")
+      expect(out.lines.first).to eq("discourse_ai_stream audit: tool calls the legacy OpenAiMessageProcessor " \
+                                    "would have dropped, in the streamed chat completions of Mistral of all time\n")
       expect(report.providers.map(&:provider)).to eq(["Mistral"])
     end
 
@@ -253,7 +264,7 @@ RSpec.describe DiscourseAiStream::Audit, :postgres do
 
     it "audits AiApiAuditLog for SINCE and PROVIDER, the report on stdout and progress on stderr" do
       expect { rake["discourse_ai_stream:audit"].invoke("30d", "Mistral") }
-        .to output(/streamed responses of Mistral since .*\n(?:.*\n)*Mistral +1 +3 +2 +1\n/).to_stdout
+        .to output(/chat completions of Mistral since .*\n(?:.*\n)*Mistral +1 +3 +2 +1\n/).to_stdout
         .and output(/discourse_ai_stream audit: 1 rows in \d+s/).to_stderr
     end
   end

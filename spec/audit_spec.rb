@@ -1,7 +1,11 @@
 # frozen_string_literal: true
 
+require "fileutils"
 require "json"
+require "pathname"
 require "rake"
+require "stringio"
+require "tmpdir"
 require_relative "support/sse_fixtures"
 
 RSpec.describe DiscourseAiStream::Audit do
@@ -72,6 +76,23 @@ RSpec.describe DiscourseAiStream::Audit do
       expect(described_class.analyze(fixture("text_only.sse")).requested).to eq([])
       expect(described_class.analyze(fixture("not_streamed.json"))).to be_nil
       expect(described_class.analyze(nil)).to be_nil
+    end
+
+    it "skips a Responses API stream, which holds no chat completion chunk, and says why" do
+      responses = "event: response.output_item.added\ndata: #{JSON.generate(
+        type: "response.output_item.added", output_index: 0,
+        item: { type: "function_call", id: "fc_1", call_id: "call_1", name: "search", arguments: "" }
+      )}\n\n"
+      result = described_class.analyze(responses)
+      expect(result.other_protocol).to be(true)
+      expect(described_class.analyze(fixture("mistral_parallel.sse")).other_protocol).to be(false)
+
+      report = described_class::Report.new
+      report.add("OpenAI", 7, result)
+      report.add("OpenAI", 8, described_class.analyze(fixture("mistral_parallel.sse")))
+      expect(report.total(:requested)).to eq(2)
+      expect(report.lines.last).to eq("skipped 1 streamed row(s) with no chat completion chunk (Responses API " \
+                                      "streams): the audit does not count the stock Responses processor's losses")
     end
 
     it "records a provider error and keeps going" do
@@ -258,17 +279,35 @@ RSpec.describe DiscourseAiStream::Audit do
       end
     end
 
-    after { DiscourseAiStream.send(:remove_const, :Railtie) if DiscourseAiStream.const_defined?(:Railtie, false) }
-
-    it "hands the audit task to a Rails app" do
+    # The task names a Rails app rooted at `root` gets from the railtie.
+    def rails_tasks(root)
+      rails = Module.new
+      rails.define_singleton_method(:root) { Pathname(root) }
+      stub_const("Rails", rails)
       stub_const("Rails::Railtie", railtie_base)
       load File.expand_path("../lib/discourse_ai_stream/railtie.rb", __dir__)
-      rake = Rake::Application.new
-      Rake.application = rake
-      DiscourseAiStream::Railtie.rake_tasks.each(&:call)
-      expect(rake.lookup("discourse_ai_stream:audit")).to be_a(Rake::Task)
-    ensure
       Rake.application = Rake::Application.new
+      DiscourseAiStream::Railtie.rake_tasks.each(&:call)
+      Rake.application.tasks.map(&:name)
+    ensure
+      DiscourseAiStream.send(:remove_const, :Railtie) if DiscourseAiStream.const_defined?(:Railtie, false)
+      Rake.application = Rake::Application.new
+    end
+
+    it "hands the audit and check tasks to a Discourse with Discourse AI, whose audit log model is in a plugin" do
+      Dir.mktmpdir do |root|
+        FileUtils.mkdir_p(File.join(root, "plugins/discourse-ai/app/models"))
+        File.write(File.join(root, "plugins/discourse-ai/app/models/ai_api_audit_log.rb"), "")
+        expect(rails_tasks(root)).to include("discourse_ai_stream:audit", "discourse_ai_stream:check")
+      end
+    end
+
+    it "gives another Rails app no task, unless AiApiAuditLog is loaded there" do
+      Dir.mktmpdir do |root|
+        expect(rails_tasks(root)).to eq([])
+        stub_const("AiApiAuditLog", Class.new)
+        expect(rails_tasks(root)).to include("discourse_ai_stream:audit")
+      end
     end
   end
 end

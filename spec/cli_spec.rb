@@ -22,10 +22,11 @@ RSpec.describe DiscourseAiStream::CLI do
     it "prints the text, every tool call, the usage and the anomalies" do
       expect(cli("replay", fixture("mistral_parallel.sse"))).to eq(0)
       expect(stdout.string).to eq(<<~TEXT)
+        protocol: chat
         text: ""
         tool call 1: get_weather (id bM0Xl0KSh) {"city":"Paris"}
         tool call 2: get_local_time (id kgOYVL46d) {"timezone":"Europe/Paris"}
-        usage (current): prompt_tokens 172, completion_tokens 23, cache_read_tokens 0, cache_write_tokens 0
+        usage (as_sent): prompt_tokens 172, completion_tokens 23, cache_read_tokens 0, cache_write_tokens 0
         anomalies: none
       TEXT
     end
@@ -38,9 +39,9 @@ RSpec.describe DiscourseAiStream::CLI do
                                        { id: "call_time1", name: "get_local_time",
                                          parameters: { timezone: "Europe/Paris" } }
                                      ])
-      expect(out[:usage]).to eq(prompt_tokens: 56, completion_tokens: 40, cache_read_tokens: 64,
-                                cache_write_tokens: 0, mode: "current")
-      expect(out).to include(text: "", anomalies: [], error: nil)
+      expect(out[:usage]).to eq(prompt_tokens: 120, completion_tokens: 40, cache_read_tokens: 64,
+                                cache_write_tokens: 0, mode: "as_sent")
+      expect(out).to include(protocol: "chat", text: "", anomalies: [], error: nil)
       expect(out).not_to have_key(:partial_updates)
     end
 
@@ -53,14 +54,50 @@ RSpec.describe DiscourseAiStream::CLI do
       expect(out[:tool_calls].map { |call| call[:id] }).to eq(%w[call_weather1 call_time1])
     end
 
-    it "reports prompt_tokens gross with --usage legacy" do
-      cli("replay", "--usage", "legacy", fixture("openai_sequential.sse"))
-      expect(stdout.string).to include("usage (legacy): prompt_tokens 120, completion_tokens 40, cache_read_tokens 64")
+    it "reports prompt_tokens net of cache with --usage net_of_cache (or its former name, current)" do
+      %w[net_of_cache current].each do |mode|
+        cli("replay", "--usage", mode, fixture("openai_sequential.sse"))
+        expect(stdout.string).to include("usage (net_of_cache): prompt_tokens 56, completion_tokens 40, " \
+                                         "cache_read_tokens 64")
+      end
+    end
+
+    it "detects a Responses API stream and prints its calls; --protocol overrides" do
+      item = { type: "function_call", id: "fc_1", call_id: "call_1", name: "search", arguments: "" }
+      events = [{ type: "response.output_item.added", output_index: 0, item: item },
+                { type: "response.function_call_arguments.delta", output_index: 0, item_id: "fc_1",
+                  delta: '{"q":"x"}' },
+                { type: "response.output_item.done", output_index: 0, item: item.merge(arguments: '{"q":"x"}') }]
+      sse = events.map { |event| "event: #{event[:type]}\ndata: #{JSON.generate(event)}\n\n" }.join
+      expect(cli("replay", "-", stdin: StringIO.new(sse))).to eq(0)
+      expect(stdout.string).to start_with("protocol: responses\n")
+      expect(stdout.string).to include(%(tool call 1: search (id call_1) {"q":"x"}), "usage (net_of_cache)")
+
+      stdout.truncate(0)
+      stdout.rewind
+      expect(cli("replay", "--protocol", "chat", "-", stdin: StringIO.new(sse))).to eq(1)
+      expect(stdout.string).to include("protocol: chat\n", "tool calls: none",
+                                       "anomaly wrong_protocol: no chat completion chunk")
+    end
+
+    it "reports a stream of neither protocol, and exits 1" do
+      anthropic = "event: content_block_delta\ndata: " \
+                  "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"text\":\"Hi\"}}\n\n"
+      expect(cli("replay", "-", stdin: StringIO.new(anthropic))).to eq(1)
+      expect(stdout.string).to start_with("protocol: chat\n")
+      expect(stdout.string).to include("anomaly wrong_protocol: ")
+    end
+
+    it "prints the help for --help after a command" do
+      expect(cli("replay", "--help")).to eq(0)
+      expect(cli("audit", "-h")).to eq(0)
+      expect(stdout.string.scan("Usage:").size).to eq(2)
+      expect(stdout.string).to include("--protocol chat|responses", "Exit status")
     end
 
     it "prints text and the provider's error, and exits 1" do
       expect(cli("replay", fixture("provider_error.sse"))).to eq(1)
-      expect(stdout.string).to start_with(%(text: "Let me "\n))
+      expect(stdout.string).to start_with(%(protocol: chat\ntext: "Let me "\n))
       expect(stdout.string).to end_with("error: DiscourseAiStream::ProviderError: Rate limit reached for requests\n")
     end
 
@@ -73,7 +110,7 @@ RSpec.describe DiscourseAiStream::CLI do
 
     it "reads stdin for -" do
       expect(cli("replay", "-", stdin: StringIO.new(File.binread(fixture("text_only.sse"))))).to eq(0)
-      expect(stdout.string).to start_with(%(text: "Paris is sunny.\\n"\ntool calls: none\n))
+      expect(stdout.string).to start_with(%(protocol: chat\ntext: "Paris is sunny.\\n"\ntool calls: none\n))
     end
 
     it "rejects a missing file, no file or two files with exit status 2" do
@@ -98,7 +135,8 @@ RSpec.describe DiscourseAiStream::CLI do
                                                        "requested, the legacy processor ran 2, lost 0",
                                                        "#{fixture("not_streamed.json")}: not a streamed response, " \
                                                        "skipped",
-                                                       "audit: 3 response(s) (1 skipped, not streamed), 5 tool " \
+                                                       "audit: 3 response(s) (1 skipped, not streamed chat " \
+                                                       "completions), 5 tool " \
                                                        "call(s) requested, 2 lost by the legacy processor in 1 " \
                                                        "response(s)"
                                                      ])
@@ -131,7 +169,8 @@ RSpec.describe DiscourseAiStream::CLI do
       lines = stdout.string.lines
       expect(lines[1]).to start_with("#{fixture("rows.jsonl")} (id 102, provider 9): 3 tool call(s) requested, " \
                                      "the legacy processor ran 1, lost 2")
-      expect(lines.last).to start_with("audit: 5 response(s) (1 skipped, not streamed), 7 tool call(s) requested, " \
+      expect(lines.last).to start_with("audit: 5 response(s) (1 skipped, not streamed chat completions), " \
+                                       "7 tool call(s) requested, " \
                                        "3 lost by the legacy processor in 2 response(s)")
     end
 

@@ -6,13 +6,11 @@ require "rbconfig"
 require "tmpdir"
 require_relative "support/child_process"
 
-# The Makefile extconf.rb writes without the rb_sys gem: which cargo, which
-# profile and which files `make` would use, read from `make -n` (nothing is
-# built).
-RSpec.describe "ext/discourse_ai_stream/extconf.rb without rb_sys" do
+# The Makefile extconf.rb writes: which cargo, which profile and which files
+# `make` would use, read from `make -n` (nothing is built).
+RSpec.describe "ext/discourse_ai_stream/extconf.rb" do
   let(:root) { File.expand_path("..", __dir__) }
   let(:extconf) { File.join(root, "ext/discourse_ai_stream/extconf.rb") }
-  let(:no_rb_sys) { File.join(__dir__, "support/no_rb_sys.rb") }
 
   let(:dir) { Dir.mktmpdir("extconf-") }
 
@@ -33,7 +31,7 @@ RSpec.describe "ext/discourse_ai_stream/extconf.rb without rb_sys" do
   end
 
   def configure(env = {})
-    run!(env, RbConfig.ruby, "-r", no_rb_sys, extconf)
+    run!(env, RbConfig.ruby, extconf)
   end
 
   def dry_run(env, target = "install")
@@ -41,11 +39,20 @@ RSpec.describe "ext/discourse_ai_stream/extconf.rb without rb_sys" do
   end
 
   it "writes its own Makefile that builds the release profile with cargo from PATH" do
-    expect(configure).to include("no rb_sys gem")
+    expect(configure).to include("creating Makefile (cargo build of discourse_ai_stream in #{root})")
     commands = dry_run({ "CARGO" => nil, "RB_SYS_CARGO_PROFILE" => nil })
     expect(commands).to match(%r{'cargo' build --manifest-path '#{Regexp.escape(root)}/Cargo.toml'})
     expect(commands).to include("--profile 'release'", "#{root}/target/release/libdiscourse_ai_stream.so")
     expect(commands).to include("#{dir}/site/discourse_ai_stream/discourse_ai_stream.#{RbConfig::CONFIG["DLEXT"]}")
+  end
+
+  it "writes the same Makefile where the rb_sys gem is installed" do
+    rb_sys = File.join(dir, "rb_sys_gem")
+    FileUtils.mkdir_p(File.join(rb_sys, "rb_sys"))
+    File.write(File.join(rb_sys, "rb_sys/mkmf.rb"),
+               "module RbSys; module Mkmf; end; end\ndef create_rust_makefile(*) = File.write('Makefile', 'rb_sys')\n")
+    run!({}, RbConfig.ruby, "-I", rb_sys, extconf)
+    expect(File.read(File.join(dir, "Makefile"))).to include("Written by #{root}/ext/discourse_ai_stream/extconf.rb")
   end
 
   it "honours CARGO and RB_SYS_CARGO_PROFILE=dev when make runs" do
@@ -64,8 +71,7 @@ RSpec.describe "ext/discourse_ai_stream/extconf.rb without rb_sys" do
   end
 
   it "stops with a clear message when CARGO names no executable" do
-    output, status = Open3.capture2e({ "CARGO" => "#{dir}/no-such-cargo" }, RbConfig.ruby, "-r", no_rb_sys, extconf,
-                                     chdir: dir)
+    output, status = Open3.capture2e({ "CARGO" => "#{dir}/no-such-cargo" }, RbConfig.ruby, extconf, chdir: dir)
     expect(status).not_to be_success
     expect(output).to include("no-such-cargo` not found", "Rust toolchain")
   end

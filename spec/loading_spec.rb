@@ -34,15 +34,49 @@ RSpec.describe "loading the native extension" do
     end
   end
 
+  # A copy of lib/'s Ruby files in `dir`, with no build at all.
+  def copy_lib(dir)
+    Dir.chdir(lib) { Dir.glob("**/*.rb") }.each do |path|
+      FileUtils.mkdir_p(File.join(dir, File.dirname(path)))
+      FileUtils.cp(File.join(lib, path), File.join(dir, path))
+    end
+  end
+
+  it "names each build it tried and why it failed, the Ruby and the glibc the builds need, when none loads" do
+    Dir.mktmpdir("broken-") do |dir|
+      copy_lib(dir)
+      # This Ruby's build is there but cannot be loaded, as on a host whose
+      # glibc is too old: a copy of the real library that asks for a glibc
+      # symbol version no glibc has (same length, so the file stays whole).
+      broken = File.join(dir, "discourse_ai_stream", minor, File.basename(native))
+      FileUtils.mkdir_p(File.dirname(broken))
+      File.binwrite(broken, File.binread(native).sub("GLIBC_2.2.5\0".b, "GLIBC_9.9.9\0".b))
+      message = run_ruby(dir, 'begin; require "discourse_ai_stream"; rescue LoadError => e; p e.message; end')
+                .undump
+      expect(message).to start_with("discourse_ai_stream #{DiscourseAiStream::VERSION} has no native extension " \
+                                    "that loads on Ruby #{RUBY_VERSION} (#{RUBY_PLATFORM}, glibc ")
+      expect(message).to include("the precompiled builds need glibc 2.34 or newer",
+                                 "discourse_ai_stream/#{minor}/discourse_ai_stream: ",
+                                 "version `GLIBC_9.9.9' not found (required by #{broken})",
+                                 "discourse_ai_stream/discourse_ai_stream: cannot load such file",
+                                 "docs/troubleshooting.md")
+      expect(message).not_to start_with("cannot load such file")
+    end
+  end
+
+  it "loads the audit and the command only when they are first used" do
+    code = 'require "discourse_ai_stream"; before = $LOADED_FEATURES.grep(%r{discourse_ai_stream/(audit|cli)}); ' \
+           "DiscourseAiStream::Audit::PROVIDERS; DiscourseAiStream::CLI::USAGE; " \
+           'p [before.size, $LOADED_FEATURES.grep(%r{discourse_ai_stream/(audit|cli)\.rb}).size]'
+    expect(run_ruby(lib, code)).to eq("[0, 2]")
+  end
+
   it "falls back to discourse_ai_stream/discourse_ai_stream when there is no versioned build" do
     # A copy of lib/ without any versioned build (as a source install has it):
     # the single build is a stand-in that marks it was loaded, then loads the
     # real extension this process runs.
     Dir.mktmpdir("single-") do |dir|
-      Dir.chdir(lib) { Dir.glob("**/*.rb") }.each do |path|
-        FileUtils.mkdir_p(File.join(dir, File.dirname(path)))
-        FileUtils.cp(File.join(lib, path), File.join(dir, path))
-      end
+      copy_lib(dir)
       File.write(File.join(dir, "discourse_ai_stream", "discourse_ai_stream.rb"), <<~RUBY)
         $single_build_loaded = true
         require #{native.inspect}

@@ -124,17 +124,29 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor do
        { choices: [], usage: nil }]
     end
 
-    it "reports net prompt tokens by default (current Discourse)" do
+    it "reports prompt tokens as the server sent them by default, outside Discourse" do
       stream_items(processor, chunks)
-      expect(processor.usage_mode).to eq(:current)
-      expect([processor.prompt_tokens, processor.completion_tokens]).to eq([50, 7])
+      expect(processor.usage_mode).to eq(:as_sent)
+      expect([processor.prompt_tokens, processor.completion_tokens]).to eq([100, 7])
       expect([processor.cache_read_tokens, processor.cache_write_tokens, processor.cached_tokens]).to eq([30, 20, 30])
     end
 
-    it "reports gross prompt tokens in legacy mode" do
-      legacy = described_class.new(usage: :legacy)
-      stream_items(legacy, chunks)
-      expect([legacy.prompt_tokens, legacy.completion_tokens, legacy.cached_tokens]).to eq([100, 7, 30])
+    it "reports net prompt tokens with usage: :net_of_cache, and by default where Discourse AI is loaded" do
+      net = described_class.new(usage: :net_of_cache)
+      stream_items(net, chunks)
+      expect([net.usage_mode, net.prompt_tokens, net.completion_tokens]).to eq([:net_of_cache, 50, 7])
+
+      stub_const("DiscourseAi::Completions", Module.new)
+      expect(described_class.new.usage_mode).to eq(:net_of_cache)
+      stock = Class.new { attr_reader :cached_tokens }
+      stub_const("DiscourseAi::Completions::OpenAiMessageProcessor", stock)
+      expect(described_class.new.usage_mode).to eq(:as_sent), "the legacy generation's accounting"
+    end
+
+    it "still takes the former names of the modes" do
+      expect(%i[current legacy].map { |mode| described_class.new(usage: mode).usage_mode })
+        .to eq(%i[net_of_cache as_sent])
+      expect(described_class.new(usage: "as_sent").usage_mode).to eq(:as_sent)
     end
 
     it "reports nothing before usage arrives" do

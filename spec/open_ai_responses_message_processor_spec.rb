@@ -238,6 +238,15 @@ RSpec.describe DiscourseAiStream::OpenAiResponsesMessageProcessor do
       expect { p.dup }.to raise_error(TypeError)
     end
 
+    it "builds a Thinking class with the keywords it takes (older Discourse's has no provider_info)" do
+      older = Struct.new(:message, :partial) do
+        def initialize(message:, partial: false) = super(message, partial)
+      end
+      p = processor(output_thinking: true, thinking_class: older)
+      item = p.process_message({ output: [{ type: "web_search_call", action: { type: "open_page", url: "u" } }] })
+      expect(item).to eq([older.new(message: "Web fetch: u")])
+    end
+
     it "starts afresh after finish" do
       p = processor
       run_raw(p, two_interleaved_calls)

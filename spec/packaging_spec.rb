@@ -5,6 +5,7 @@ require "json"
 require "rbconfig"
 require "rubygems/package"
 require "tmpdir"
+require "zlib"
 require_relative "support/child_process"
 
 # Builds the source gem and installs it the way a user would, once per rspec
@@ -22,7 +23,7 @@ module PackagingBuild
       native: defined?(DiscourseAiStream::Native),
       extensions: $LOADED_FEATURES.grep(%r{/discourse_ai_stream\\.\#{dlext}\\z}),
       # Files of the Ruby installation itself are not the gem's, even where
-      # its path says discourse_ai_stream (bin/rubies' cache).
+      # its path says discourse_ai_stream (script/provision/rubies' cache).
       gem_files: $LOADED_FEATURES.grep(%r{/discourse_ai_stream[/.]})
                                  .reject { |path| path.start_with?("\#{RbConfig::CONFIG["prefix"]}/") },
       load_path: $LOAD_PATH
@@ -109,6 +110,13 @@ RSpec.describe "the source gem", :packaging do
     expect(files.grep(%r{\Adocs/})).to eq([])
   end
 
+  it "ships CHANGELOG.md and the RBS signatures, and links its page to the docs, the changelog and the tracker" do
+    expect(files).to include("CHANGELOG.md", "sig/discourse_ai_stream.rbs")
+    metadata = PackagingBuild.package.spec.metadata
+    expect(metadata.keys).to include("documentation_uri", "changelog_uri", "bug_tracker_uri", "source_code_uri")
+    expect(metadata["changelog_uri"]).to end_with("/CHANGELOG.md")
+  end
+
   it "carries no build products" do
     expect(files.grep(%r{(\A|/)(target|tmp)/|\.(so|bundle|dylib|dll|o)\z|(\A|/)Makefile\z|mkmf\.log})).to eq([])
   end
@@ -129,6 +137,33 @@ RSpec.describe "the source gem", :packaging do
     expect(probe["gem_files"]).to include(end_with("/lib/discourse_ai_stream.rb"))
     expect(probe["gem_files"]).to all(start_with("#{install_dir}/"))
     expect(probe["load_path"]).not_to include(start_with(PackagingBuild::ROOT))
+  end
+
+  it "is as large as docs/installing.md says, and so is the release build it compiles" do
+    page = File.read(File.join(PackagingBuild::ROOT, "docs/installing.md"))
+    kb = page[/^\| `discourse_ai_stream-VERSION\.gem` .* \| (\d+) KB \|$/, 1]
+    unpacked, compressed = page.match(/each build is about ([\d.]+) MB unpacked, ([\d.]+) MB compressed/).captures
+    build = File.binread(PackagingBuild.probe["extensions"].first)
+    { "source gem (KB)" => [kb, File.size(PackagingBuild.gem_file) / 1024.0],
+      "a build unpacked (MB)" => [unpacked, build.bytesize / 1e6],
+      "a build compressed (MB)" => [compressed, Zlib::Deflate.deflate(build, 6).bytesize / 1e6] }
+      .each do |what, (stated, real)|
+        expect(real).to be_within(real * 0.15).of(Float(stated)), "#{what}: the page says #{stated}, it is #{real}"
+      end
+  end
+
+  it "carries the check task and the bug report's streams, which run from the installed copy: no clone needed" do
+    expect(files).to include("lib/tasks/discourse_ai_stream.rake", "lib/discourse_ai_stream/check.rb",
+                             "lib/discourse_ai_stream/bug_report.rb")
+    env = { "GEM_HOME" => PackagingBuild.install_dir, "GEM_PATH" => PackagingBuild.install_dir, "RUBYOPT" => nil }
+    code = 'require "discourse_ai_stream"; exit DiscourseAiStream::Check.run'
+    output, status = ChildProcess.unbundled do
+      Open3.capture2e(env, RbConfig.ruby, "-e", code, chdir: PackagingBuild.tmp)
+    end
+    # Outside Discourse: nothing to compare with, nothing installed.
+    expect(status.exitstatus).to eq(DiscourseAiStream::Check::NOT_IN_USE), output
+    expect(output).to include("chat, 3 calls, partial_tool_calls: true:", "stock not loaded, gem 3 of 3",
+                              "install!: not run here")
   end
 
   it "installs the discourse-ai-stream executable, which runs from the installed copy" do

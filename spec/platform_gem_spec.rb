@@ -36,20 +36,38 @@ RSpec.describe PlatformGem do
     end
   end
 
-  describe ".spec" do
-    subject(:spec) { described_class.spec(source, %w[3.1 3.3 3.4]) }
+  describe "RUBIES" do
+    it "covers Ruby 3.3 and 3.4 on both platforms, and each gem accepts exactly the Rubies it has builds for" do
+      described_class::RUBIES.each do |platform, minors|
+        expect(minors).to include("3.3", "3.4"), platform
+        requirement = described_class.spec(source, platform).required_ruby_version.as_list
+        expect(accepted_minors(requirement)).to eq(minors), platform
+      end
+    end
+  end
 
-    it "is for x86_64-linux and compiles nothing when installed" do
+  describe ".spec" do
+    subject(:spec) { described_class.spec(source, "x86_64-linux") }
+
+    it "is for its platform and compiles nothing when installed" do
       expect(spec.platform.to_s).to eq("x86_64-linux")
       expect(spec.extensions).to be_empty
+      expect(spec.description).to include("precompiled for x86_64-linux")
     end
 
-    it "carries one build per Ruby and no Rust sources" do
+    it "carries one build per Ruby of its platform and no Rust sources" do
       expect(spec.files).to include("lib/discourse_ai_stream/3.1/discourse_ai_stream.so",
                                     "lib/discourse_ai_stream/3.3/discourse_ai_stream.so",
                                     "lib/discourse_ai_stream/3.4/discourse_ai_stream.so",
                                     "lib/discourse_ai_stream.rb", "exe/discourse-ai-stream")
       expect(spec.files.grep(%r{\Aext/|\ACargo\.})).to be_empty
+    end
+
+    it "is the same gem for aarch64-linux, with that platform's builds" do
+      arm = described_class.spec(source, "aarch64-linux")
+      expect(arm.platform.to_s).to eq("aarch64-linux")
+      expect(arm.files.grep(/\.so\z/)).to eq(%w[3.3 3.4].map { |minor| format(described_class::BUILD, minor) })
+      expect(arm.files - arm.files.grep(/\.so\z/)).to eq(spec.files - spec.files.grep(/\.so\z/))
     end
 
     it "leaves the source gem's specification as it was" do
@@ -61,9 +79,10 @@ RSpec.describe PlatformGem do
   end
 
   describe ".check_library" do
+    let(:build) { $LOADED_FEATURES.grep(%r{/discourse_ai_stream\.#{RbConfig::CONFIG["DLEXT"]}\z}).first }
+
     it "passes a build of this machine and says what it needs" do
-      build = $LOADED_FEATURES.grep(%r{/discourse_ai_stream\.#{RbConfig::CONFIG["DLEXT"]}\z}).first
-      info = described_class.check_library(build)
+      info = described_class.check_library(build, "x86_64-linux")
       expect(info[:needed]).to include("libc.so.6")
       expect(info[:needed].grep(/libruby/)).to be_empty
       expect(Gem::Version.new(info[:glibc])).to be <= described_class::MAX_GLIBC
@@ -73,13 +92,18 @@ RSpec.describe PlatformGem do
       # The ruby executable of a Ruby built with --enable-shared (all of the matrix) links it.
       ruby = File.realpath(RbConfig.ruby)
       expect(described_class.run("readelf", "-d", ruby)).to match(/NEEDED.*libruby/)
-      expect { described_class.check_library(ruby) }.to raise_error(/links libruby/)
+      expect { described_class.check_library(ruby, "x86_64-linux") }.to raise_error(/links libruby/)
     end
 
     it "refuses a library that needs a glibc newer than the limit" do
       stub_const("PlatformGem::MAX_GLIBC", Gem::Version.new("2.2.5"))
-      build = $LOADED_FEATURES.grep(%r{/discourse_ai_stream\.#{RbConfig::CONFIG["DLEXT"]}\z}).first
-      expect { described_class.check_library(build) }.to raise_error(/needs GLIBC_[\d.]+, newer than 2\.2\.5/)
+      expect { described_class.check_library(build, "x86_64-linux") }
+        .to raise_error(/needs GLIBC_[\d.]+, newer than 2\.2\.5/)
+    end
+
+    it "refuses a library built for another platform's machine" do
+      expect { described_class.check_library(build, "aarch64-linux") }
+        .to raise_error(/is for .*X86-64, not aarch64-linux/)
     end
   end
 end

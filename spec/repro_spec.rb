@@ -2,7 +2,6 @@
 
 require_relative "spec_helper"
 require "open3"
-require "rbconfig"
 require "stringio"
 require_relative "../examples/repro"
 
@@ -56,58 +55,6 @@ RSpec.describe "examples/repro.rb (bin/repro)" do
     Repro.report(io)
     expect(io.string.scan(/^  stock streamed:     (\d) of (\d) -> (.*)$/).first).to eq(["1", "2", '["call_1"]'])
     expect(io.string.scan(/^  streamed:     (\d) of (\d)/).first).to eq(%w[2 2])
-  end
-
-  # `bin/rails runner FILE` boots the app (Discourse, its plugins, and so
-  # the gem with install! done in after_initialize), sets $0 to the
-  # expanded FILE and loads it. This does the same in a fresh process, with
-  # the stand-ins of Discourse's classes for the app.
-  describe "under a bin/rails runner-like boot, with Discourse loaded first" do
-    let(:root) { File.expand_path("..", __dir__) }
-    let(:runner) do
-      <<~RUBY
-        generation, file = ARGV.shift(2)
-        require "logger"
-        module Rails
-          module Command
-            class RunnerCommand; end
-          end
-
-          def self.logger = (@logger ||= Logger.new($stderr))
-        end
-        require #{File.join(root, "spec/support/discourse_stand_ins").dump}
-        DiscourseStandIns.load_files(generation.to_sym)
-        require "discourse_ai_stream"
-        DiscourseAiStream::Discourse.install! # the plugin's after_initialize
-        $0 = File.expand_path(file)
-        Kernel.load($0)
-      RUBY
-    end
-
-    def rails_runner(generation)
-      Open3.capture3(RbConfig.ruby, "-I", File.join(root, "lib"), "-e", runner, generation.to_s,
-                     "examples/repro.rb", chdir: root)
-    end
-
-    it "shows every call of the gem's processor beside the legacy stock one's loss" do
-      out, err, status = rails_runner(:legacy)
-      expect(status.exitstatus).to eq(0), out + err
-      expect(out).to include("stock processor: DiscourseAi::Completions::OpenAiMessageProcessor")
-      expect(out.scan(/^  streamed:     (\d) of (\d) -> /)).to eq([%w[2 2], %w[2 2], %w[3 3], %w[3 3]])
-      expect(out.scan(/^  non-streamed: (\d) of (\d) -> /)).to eq([%w[2 2], %w[2 2], %w[3 3], %w[3 3]])
-      expect(out).to include(%(  streamed:     3 of 3 -> ["call_1", "call_2", "call_3"]))
-      expect(out.scan(/^  stock streamed:     (\d) of (\d) -> (.*)$/).first).to eq(["1", "2", '["call_1"]'])
-      expect(out.scan(/^  stock responses: +(\d) of (\d) -> (.*)$/).first).to eq(["0", "2", '["raised NoMethodError"]'])
-      expect(out.scan(/^  responses raw SSE: +(\d) of (\d)/)).to eq([%w[2 2], %w[2 2], %w[3 3], %w[3 3]])
-      expect(out).to end_with("every call came out\n")
-    end
-
-    it "shows the current stock processor returning every call too" do
-      out, err, status = rails_runner(:current)
-      expect(status.exitstatus).to eq(0), out + err
-      expect(out.scan(/^  stock streamed:     (\d) of (\d) -> /)).to eq([%w[2 2], %w[2 2], %w[3 3], %w[3 3]])
-      expect(out).to end_with("every call came out\n")
-    end
   end
 
   it "runs as bin/repro and exits 0" do

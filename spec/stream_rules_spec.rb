@@ -322,6 +322,12 @@ RSpec.describe "stream-shapes.md rules" do
         [["call_x", "search", { query: "a" }], ["call_x", "lookup", { term: "b" }]],
         [{ kind: :duplicate_id, id: "call_x", name: "lookup", index: 1 }]
       ],
+      "14: the same id and name at another index continue a call whose arguments are not complete (Vertex)" => [
+        [tool_chunk([call("A", "f", "", index: 1)]), tool_chunk([call("B", "g", "", index: 0)]),
+         tool_chunk([call("A", "f", '{"a":', index: 0)]), tool_chunk([call("B", "g", '{"b":', index: 1)]),
+         tool_chunk([call("A", "f", "1}", index: 0)]), tool_chunk([call("B", "g", "2}", index: 1)])],
+        [["A", "f", { a: 1 }], ["B", "g", { b: 2 }]]
+      ],
       "14: nameless fragments with the shared id go to the most recent call with it" => [
         [tool_chunk([call("call_x", "search", "", index: 0), call("call_x", "lookup", "", index: 1)]),
          tool_chunk([fragment(0, '{"query":"a"}')]),
@@ -335,7 +341,7 @@ RSpec.describe "stream-shapes.md rules" do
   end
 
   it "usage: from any chunk, cache reads from either field, never added, nulls never erase" do
-    processor = DiscourseAiStream::OpenAiMessageProcessor.new
+    processor = DiscourseAiStream::OpenAiMessageProcessor.new(usage: :net_of_cache)
     stream_items(processor, [
                    { choices: [{ index: 0, delta: { content: "a" } }], usage: nil },
                    { choices: [{ index: 0, delta: {}, finish_reason: "stop" }],
@@ -511,10 +517,10 @@ RSpec.describe "stream-shapes.md rules" do
       ]
     }.each do |name, (chunks, expected)|
       it "#{name}, on the Hash path and the raw path" do
-        hashed = DiscourseAiStream::OpenAiMessageProcessor.new
+        hashed = DiscourseAiStream::OpenAiMessageProcessor.new(usage: :net_of_cache)
         stream_items(hashed, chunks.map { |c| parsed(c) })
         processors = [hashed] + splittings(chunks).map do |reads|
-          DiscourseAiStream::OpenAiMessageProcessor.new.tap { |p| decoded_items(p, reads) }
+          DiscourseAiStream::OpenAiMessageProcessor.new(usage: :net_of_cache).tap { |p| decoded_items(p, reads) }
         end
         processors.each do |p|
           expect([p.prompt_tokens, p.completion_tokens, p.cache_read_tokens, p.cache_write_tokens]).to eq(expected)

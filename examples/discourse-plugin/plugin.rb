@@ -7,10 +7,17 @@
 # url: https://github.com/discourse-ai-stream/discourse_ai_stream
 
 # Precompiled for x86_64 Linux (Ruby 3.1, 3.3, 3.4): nothing to compile on a
-# Discourse container. Elsewhere the source gem needs cargo (see README.md).
+# Discourse container. Elsewhere the source gem needs cargo. No release is on
+# rubygems.org yet: install the built gem first (README.md, "Install it today").
 gem "discourse_ai_stream", "0.1.0"
+
+# Admin > Settings: off puts every endpoint back on Discourse's own
+# processors at once, without a rebuild (config/settings.yml).
+enabled_site_setting :discourse_ai_stream_enabled
 
 after_initialize do
   # Runs again after every code reload in development, on the new classes.
-  reloadable_patch { DiscourseAiStream::Discourse.install! }
+  reloadable_patch do
+    DiscourseAiStream::Discourse.install!(enabled: -> { SiteSetting.discourse_ai_stream_enabled })
+  end
 end

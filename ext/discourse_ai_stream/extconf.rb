@@ -1,10 +1,11 @@
 # frozen_string_literal: true
 
-# Writes the Makefile that builds the Rust binding into discourse_ai_stream.so.
-#
-# With the rb_sys gem installed, its create_rust_makefile does the work. The
-# rb_sys gem is optional (RubyGems.org may be out of reach), so without it this
-# file writes a small Makefile of its own. That Makefile serves both callers:
+# Writes the Makefile that builds the Rust binding into discourse_ai_stream.so
+# with cargo. It is the gem's own Makefile writer, not the rb_sys gem's
+# create_rust_makefile: the same Makefile wherever the gem is built, whether
+# or not the host happens to have rb_sys installed (RubyGems.org, which the
+# rb_sys gem comes from, is out of this project's reach, so nothing here could
+# test a build through it). The Makefile serves both callers:
 #
 # * `rake compile` (rake-compiler) runs this script in tmp/<platform>/..., then
 #   `make` and `make install target_prefix=` with sitearchdir pointed at
@@ -20,18 +21,7 @@
 
 require "mkmf"
 
-begin
-  require "rb_sys/mkmf"
-rescue LoadError
-  nil
-end
-
 EXT_NAME = "discourse_ai_stream"
-
-if defined?(RbSys::Mkmf)
-  create_rust_makefile("#{EXT_NAME}/#{EXT_NAME}")
-  return
-end
 
 cargo = ENV.fetch("CARGO", "cargo")
 cargo_found = cargo.include?(File::SEPARATOR) ? File.executable?(cargo) : find_executable(cargo)
@@ -64,7 +54,7 @@ rustlib = if Gem.win_platform?
           end
 
 File.write("Makefile", <<~MAKEFILE)
-  # Written by #{src_dir}/extconf.rb (no rb_sys gem). GNU make.
+  # Written by #{src_dir}/extconf.rb. GNU make.
   SHELL = /bin/sh
 
   RUBY = #{RbConfig.ruby}
@@ -119,4 +109,4 @@ File.write("Makefile", <<~MAKEFILE)
   FORCE:
 MAKEFILE
 
-puts "creating Makefile (cargo build of #{EXT_NAME} in #{workspace}, no rb_sys gem)"
+puts "creating Makefile (cargo build of #{EXT_NAME} in #{workspace})"

@@ -3,15 +3,18 @@
 require "time"
 
 module DiscourseAiStream
-  # How many streamed tool calls did a site already lose? The raw SSE text
-  # of every streamed response sits in AiApiAuditLog#raw_response_payload.
+  # How many streamed tool calls would the legacy Discourse processor have
+  # dropped? The raw SSE text of every streamed response sits in
+  # AiApiAuditLog#raw_response_payload.
   # Each one is decoded again with a fresh processor that also follows the
   # stream as the legacy Discourse processor did (simulate_legacy): the
   # calls the stream requested, minus the calls the legacy processor ran,
   # are the calls the site dropped. When the legacy code would have raised
   # (JSON::ParserError on a data line or on a call's arguments), the request
-  # failed and it ran none of them. Used by `rake discourse_ai_stream:audit`
-  # and `discourse-ai-stream audit`; needs neither Rails nor Discourse.
+  # failed and it ran none of them. A stream with no chat completion chunk
+  # (a Responses API stream) is skipped: the audit models the chat
+  # processor only. Used by `rake discourse_ai_stream:audit` and
+  # `discourse-ai-stream audit`; needs neither Rails nor Discourse.
   module Audit
     # The OpenAI-compatible providers of AiApiAuditLog::Provider.
     PROVIDERS = %w[OpenAI Mistral Vllm OpenRouter SambaNova].freeze
@@ -26,10 +29,18 @@ module DiscourseAiStream
     # A payload is a stream when a line starts with an SSE field.
     STREAM_LINE = /^(?:\xEF\xBB\xBF)?(?:data|event):/n
     QUIET = ->(_anomaly) {}
+    OTHER_PROTOCOL = "no chat completion chunk (a Responses API stream?)"
+    # What the report counts, and what that means on a site of each generation.
+    MEASURES = "tool calls the legacy OpenAiMessageProcessor would have dropped"
+    ON_LEGACY = "This site's stock processor is the legacy one: it dropped these calls wherever it served them " \
+                "(not while this gem was installed)."
+    ON_CURRENT = "This site's stock processor keeps every call of a chunk: only responses served before an " \
+                 "upgrade from the legacy one lost these calls."
 
     # One response: ids of the calls the stream requested and of those the
-    # legacy processor ran; errors the decoding raised ("Class: message").
-    Result = Struct.new(:requested, :ran, :errors, :anomalies, keyword_init: true) do
+    # legacy processor ran; errors the decoding raised ("Class: message");
+    # other_protocol: no chat completion chunk was read (nothing counted).
+    Result = Struct.new(:requested, :ran, :errors, :anomalies, :other_protocol, keyword_init: true) do
       def lost = requested - ran
 
       def lost? = !lost.empty?
@@ -51,6 +62,7 @@ module DiscourseAiStream
       result.requested.uniq!
       result.ran = legacy_ran(processor, payload, result)
       result.anomalies = processor.anomalies.size
+      result.other_protocol = processor.anomalies.any? { |anomaly| anomaly[:kind] == :wrong_protocol }
       result
     end
 
@@ -145,13 +157,15 @@ module DiscourseAiStream
     end
 
     # The rake task: audit `model` (AiApiAuditLog), show progress on
-    # `progress_io` and print the report on `io`.
+    # `progress_io` and print the report on `io`, saying what the counts
+    # mean on a site of `generation` (Discourse.generation).
     def run_task(model:, since: nil, provider: nil, io: $stdout, progress_io: $stderr, batch_size: BATCH_SIZE,
-                 every: Progress::EVERY)
+                 every: Progress::EVERY, generation: Discourse.generation)
       from = parse_since(since)
       names = select_providers(provider_names(model), provider)
-      io.puts "discourse_ai_stream audit: streamed responses of #{names.values.join(", ")} " \
-              "#{from ? "since #{from.utc.iso8601}" : "of all time"}"
+      io.puts "discourse_ai_stream audit: #{MEASURES}, in the streamed chat completions of " \
+              "#{names.values.join(", ")} #{from ? "since #{from.utc.iso8601}" : "of all time"}"
+      io.puts(generation == :legacy ? ON_LEGACY : ON_CURRENT) if generation
       rows = table(model, since: from, provider_ids: names.keys, batch_size: batch_size)
       progress = Progress.new(io: progress_io, total: rows.estimate, every: every)
       report = run(rows, provider_names: names, progress: progress)

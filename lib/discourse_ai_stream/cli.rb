@@ -11,20 +11,24 @@ module DiscourseAiStream
   class CLI
     USAGE = <<~TEXT
       Usage:
-        discourse-ai-stream replay FILE [--partial] [--json] [--usage current|legacy]
+        discourse-ai-stream replay FILE [--protocol chat|responses] [--partial] [--json]
+                                        [--usage as_sent|net_of_cache]
         discourse-ai-stream audit [--json] FILE... | -
 
       replay  Decodes one saved raw SSE response (FILE, or - for stdin) and prints
-              its text, each tool call (id, name, parameters), the usage and the
-              anomalies. --partial also shows the partial tool call updates.
+              its protocol, text, each tool call (id, name, parameters), the
+              usage and the anomalies. The protocol (chat completions or the
+              Responses API) is the one the stream holds events of; --protocol
+              sets it. --partial also shows the partial tool call updates.
       audit   For each response: the tool calls it requested, and how many of
               them a processor that reads only tool_calls[0] of each chunk (the
               legacy Discourse one) would have run. A file of JSON lines with a
               raw_response_payload each (an ai_api_audit_logs export) holds one
               response per line. Without FILE, reads stdin.
 
-      Exit status: 0 fine; 1 some response lost calls (audit) or the stream
-      raised an error (replay); 2 bad usage or unreadable input.
+      Exit status: 0 fine; 1 some response lost calls (audit), or the stream
+      raised an error or held no event of either protocol (replay); 2 bad
+      usage or unreadable input.
     TEXT
 
     # Bad arguments or input: printed with the usage hint, exit status 2.
@@ -38,13 +42,7 @@ module DiscourseAiStream
 
     def run(argv)
       command, *args = argv
-      case command
-      when "replay" then Replay.new(self).run(args)
-      when "audit" then AuditCommand.new(self).run(args)
-      when "help", "-h", "--help" then say(USAGE) || 0
-      when "version", "--version" then say("discourse-ai-stream #{VERSION}") || 0
-      else raise UsageError, command ? "unknown command #{command.inspect}" : "no command given"
-      end
+      dispatch(args.intersect?(%w[-h --help]) ? "help" : command, args)
     rescue UsageError, OptionParser::ParseError => e
       @stderr.puts "discourse-ai-stream: #{e.message}"
       @stderr.puts "Try `discourse-ai-stream help`."
@@ -55,6 +53,16 @@ module DiscourseAiStream
     end
 
     attr_reader :stdin
+
+    def dispatch(command, args)
+      case command
+      when "replay" then Replay.new(self).run(args)
+      when "audit" then AuditCommand.new(self).run(args)
+      when "help", "-h", "--help" then say(USAGE) || 0
+      when "version", "--version" then say("discourse-ai-stream #{VERSION}") || 0
+      else raise UsageError, command ? "unknown command #{command.inspect}" : "no command given"
+      end
+    end
 
     def say(text)
       @stdout.puts(text)

@@ -24,8 +24,11 @@ module DiscourseAiStream
     # Receives every anomaly of every processor without its own hook.
     attr_accessor :on_anomaly
 
-    # :current or :legacy; see OpenAiMessageProcessor#initialize.
-    def default_usage = @default_usage || :current
+    # :as_sent or :net_of_cache; see OpenAiMessageProcessor#initialize.
+    # Unset, it follows the host: where DiscourseAi::Completions is loaded,
+    # the accounting of that Discourse generation (its specs expect it,
+    # installed or not); elsewhere the server's own count.
+    def default_usage = @default_usage || (defined?(::DiscourseAi::Completions) ? Discourse.usage_mode : :as_sent)
 
     attr_writer :default_usage
 

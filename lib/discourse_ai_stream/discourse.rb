@@ -22,6 +22,9 @@ module DiscourseAiStream
     ENDPOINTS = "#{NAMESPACE}::Endpoints".freeze
     STOCK_PROCESSOR = "#{NAMESPACE}::OpenAiMessageProcessor".freeze
     STOCK_RESPONSES_PROCESSOR = "#{NAMESPACE}::OpenAiResponsesMessageProcessor".freeze
+    # Public methods of the stock processors that only their own JSON
+    # tracker calls: the gem's processors need not have them.
+    INTERNAL_CALLBACKS = %i[notify_progress current_tool_progress].freeze
 
     class << self
       # Patches every endpoint class defined now (after a code reload: the
@@ -29,46 +32,87 @@ module DiscourseAiStream
       # alone, so calling it again changes nothing but the settings.
       # fast_decode: endpoints whose decode_chunk is the stock one let the
       # gem's processor decode the raw bytes (no JsonStreamDecoder).
+      # Each stock processor is compared with the gem's first (see status).
+      # enabled: a callable asked on every use (a site setting): while it
+      # returns false, the patches pass everything to the stock code, as
+      # after uninstall!, at once and in every process that reads it.
       # Returns the classes patched by this call.
-      def install!(fast_decode: true)
+      def install!(fast_decode: true, enabled: nil)
         unless lookup(ENDPOINTS).is_a?(Module)
           warn_log("discourse_ai_stream: #{ENDPOINTS} is not defined; nothing installed")
           return []
         end
 
+        @status = Session::REPLACED.to_h { |name, ours| [name, decide(lookup(name), ours)] }
         @fast_decode = fast_decode ? true : false
+        @enabled = enabled
         patched = endpoint_classes.select { |klass| Patch.apply(klass) }
         @installed = true
         patched
       end
 
-      # True between install! and uninstall!.
-      def installed? = @installed ? true : false
+      # True between install! and uninstall!, while `enabled` allows it.
+      def installed? = @installed == true && enabled?
 
       # A prepended module cannot be removed: the patches stay in place and
       # pass everything through to the stock code until install! runs again.
       def uninstall!
         @installed = false
-        nil
+        @status = nil
       end
 
-      def fast_decode? = installed? && @fast_decode != false
+      # Not asked of `enabled`: a response whose processor is the gem's is
+      # decoded by it to its end, also when the setting goes off meanwhile.
+      def fast_decode? = @installed == true && @fast_decode != false
 
       # The stock processor classes (by name) that patched endpoints replace,
       # with the gem's class that stands in for each.
       def replaced_processors = Session::REPLACED
 
+      # What the last install! decided, per stock processor class name:
+      # `{ replaced: true, missing: [] }`, or `{ replaced: false, reason:,
+      # missing: }` when the stock class is left in place, because it is not
+      # loaded or has public methods (`"#stop_reason"`) or `initialize`
+      # keywords (`"initialize(strict:)"`) the gem's lacks. Empty before,
+      # and after uninstall!.
+      def status = @status || {}
+
       # Endpoint classes of the current namespace that carry the patch.
       def patched_classes = endpoint_classes.select { |klass| Patch.applied?(klass) }
 
-      # :current or :legacy, from the readers of the stock processor class
-      # (current Discourse logs cache_read_tokens / cache_write_tokens, the
-      # legacy one cached_tokens). nil when there is no stock class.
+      # :newest, :current or :legacy, from the readers of the stock processor
+      # class (the newest answers stop_reason; current Discourse logs
+      # cache_read_tokens / cache_write_tokens, the legacy one cached_tokens).
+      # nil when there is no stock class.
       def generation(stock_class = lookup(STOCK_PROCESSOR))
         return unless stock_class.is_a?(Class)
+        return :newest if stock_class.method_defined?(:stop_reason)
 
         legacy = stock_class.method_defined?(:cached_tokens) && !stock_class.method_defined?(:cache_read_tokens)
         legacy ? :legacy : :current
+      end
+
+      # The usage mode of Discourse's own accounting: the legacy processor
+      # reports prompt_tokens as sent, every later generation net of cache.
+      def usage_mode(stock_class = lookup(STOCK_PROCESSOR))
+        generation(stock_class) == :legacy ? :as_sent : :net_of_cache
+      end
+
+      # The output_limit a new processor follows by default: the host's, the
+      # class loaded as `stock_name` (the gem's own, when it stands under
+      # that name): :drop where it answers stop_reason, as the newest
+      # Discourse; :keep under an older one; :drop_cut outside Discourse.
+      def output_limit(stock_name)
+        { newest: :drop, nil => :drop_cut }.fetch(generation(lookup(stock_name)), :keep)
+      end
+
+      # The keywords `klass.new` takes, or nil when it takes any (also a
+      # factory that is not a class, and C-defined initializers).
+      def keywords(klass)
+        params = klass.is_a?(Module) ? klass.instance_method(:initialize).parameters : [[:keyrest]]
+        return if params.any? { |type, _| %i[rest keyrest].include?(type) }
+
+        params.filter_map { |type, name| name if %i[key keyreq].include?(type) }
       end
 
       # Where warnings go: this when set, else Rails.logger, else stderr.
@@ -80,9 +124,9 @@ module DiscourseAiStream
         ::Rails.logger if defined?(::Rails) && ::Rails.respond_to?(:logger)
       end
 
-      def warn_log(message)
+      def warn_log(message, level = :warn)
         target = logger
-        target ? target.warn(message) : Kernel.warn(message)
+        target ? target.public_send(level, message) : Kernel.warn(message)
       rescue StandardError => e
         Kernel.warn("#{message} (logger raised #{e.class}: #{e.message})")
       end
@@ -107,6 +151,28 @@ module DiscourseAiStream
       end
 
       private
+
+      def enabled?
+        @enabled.nil? || @enabled.call ? true : false
+      rescue StandardError => e
+        warn_log("discourse_ai_stream: the enabled check raised #{e.class}: #{e.message}; stock processors in use")
+        false
+      end
+
+      # Whether the gem's class `ours` can stand in for the stock class: it
+      # must answer every public method and keyword the stock one does.
+      def decide(stock, ours)
+        return { replaced: false, reason: "not loaded", missing: [] } unless stock.is_a?(Class)
+
+        methods = stock.public_instance_methods - ours.public_instance_methods - INTERNAL_CALLBACKS
+        missing = methods.sort.map { "##{_1}" }
+        missing += ((keywords(stock) || []) - keywords(ours)).map { "initialize(#{_1}:)" }
+        return { replaced: true, missing: [] } if missing.empty?
+
+        reason = "the gem's #{ours.name} lacks #{missing.join(", ")}"
+        warn_log("discourse_ai_stream #{VERSION}: left #{stock.name} in place: #{reason}", :error)
+        { replaced: false, reason: reason, missing: missing }
+      end
 
       # The classes of the namespace, and subclasses of Endpoints::Base
       # defined elsewhere (another plugin's endpoint); none without it.

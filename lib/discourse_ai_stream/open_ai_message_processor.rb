@@ -7,13 +7,16 @@ module DiscourseAiStream
   class OpenAiMessageProcessor
     include ProcessorSupport
 
-    USAGE_MODES = %i[current legacy].freeze
+    # What `usage:` takes, and the names it had before (still accepted).
+    USAGE_MODES = { as_sent: :as_sent, net_of_cache: :net_of_cache, legacy: :as_sent, current: :net_of_cache }.freeze
 
     # partial_tool_calls: stream tool parameters as they arrive (the same
     #   ToolCall object, updated in place, partial? true until complete).
-    # usage: :current (prompt_tokens net of cache reads and writes, as
-    #   current Discourse reports) or :legacy (prompt_tokens as sent, the
-    #   older Discourse that reads cached_tokens). Default: DiscourseAiStream.default_usage.
+    # usage: :as_sent (prompt_tokens as the server sent it, cache reads
+    #   included, as the legacy Discourse processor reports it) or
+    #   :net_of_cache (net of cache reads and writes, as Discourse's per-call
+    #   processor does). Default: DiscourseAiStream.default_usage, which
+    #   follows the host.
     # max_line_bytes: longest SSE line decode_chunk accepts (8 MiB).
     # tool_call_class: the class of returned tool calls; by default
     #   DiscourseAiStream.tool_call_class, resolved now (not at load time).
@@ -24,17 +27,20 @@ module DiscourseAiStream
     # strict: decode_chunk raises StreamError for an event it cannot read
     #   (JSON cut short or malformed, invalid UTF-8) instead of skipping it
     #   with an :unreadable_event anomaly.
+    # output_limit: the calls still open after finish_reason "length":
+    #   :drop, :drop_cut or :keep (docs/behaviour.md); by default the
+    #   host's (Discourse.output_limit).
     def initialize(partial_tool_calls: false, usage: DiscourseAiStream.default_usage,
                    max_line_bytes: Native::MAX_LINE_BYTES, tool_call_class: nil, on_anomaly: nil,
-                   simulate_legacy: false, strict: false)
-      usage = usage.to_sym
-      unless USAGE_MODES.include?(usage)
-        raise ArgumentError, "usage must be one of #{USAGE_MODES.inspect}, not #{usage.inspect}"
+                   simulate_legacy: false, strict: false, output_limit: nil)
+      mode = USAGE_MODES.fetch(usage.to_sym) do
+        raise ArgumentError, "usage must be one of #{USAGE_MODES.keys.inspect}, not #{usage.inspect}"
       end
 
       @on_anomaly = on_anomaly
       klass = tool_call_class || DiscourseAiStream.tool_call_class
-      __setup(!!partial_tool_calls, usage, Integer(max_line_bytes), klass, !!simulate_legacy, !!strict)
+      @output_limit = (output_limit || Discourse.output_limit(Discourse::STOCK_PROCESSOR)).to_sym
+      __setup(!!partial_tool_calls, mode, Integer(max_line_bytes), klass, !!simulate_legacy, !!strict, @output_limit)
     end
 
     private

@@ -23,15 +23,23 @@ module DiscourseAiStream
     # strict: decode_chunk raises StreamError for an event it cannot read
     #   (by default it skips it with an :unreadable_event anomaly), as
     #   OpenAiMessageProcessor's.
+    # output_limit: the calls still open at response.incomplete, and items
+    #   whose status is "incomplete": :drop, :drop_cut or :keep
+    #   (docs/responses-api.md); by default the host's.
     def initialize(partial_tool_calls: false, output_thinking: false, max_line_bytes: Native::MAX_LINE_BYTES,
-                   tool_call_class: nil, thinking_class: nil, on_anomaly: nil, strict: false)
+                   tool_call_class: nil, thinking_class: nil, on_anomaly: nil, strict: false, output_limit: nil)
       @on_anomaly = on_anomaly
       @thinking_class = thinking_class || DiscourseAiStream.thinking_class
+      @thinking_keywords = Discourse.keywords(@thinking_class)
+      @output_limit = (output_limit || Discourse.output_limit(Discourse::STOCK_RESPONSES_PROCESSOR)).to_sym
       klass = tool_call_class || DiscourseAiStream.tool_call_class
-      __setup(!!partial_tool_calls, !!output_thinking, Integer(max_line_bytes), klass, !!strict)
+      __setup(!!partial_tool_calls, !!output_thinking, Integer(max_line_bytes), klass, !!strict, @output_limit)
     end
 
     attr_reader :thinking_class
+
+    # Usage is reported as Discourse's Responses processor does: net of cache.
+    def usage_mode = :net_of_cache
 
     private
 
@@ -40,10 +48,24 @@ module DiscourseAiStream
     # Called by the native code for each thinking item: a partial delta, or
     # the whole summary of a finished reasoning item with its ids.
     def __thinking(message, partial, reasoning_id, encrypted_content)
-      return @thinking_class.new(message: message, partial: true) if partial
+      return thinking(message: message, partial: true) if partial
 
       info = { reasoning_id: reasoning_id, encrypted_content: encrypted_content }.compact
-      @thinking_class.new(message: message, partial: false, provider_info: { PROVIDER_KEY => info })
+      thinking(message: message, partial: false, provider_info: { PROVIDER_KEY => info })
+    end
+
+    # Called by the native code for a web search (a message) or, with no
+    # message, the response's output items for the next turn: `items`, or
+    # nil for an empty provider_info.
+    def __tool_thinking(message, items)
+      info = items ? { PROVIDER_KEY => { output_items: items } } : {}
+      thinking(message: message, partial: false, provider_info: info)
+    end
+
+    # A new Thinking, with the keywords its class takes (older Discourse
+    # has no provider_info).
+    def thinking(**keywords)
+      @thinking_class.new(**(@thinking_keywords ? keywords.slice(*@thinking_keywords) : keywords))
     end
 
     # Called by the native code when the message after a reasoning item

@@ -5,6 +5,7 @@ module DiscourseAiStream
   # Ruby side: the anomaly hook, inspect, and refusing copies of native state.
   module ProcessorSupport
     attr_accessor :on_anomaly
+    attr_reader :output_limit
 
     def inspect
       "#<#{self.class.name} partial_tool_calls=#{partial_tool_calls?} #{inspect_options} anomalies=#{anomalies.size}>"

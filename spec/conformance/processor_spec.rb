@@ -12,6 +12,10 @@ require_relative "support/raw_path_examples"
 # Each group checks the Hash path (the upstream example's own steps) and the
 # raw path (the same chunks as SSE bytes, see raw_path_examples.rb).
 RSpec.describe DiscourseAiStream::OpenAiMessageProcessor, :conformance do
+  # Upstream's specs run where DiscourseAi::Completions is loaded, so the
+  # processor's defaults follow Discourse (its accounting of usage).
+  before { stub_const("DiscourseAi::Completions", Module.new) }
+
   # A streamed chunk as the upstream spec builds them: one choice, no index,
   # finish_reason only when given.
   def streamed(delta, finish: nil)

@@ -51,7 +51,7 @@ RSpec.describe "DiscourseAiStream::Discourse.install!", gc_stress: false do
             expect(final_calls(items)).to eq(expected_calls)
             expect(items).to all(be_an_instance_of(DiscourseAi::Completions::ToolCall))
             expect(target.send(:processor)).to be_a(DiscourseAiStream::OpenAiMessageProcessor)
-            expect(target.send(:processor).usage_mode).to eq(generation)
+            expect(target.send(:processor).usage_mode).to eq(generation == :legacy ? :as_sent : :net_of_cache)
           end
         end
       end
@@ -250,6 +250,48 @@ RSpec.describe "DiscourseAiStream::Discourse.install!", gc_stress: false do
       integration.install!
       mistral = endpoints::Mistral.new(llm_model("mistral"))
       expect(final_calls(mistral.perform_stream([DiscourseStandIns::MISTRAL_SSE]))).to eq(expected_calls)
+    end
+  end
+
+  describe "enabled: (a site setting)" do
+    before { load_discourse_stand_ins(generation: :legacy) }
+
+    def mistral_calls
+      final_calls(endpoint("Mistral").perform_stream([DiscourseStandIns::MISTRAL_SSE])).size
+    end
+
+    it "hands out the stock processor while the callable says no, and the gem's again when it says yes" do
+      enabled = true
+      integration.install!(enabled: -> { enabled })
+      expect(mistral_calls).to eq(2)
+      enabled = false
+      expect(integration).not_to be_installed
+      expect(mistral_calls).to eq(1)
+      stock = DiscourseAi::Completions::OpenAiMessageProcessor
+      expect(endpoint("Mistral").send(:processor)).to be_an_instance_of(stock)
+      enabled = true
+      expect(mistral_calls).to eq(2)
+    end
+
+    it "decodes a response under way to its end with the gem's processor when the callable says no meanwhile" do
+      enabled = true
+      integration.install!(enabled: -> { enabled })
+      sse = DiscourseStandIns::MISTRAL_SSE
+      # The second read starts inside the chunk's line: only the decoder that
+      # read the first part can read it.
+      reads = Enumerator.new do |y|
+        y << sse[0, 100]
+        enabled = false
+        y << sse[100..]
+      end
+      expect(final_calls(endpoint("Mistral").perform_stream(reads))).to eq(expected_calls)
+      expect(mistral_calls).to eq(1), "the next response is the stock processor's"
+    end
+
+    it "falls back to the stock processors and says why when the callable raises" do
+      integration.install!(enabled: -> { raise IOError, "settings unavailable" })
+      expect(mistral_calls).to eq(1)
+      expect(logger.warnings).to include(/the enabled check raised IOError: settings unavailable; stock processors/)
     end
   end
 

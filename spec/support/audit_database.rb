@@ -53,16 +53,18 @@ module AuditDatabase
     end
   end
 
-  # What bin/db-gems could not provide for this Ruby, else how to get it.
+  # What script/provision/db-gems could not provide for this Ruby, else how to get it.
   def load_hint
     return "install Debian's ruby-activerecord and ruby-pg (bin/setup)" if RUBY_VERSION.start_with?("3.1.")
 
     minor = RUBY_VERSION[/\A\d+\.\d+/]
     cache = ENV.fetch("DISCOURSE_AI_STREAM_CACHE") { File.join(Dir.home, ".cache", "discourse_ai_stream") }
     missing = File.join(cache, "gems-#{minor}", "MISSING")
-    return "bin/db-gems #{minor} says: #{File.read(missing).lines.map(&:strip).join("; ")}" if File.exist?(missing)
+    if File.exist?(missing)
+      return "script/provision/db-gems #{minor} says: #{File.read(missing).lines.map(&:strip).join("; ")}"
+    end
 
-    "run bin/db-gems #{minor}, or this through bin/with-ruby #{minor}, which runs it"
+    "run script/provision/db-gems #{minor}, or this through bin/with-ruby #{minor}, which runs it"
   end
 
   # Starts the cluster once per process and connects; the table is empty.

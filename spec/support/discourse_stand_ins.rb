@@ -20,9 +20,14 @@
 # - :current - the processor keeps per-call state; the endpoint methods
 #   live in the Endpoints::OpenAiShared module; final_log_update writes
 #   cache_read_tokens / cache_write_tokens.
+# - :newest  - the current one, plus stop_reason on both processors and the
+#   output-limit rule; Groq on Endpoints::OpenAi.
 module DiscourseStandIns
   DIR = File.expand_path("discourse_stand_ins", __dir__)
-  GENERATIONS = %i[legacy current].freeze
+  GENERATIONS = %i[legacy current newest].freeze
+  # The files of each generation, loaded in order.
+  FILES = { legacy: %w[common legacy endpoints], current: %w[common current endpoints],
+            newest: %w[common current endpoints newest] }.freeze
 
   # The raw chunk of the bug report: Mistral sends both parallel calls, the
   # finish_reason and the usage in one chunk, with an unknown top-level "p".
@@ -75,7 +80,7 @@ module DiscourseStandIns
 
   def self.load_files(generation)
     @loading = true
-    ["common.rb", "#{generation}.rb", "endpoints.rb"].each { |file| load File.join(DIR, file) }
+    FILES.fetch(generation).each { |file| load File.join(DIR, "#{file}.rb") }
   ensure
     @loading = false
   end
@@ -113,7 +118,7 @@ module DiscourseStandIns
   end
 end
 
-# A child Ruby that boots on the stand-ins (repro_spec.rb) has no RSpec.
+# A child Ruby that boots on the stand-ins (check_spec.rb) has no RSpec.
 return unless defined?(RSpec)
 
 # The setting of the specs of the gem installed into the stand-ins: their

@@ -56,6 +56,21 @@ RSpec.describe "discourse-ai-stream" do
       .to all(eq("cmpl-e5cc70bb28c444948073e77776eb30ef"))
   end
 
+  it "hands the endpoints Discourse's own processor while its site setting is off" do
+    SiteSetting.discourse_ai_stream_enabled = false
+    stock = DiscourseAi::Completions::Endpoints::Mistral.new(mistral_model).send(:processor)
+    expect(stock).to be_a(DiscourseAi::Completions::OpenAiMessageProcessor)
+
+    SiteSetting.discourse_ai_stream_enabled = true
+    ours = DiscourseAi::Completions::Endpoints::Mistral.new(mistral_model).send(:processor)
+    expect(ours).to be_a(DiscourseAiStream::OpenAiMessageProcessor)
+  end
+
+  it "passes rake discourse_ai_stream:check: the gem in use, every call of the bug report's streams out" do
+    io = StringIO.new
+    expect(DiscourseAiStream::Check.run(io)).to eq(DiscourseAiStream::Check::IN_USE), io.string
+  end
+
   it "reports the usage to the audit log" do
     endpoint = DiscourseAi::Completions::Endpoints::Mistral.new(mistral_model)
     stream(endpoint)

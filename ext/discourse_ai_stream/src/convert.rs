@@ -3,8 +3,9 @@
 
 use magnus::rb_sys::{AsRawValue, FromRawValue};
 use magnus::value::ReprValue;
-use magnus::{Error, IntoValue, RHash, Ruby, Value};
+use magnus::{Error, IntoValue, RHash, Ruby, Symbol, Value};
 use openai_stream::anomaly::Anomaly;
+use openai_stream::driver::OutputLimit;
 use openai_stream::json::{JsonValue, Number};
 
 /// A JSON value as Ruby: objects become Hashes with Symbol keys (a repeated
@@ -35,6 +36,23 @@ pub fn object_to_hash(ruby: &Ruby, pairs: &[(String, JsonValue)]) -> Result<RHas
         hash.aset(ruby.to_symbol(k), json_to_ruby(ruby, v)?)?;
     }
     Ok(hash)
+}
+
+/// What both `__setup`s check: `max_line_bytes` is positive, and the
+/// `output_limit:` keyword names a limit.
+pub fn output_limit(ruby: &Ruby, max_line_bytes: usize, name: Symbol) -> Result<OutputLimit, Error> {
+    if max_line_bytes == 0 {
+        return Err(Error::new(ruby.exception_arg_error(), "max_line_bytes must be positive"));
+    }
+    Ok(match &*name.name()? {
+        "drop" => OutputLimit::Drop,
+        "drop_cut" => OutputLimit::DropCut,
+        "keep" => OutputLimit::Keep,
+        other => {
+            let message = format!("output_limit must be :drop, :drop_cut or :keep, not :{other}");
+            return Err(Error::new(ruby.exception_arg_error(), message));
+        }
+    })
 }
 
 fn number(ruby: &Ruby, n: &Number) -> Result<Value, Error> {

@@ -265,9 +265,10 @@ pub(crate) trait Readings {
     fn partial_tool_calls(&self) -> bool;
     fn max_line_bytes(&self) -> usize;
     fn heap_bytes(&self) -> usize;
+    fn stop_reason(&self) -> Option<&str>;
 }
 
-/// The same three readers for both cores, whose options share these fields.
+/// The same readers for both cores, whose options share these fields.
 macro_rules! readings {
     ($($core:ty),*) => {$(
         impl Readings for $core {
@@ -282,6 +283,9 @@ macro_rules! readings {
             }
             fn heap_bytes(&self) -> usize {
                 <$core>::heap_bytes(self)
+            }
+            fn stop_reason(&self) -> Option<&str> {
+                <$core>::stop_reason(self)
             }
         }
     )*};
@@ -313,6 +317,7 @@ readers! {
     cache_write_tokens -> Option<u64> = |c| c.usage().cache_write_tokens;
     partial_tool_calls -> bool = |c| c.partial_tool_calls();
     max_line_bytes -> usize = |c| c.max_line_bytes();
+    stop_reason -> Option<String> = |c| c.stop_reason().map(str::to_owned);
 }
 
 /// Every anomaly recorded so far, as frozen Hashes (readable after an
@@ -343,6 +348,7 @@ macro_rules! define_shared {
         $class.define_method("cached_tokens", method!(r::cached_tokens::<$held>, 0))?;
         $class.define_method("partial_tool_calls?", method!(r::partial_tool_calls::<$held>, 0))?;
         $class.define_method("max_line_bytes", method!(r::max_line_bytes::<$held>, 0))?;
+        $class.define_method("stop_reason", method!(r::stop_reason::<$held>, 0))?;
         $class.define_method("anomalies", method!(r::anomalies::<$held>, 0))?;
         $class.define_method("dropped_anomalies", method!(r::dropped_anomalies::<$held>, 0))?;
     }};

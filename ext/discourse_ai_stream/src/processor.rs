@@ -113,7 +113,8 @@ impl CallSource for Processor {
 }
 
 impl RbProcessor {
-    /// `__setup(partial_tool_calls, usage_mode, max_line_bytes, tool_call_class, simulate_legacy, strict)`.
+    /// `__setup(partial_tool_calls, usage_mode, max_line_bytes, tool_call_class, simulate_legacy, strict,
+    /// output_limit)`.
     // One argument per keyword of `OpenAiMessageProcessor.new`, as magnus passes them.
     #[allow(clippy::too_many_arguments)]
     pub fn setup(
@@ -125,23 +126,28 @@ impl RbProcessor {
         tool_call_class: Value,
         simulate_legacy: bool,
         strict: bool,
+        output_limit: Symbol,
     ) -> Result<(), Error> {
         guard(ruby, || {
             let usage_mode = match &*usage.name()? {
-                "current" => UsageMode::Current,
-                "legacy" => UsageMode::Legacy,
+                "net_of_cache" => UsageMode::Current,
+                "as_sent" => UsageMode::Legacy,
                 other => {
                     return Err(Error::new(
                         ruby.exception_arg_error(),
-                        format!("usage must be :current or :legacy, not {other:?}"),
+                        format!("usage must be :as_sent or :net_of_cache, not {other:?}"),
                     ))
                 }
             };
-            if max_line_bytes == 0 {
-                return Err(Error::new(ruby.exception_arg_error(), "max_line_bytes must be positive"));
-            }
-            let options =
-                Options { partial_tool_calls: partial, usage_mode, max_line_bytes, simulate_legacy, strict };
+            let output_limit = crate::convert::output_limit(ruby, max_line_bytes, output_limit)?;
+            let options = Options {
+                partial_tool_calls: partial,
+                usage_mode,
+                max_line_bytes,
+                simulate_legacy,
+                strict,
+                output_limit,
+            };
             rb_self.get().holder.install(ruby, Processor::new(options), tool_call_class, 1)
         })
     }
@@ -276,8 +282,8 @@ impl RbProcessor {
     pub fn usage_mode(ruby: &Ruby, rb_self: &RbProcessor) -> Result<Symbol, Error> {
         let mode = read(ruby, rb_self, |c| c.options().usage_mode)?;
         Ok(ruby.to_symbol(match mode {
-            UsageMode::Current => "current",
-            UsageMode::Legacy => "legacy",
+            UsageMode::Current => "net_of_cache",
+            UsageMode::Legacy => "as_sent",
         }))
     }
 

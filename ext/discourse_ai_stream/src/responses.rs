@@ -6,11 +6,11 @@
 
 use magnus::typed_data::Obj;
 use magnus::value::ReprValue;
-use magnus::{Error, RArray, RHash, Ruby, TypedData, Value};
+use magnus::{Error, RArray, RHash, Ruby, Symbol, TypedData, Value};
 use openai_stream::anomaly::Anomalies;
 use openai_stream::calls::{CallId, Calls};
 use openai_stream::json::JsonValue;
-use openai_stream::output::{Item, Output};
+use openai_stream::output::{Item, Output, Thinking};
 use openai_stream::responses::{Options, ResponsesProcessor};
 
 use crate::errors;
@@ -67,21 +67,22 @@ impl CallSource for ResponsesProcessor {
 type Me = Obj<RbResponsesProcessor>;
 
 impl RbResponsesProcessor {
-    /// `__setup(partial_tool_calls, output_thinking, max_line_bytes, tool_call_class, strict)`.
+    /// `__setup(partial_tool_calls, output_thinking, max_line_bytes, tool_call_class, strict, output_limit)`.
+    #[allow(clippy::too_many_arguments)]
     pub fn setup(
         ruby: &Ruby,
         rb_self: Me,
-        partial: bool,
+        partial_tool_calls: bool,
         output_thinking: bool,
         max_line_bytes: usize,
         tool_call_class: Value,
         strict: bool,
+        output_limit: Symbol,
     ) -> Result<(), Error> {
         guard(ruby, || {
-            if max_line_bytes == 0 {
-                return Err(Error::new(ruby.exception_arg_error(), "max_line_bytes must be positive"));
-            }
-            let options = Options { partial_tool_calls: partial, output_thinking, max_line_bytes, strict };
+            let output_limit = crate::convert::output_limit(ruby, max_line_bytes, output_limit)?;
+            let options =
+                Options { partial_tool_calls, output_thinking, max_line_bytes, strict, output_limit };
             rb_self.holder.install(ruby, ResponsesProcessor::new(options), tool_call_class, 2)
         })
     }
@@ -158,16 +159,25 @@ impl RbResponsesProcessor {
         for item in out.items() {
             let value = match item {
                 Item::Text(text) => Some(ruby.str_new(text).as_value()),
-                Item::Thinking { text, reasoning: None } => {
+                Item::Thinking { text, kind: Thinking::Delta } => {
                     Some(me.funcall("__thinking", (text, true, ruby.qnil(), ruby.qnil()))?)
                 }
-                Item::Thinking { text, reasoning: Some(n) } => {
+                Item::Thinking { text, kind: Thinking::Reasoning(n) } => {
                     let info = core.reasoning(n);
                     let id = info.and_then(|r| r.id.as_deref());
                     let encrypted = info.and_then(|r| r.encrypted_content.as_deref());
                     let thinking: Value = me.funcall("__thinking", (text, false, id, encrypted))?;
                     thinkings.store(n as isize, thinking)?;
                     Some(thinking)
+                }
+                // A native tool's activity, or (no message) the output items.
+                Item::Thinking { text, kind } => {
+                    let (message, with_items) = match kind {
+                        Thinking::Tool { with_items } => (Some(text), with_items),
+                        _ => (None, true),
+                    };
+                    let items = with_items.then(|| output_items(ruby, core)).transpose()?;
+                    Some(me.funcall("__tool_thinking", (message, items))?)
                 }
                 Item::Progress(call) => built.progress_item(ruby, core, tools, call)?,
                 Item::Completed(call, params) => built.completed_item(ruby, core, tools, call, params)?,
@@ -197,4 +207,13 @@ impl RbResponsesProcessor {
     pub fn panic_for_tests(ruby: &Ruby, rb_self: Me) -> Result<Value, Error> {
         Self::run(ruby, rb_self, Shape::Array, None, |_| panic!("deliberate panic for tests"))
     }
+}
+
+/// The response's output items (Hashes with Symbol keys), for a thinking item.
+fn output_items(ruby: &Ruby, core: &ResponsesProcessor) -> Result<Value, Error> {
+    let items = ruby.ary_new_capa(core.output_items().len());
+    for item in core.output_items() {
+        items.push(crate::convert::json_to_ruby(ruby, item)?)?;
+    }
+    Ok(items.as_value())
 }

@@ -99,6 +99,14 @@ anomaly_kinds! {
     /// Responses API: an event or output item of a type the processor does
     /// not read was skipped.
     IgnoredEvent = "ignored_event",
+    /// The stream ended without one event of the processor's protocol (a
+    /// chat completion chunk, or a Responses API event): another API's
+    /// stream, or an empty one.
+    WrongProtocol = "wrong_protocol",
+    /// Input came after `finish`; it was read as a new stream.
+    InputAfterFinish = "input_after_finish",
+    /// A call cut by the output limit was not handed out (`output_limit`).
+    DroppedCall = "dropped_call",
     /// An exception from Ruby interrupted a read after the core had read
     /// it: its items are returned by the next read or `finish`.
     Interrupted = "interrupted",

@@ -415,8 +415,10 @@ impl Calls {
                 return self.check_name(occ, Some(name), anomalies);
             }
             // Rule 14: a header at another index than the indexed call with
-            // this id is a distinct call that shares the id.
-            if let Some(first_index) = self.calls[known as usize].index {
+            // this id is a distinct call that shares the id, unless it
+            // repeats the name of a call whose arguments are not complete yet.
+            let k = &mut self.calls[known as usize];
+            if let Some(first_index) = k.index.filter(|_| k.name != name || k.arguments_complete()) {
                 self.displace(occupied, applied);
                 let n = self.start(Some(id), name, Some(ix), anomalies);
                 let (first, c) = (&self.calls[known as usize], &self.calls[n as usize]);
@@ -689,6 +691,14 @@ impl Calls {
                 anomalies.push(call.anomaly(AnomalyKind::InvalidArguments, msg).excerpt(&call.raw));
                 Err(e)
             }
+        }
+    }
+
+    /// Closes a call without handing it out (the output-limit rule).
+    pub fn withhold(&mut self, id: CallId) {
+        if let Some(c) = self.calls.get_mut(id.index()) {
+            c.completed = true;
+            c.partial = None;
         }
     }
 

@@ -14,6 +14,21 @@ use crate::output::Output;
 use crate::sse::{Event, Line, LineReader};
 use crate::usage::{UsageMode, UsageReport, UsageTotals};
 
+/// What becomes of the tool calls still open when the output limit stops a
+/// response (chat: `finish_reason: "length"`; Responses: `response.incomplete`,
+/// or an item whose status is `"incomplete"`). A call not handed out is
+/// reported (`dropped_call`): never repaired, never `{}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OutputLimit {
+    /// None is handed out (newest Discourse).
+    Drop,
+    /// Those whose arguments are a complete JSON value are handed out.
+    #[default]
+    DropCut,
+    /// Each is completed as at any other end: repaired, or an arguments error.
+    Keep,
+}
+
 /// A processor: raw bytes, or events parsed by the caller, in; items out.
 /// [`crate::processor::Processor`] and
 /// [`crate::responses::ResponsesProcessor`] are its two protocols.
@@ -25,6 +40,9 @@ pub struct Driver<P> {
 
 /// What a protocol reads and decides on its own.
 pub trait Protocol {
+    /// What one event of the protocol is, for the anomaly of a stream that
+    /// had none (see [`State::saw_event`]).
+    const EVENT: &'static str;
     /// Parses and applies one JSON payload. `Ok(false)`: the JSON is not
     /// complete yet (more data lines may follow); nothing was applied.
     fn payload(&mut self, data: &[u8]) -> Result<bool, Error>;
@@ -45,6 +63,11 @@ pub struct State<P> {
     usage_mode: UsageMode,
     pub(crate) anomalies: Anomalies,
     pub(crate) out: Output,
+    pub(crate) output_limit: OutputLimit,
+    /// See [`Driver::stop_reason`].
+    pub(crate) stop_reason: Option<String>,
+    /// The output limit stopped the response: calls complete by `output_limit`.
+    pub(crate) limit_hit: bool,
     strict: bool,
     max_line_bytes: usize,
     /// Data lines of an event whose JSON is not complete yet.
@@ -59,6 +82,9 @@ pub struct State<P> {
     /// The current SSE event is `event: error`.
     pub(crate) error_event: bool,
     pub(crate) saw_done: bool,
+    /// An event of the protocol was read in this stream: a stream that ends
+    /// without one is another protocol's (or empty), which is reported.
+    pub(crate) saw_event: bool,
     /// `finish` ran: the next call starts a new stream. (The calls stay
     /// until then, so the caller can read `finish`'s output.)
     ended: bool,
@@ -81,6 +107,7 @@ where
         max_line_bytes: usize,
         strict: bool,
         usage_mode: UsageMode,
+        output_limit: OutputLimit,
         own: P,
     ) -> Self
     where
@@ -91,6 +118,7 @@ where
             state: State {
                 calls: Calls::new(partial_tool_calls),
                 usage_mode,
+                output_limit,
                 strict,
                 max_line_bytes,
                 own,
@@ -106,7 +134,7 @@ where
         &mut self,
         f: impl FnOnce(&mut State<P>) -> Result<(), Error>,
     ) -> Result<&Output, Error> {
-        self.state.begin();
+        self.state.begin(false);
         f(&mut self.state)?;
         Ok(&self.state.out)
     }
@@ -126,7 +154,7 @@ where
     /// [`Driver::output`]), and later ones are recorded as anomalies. So
     /// nothing is held back for the next read and nothing is lost.
     pub fn decode(&mut self, bytes: &[u8]) -> Result<&Output, Error> {
-        self.state.begin();
+        self.state.begin(false);
         let state = &mut self.state;
         let mut first_error = None;
         self.reader.feed(bytes, &mut |event| state.on_event(event, &mut first_error, false));
@@ -138,9 +166,13 @@ where
     /// a new stream (usage and anomalies are kept). The stream is over, so
     /// bytes that cannot be read any more are recorded, not raised, and the
     /// calls are still returned; a provider error is raised after the calls
-    /// are completed, so they are in [`Driver::output`].
+    /// are completed, so they are in [`Driver::output`]. Again after
+    /// `finish` it returns nothing and reports nothing.
     pub fn finish(&mut self) -> Result<&Output, Error> {
-        self.state.begin();
+        self.state.begin(true);
+        if self.state.ended {
+            return Ok(&self.state.out);
+        }
         let state = &mut self.state;
         let mut first_error = None;
         self.reader.finish(&mut |event| state.on_event(event, &mut first_error, true));
@@ -149,6 +181,11 @@ where
         state.settle(flushed, &mut first_error, true);
         if let Err(e) = state.close() {
             first_error.get_or_insert(e);
+        }
+        if !state.saw_event {
+            let what = <State<P> as Protocol>::EVENT;
+            let message = format!("no {what} in the stream: another API's stream, or an empty one");
+            state.anomalies.push(Anomaly::new(AnomalyKind::WrongProtocol, message));
         }
         state.ended = true;
         first_error.map_or(Ok(&self.state.out), Err)
@@ -177,6 +214,12 @@ where
         self.buffered_bytes() + self.state.calls.heap_bytes()
     }
 
+    /// Why the last response stopped, as the server said: chat, the last
+    /// non-empty `finish_reason`; Responses, `incomplete_details.reason`.
+    pub fn stop_reason(&self) -> Option<&str> {
+        self.state.stop_reason.as_deref()
+    }
+
     /// Usage as the readers report it.
     pub fn usage(&self) -> UsageReport {
         self.state.usage.report(self.state.usage_mode)
@@ -200,13 +243,16 @@ impl<P> State<P>
 where
     State<P>: Protocol,
 {
-    /// Starts an output: view events shown last time are dropped.
+    /// Starts an output: view events shown last time are dropped. Input
+    /// after `finish` starts a new stream, and is reported.
     #[inline(always)]
-    fn begin(&mut self) {
+    fn begin(&mut self, finishing: bool) {
         self.out.clear();
         self.begin_output();
-        if self.ended {
+        if self.ended && !finishing {
             self.end_stream();
+            let message = "input after finish: read as a new stream (use one processor per stream)";
+            self.anomalies.push(Anomaly::new(AnomalyKind::InputAfterFinish, message));
         }
         // Empty on most events: the check skips setting up the drain.
         if !self.shown_views.is_empty() {
@@ -225,6 +271,9 @@ where
         self.glued = None;
         self.error_event = false;
         self.saw_done = false;
+        self.saw_event = false;
+        self.stop_reason = None;
+        self.limit_hit = false;
         self.reported.clear();
         self.reported_fields.clear();
         self.reset();
@@ -539,6 +588,9 @@ impl<P> State<P> {
     /// Completes one call: its parameters go to the output, or, when its
     /// arguments cannot be read, an `Error::Arguments` with what arrived.
     pub(crate) fn complete(&mut self, call: CallId) -> Result<(), Error> {
+        if self.limit_hit && self.withheld(call) {
+            return Ok(());
+        }
         match self.calls.complete(call, &mut self.anomalies) {
             Ok(params) => {
                 self.out.push_completed(call, params);
@@ -551,6 +603,25 @@ impl<P> State<P> {
                 Err(Error::Arguments { id, name, raw, message: e.to_string() })
             }
         }
+    }
+
+    /// The output-limit rule for a call the limit cut: true when, by
+    /// `output_limit`, it is not handed out (closed, and reported).
+    pub(crate) fn withheld(&mut self, call: CallId) -> bool {
+        let Some(c) = self.calls.get(call) else { return false };
+        let whole = c.has_whole_arguments();
+        if self.output_limit == OutputLimit::Keep || whole && self.output_limit == OutputLimit::DropCut {
+            return false;
+        }
+        let state = if whole { "are" } else { "are not" };
+        let msg = format!(
+            "call {:?} ({}) was open when the output limit stopped the response (its arguments {state} a \
+             complete JSON value); not handed out",
+            c.id, c.name
+        );
+        self.anomalies.push(c.anomaly(AnomalyKind::DroppedCall, msg).excerpt(c.raw_arguments()));
+        self.calls.withhold(call);
+        true
     }
 
     /// Completes `calls` in order; all are completed even when one fails,

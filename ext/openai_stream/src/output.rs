@@ -13,7 +13,21 @@ use crate::json::JsonValue;
 enum Slot {
     Text { start: u32, end: u32 },
     Call { call: CallId, completed: Option<u32> },
-    Thinking { start: u32, end: u32, reasoning: Option<u32> },
+    Thinking { start: u32, end: u32, kind: Thinking },
+}
+
+/// What a thinking item (the Responses API's) is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Thinking {
+    /// A delta of a reasoning summary (partial).
+    Delta,
+    /// The whole summary of the finished reasoning item with that number.
+    Reasoning(u32),
+    /// What a native tool (web search) did; `with_items`: its provider info
+    /// carries the response's output items.
+    Tool { with_items: bool },
+    /// No message: the response's output items, for the next turn.
+    OutputItems,
 }
 
 /// One item of an output.
@@ -25,10 +39,8 @@ pub enum Item<'a> {
     Progress(CallId),
     /// A completed call with its final parameters.
     Completed(CallId, &'a JsonValue),
-    /// Reasoning text (the Responses API's reasoning summaries): a partial
-    /// delta (`reasoning: None`), or the whole summary of the finished
-    /// reasoning item with that number.
-    Thinking { text: &'a str, reasoning: Option<u32> },
+    /// Thinking (the Responses API's reasoning summaries, native tools).
+    Thinking { text: &'a str, kind: Thinking },
 }
 
 /// The items of one processor call.
@@ -77,8 +89,8 @@ impl Output {
             Slot::Text { start, end } => Item::Text(&self.text[start as usize..end as usize]),
             Slot::Call { call, completed: None } => Item::Progress(call),
             Slot::Call { call, completed: Some(p) } => Item::Completed(call, &self.params[p as usize]),
-            Slot::Thinking { start, end, reasoning } => {
-                Item::Thinking { text: &self.text[start as usize..end as usize], reasoning }
+            Slot::Thinking { start, end, kind } => {
+                Item::Thinking { text: &self.text[start as usize..end as usize], kind }
             }
         })
     }
@@ -100,10 +112,10 @@ impl Output {
         }
     }
 
-    pub(crate) fn push_thinking(&mut self, text: &str, reasoning: Option<u32>) {
+    pub(crate) fn push_thinking(&mut self, text: &str, kind: Thinking) {
         let start = self.text.len() as u32;
         self.text.push_str(text);
-        self.slots.push(Slot::Thinking { start, end: self.text.len() as u32, reasoning });
+        self.slots.push(Slot::Thinking { start, end: self.text.len() as u32, kind });
     }
 
     pub(crate) fn push_progress(&mut self, call: CallId) {
@@ -179,7 +191,7 @@ mod tests {
         out.push_text("again");
         assert_eq!(out.only_text(), None);
         out.clear();
-        out.push_thinking("hm", None);
+        out.push_thinking("hm", Thinking::Delta);
         assert_eq!(out.only_text(), None);
         out.clear();
         out.push_progress(CallId(0));

@@ -7,7 +7,7 @@ use crate::anomaly::{excerpt, Anomaly, AnomalyKind};
 use crate::calls::CallId;
 use crate::chunk::scan::{Plain, ScanMemo};
 use crate::chunk::{Choice, Chunk, Content, Delta, Field, Kind, List, Text, ToolCallDelta};
-use crate::driver::{keep_first, Driver, Protocol, State};
+use crate::driver::{keep_first, Driver, OutputLimit, Protocol, State};
 use crate::error::Error;
 use crate::event_data::{glued_value_end, invalid_json};
 use crate::in_band::{choice_error, provider_error_of};
@@ -39,6 +39,8 @@ pub struct Options {
     /// limits that protect the process (`max_line_bytes`, nesting depth)
     /// raise either way.
     pub strict: bool,
+    /// The calls still open after `finish_reason: "length"`.
+    pub output_limit: OutputLimit,
 }
 
 impl Default for Options {
@@ -49,6 +51,7 @@ impl Default for Options {
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
             simulate_legacy: false,
             strict: false,
+            output_limit: OutputLimit::default(),
         }
     }
 }
@@ -85,8 +88,8 @@ impl Processor {
             legacy: options.simulate_legacy.then(LegacySimulator::default),
             ..Chat::default()
         };
-        let Options { partial_tool_calls, max_line_bytes, strict, usage_mode, .. } = options;
-        Driver::build(partial_tool_calls, max_line_bytes, strict, usage_mode, own)
+        let Options { partial_tool_calls, max_line_bytes, strict, usage_mode, output_limit, .. } = options;
+        Driver::build(partial_tool_calls, max_line_bytes, strict, usage_mode, output_limit, own)
     }
 
     /// One parsed streamed chunk (the Hash path).
@@ -103,7 +106,10 @@ impl Processor {
         // Of that chunk, apply_chunk reads only the content: no envelope,
         // error, usage or tool calls, one choice, no finish_reason (so the
         // legacy simulator, which follows tool calls, has nothing to see).
-        self.step_ok(|s| s.apply_text(text))
+        self.step_ok(|s| {
+            s.saw_event = true;
+            s.apply_text(text);
+        })
     }
 
     /// A whole non-streamed response: every tool call of the message.
@@ -123,6 +129,8 @@ impl Processor {
 }
 
 impl Protocol for State<Chat> {
+    const EVENT: &'static str = "chat completion chunk (a JSON object with \"choices\")";
+
     fn payload(&mut self, data: &[u8]) -> Result<bool, Error> {
         // Most events: the last delta with another string, and nothing
         // else in the chunk. (An error event, and the legacy simulator,
@@ -252,6 +260,7 @@ impl State<Chat> {
     /// A chunk that is nothing but one delta (not an error event): what
     /// `apply_chunk` does with it (see `Template::plain`).
     fn apply_plain(&mut self, plain: &Plain<'_>) -> Result<(), Error> {
+        self.saw_event = true;
         match plain {
             Plain::Text(text) => {
                 self.apply_text(text);
@@ -299,6 +308,7 @@ impl State<Chat> {
         self.field(&chunk.object, "object");
         self.field(&chunk.message, "message");
         if let Some(e) = provider_error_of(chunk) {
+            self.saw_event = true;
             return Err(e);
         }
         let choice = self.first_choice(&chunk.choices);
@@ -317,6 +327,7 @@ impl State<Chat> {
     #[inline(always)]
     fn first_choice<'c, 'a>(&mut self, choices: &'c Field<List<Choice<'a>>>) -> Option<&'c Choice<'a>> {
         let list = self.field(choices, "choices")?;
+        self.saw_event = true;
         if list.len() > 1 && self.first(AnomalyKind::IgnoredChoices) {
             self.anomalies.push(
                 Anomaly::new(
@@ -332,10 +343,7 @@ impl State<Chat> {
     /// `whole`: the chunk says it is a whole response (`object:
     /// "chat.completion"`).
     fn apply_choice(&mut self, choice: &Choice, whole: bool) -> Result<(), Error> {
-        let finish_reason = self
-            .field(&choice.finish_reason, "choices[0].finish_reason")
-            .map(|Text(r)| &**r)
-            .filter(|r| !r.is_empty());
+        let finish_reason = self.finish_reason(choice, true);
         let finishing = finish_reason.is_some();
         let delta = match (&choice.delta, &choice.message) {
             // A whole response after its own stream (MiniMax sends one
@@ -380,6 +388,19 @@ impl State<Chat> {
             self.complete_open()?;
         }
         Ok(())
+    }
+
+    /// The choice's non-empty `finish_reason`, which becomes the stop reason
+    /// (a streamed chunk without one keeps the last); `"length"` is the
+    /// output limit (see `OutputLimit`).
+    fn finish_reason<'c>(&mut self, choice: &'c Choice, streamed: bool) -> Option<&'c str> {
+        let reason = self.field(&choice.finish_reason, "choices[0].finish_reason");
+        let reason = reason.map(|Text(r)| &**r).filter(|r| !r.is_empty());
+        if reason.is_some() || !streamed {
+            self.limit_hit = reason == Some("length");
+            self.stop_reason = reason.map(str::to_owned);
+        }
+        reason
     }
 
     /// Reports a whole `message` that repeats what the stream delivered.
@@ -540,6 +561,7 @@ impl State<Chat> {
     /// of its `tool_calls` is one call, by position (no slotting: two calls
     /// may even share an id).
     fn apply_whole_choice(&mut self, choice: &Choice) -> Result<(), Error> {
+        self.finish_reason(choice, false);
         let mut result = Ok(());
         if let Some(message) = self.field(&choice.message, "choices[0].message") {
             self.apply_content(&message.content);

@@ -255,3 +255,55 @@ fn an_error_event_name_may_have_trailing_whitespace() {
     let err = p.decode(b"event: error \ndata: overloaded\n\n").map(|_| ()).expect_err("an error event");
     assert!(matches!(err, Error::Provider { ref message, .. } if message == "overloaded"), "{err:?}");
 }
+
+#[test]
+fn a_stream_without_one_chat_chunk_is_reported_at_finish_and_only_then() {
+    let responses = "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{}}\n\n\
+                     event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"Hi\"}\n\n";
+    let anthropic = "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"text\":\"Hi\"}}\n\n";
+    for stream in [responses, anthropic, ""] {
+        let mut p = Processor::default();
+        p.decode(stream.as_bytes()).expect("decoded");
+        assert!(!kinds(&p).contains(&AnomalyKind::WrongProtocol), "{stream:?}: not before finish");
+        p.finish().expect("finished");
+        assert_eq!(kinds(&p).last(), Some(&AnomalyKind::WrongProtocol), "{stream:?}");
+        assert!(p.anomalies().all().last().is_some_and(|a| a.message.contains("chat completion chunk")));
+    }
+    // One chunk is enough: a text delta (fast paths too), a usage chunk with
+    // no choice, a provider's error.
+    for stream in [&format!("data: {A}\n\n"), "data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\n"] {
+        let mut p = Processor::default();
+        p.decode(stream.as_bytes()).expect("decoded");
+        p.finish().expect("finished");
+        assert!(!kinds(&p).contains(&AnomalyKind::WrongProtocol), "{stream}");
+    }
+    let mut p = Processor::default();
+    p.process_chunk(&Chunk::from_json(r#"{"choices":[],"usage":{"prompt_tokens":3}}"#).expect("JSON"))
+        .expect("read");
+    let _ = p.decode(b"data: {\"error\":{\"message\":\"overloaded\"}}\n\n");
+    p.finish().expect("finished");
+    assert!(!kinds(&p).contains(&AnomalyKind::WrongProtocol));
+    let mut p = Processor::default();
+    p.process_text("Hi").expect("read");
+    p.finish().expect("finished");
+    assert_eq!(kinds(&p), []);
+}
+
+#[test]
+fn input_after_finish_is_a_new_stream_and_reported_while_finish_again_does_nothing() {
+    let mut p = Processor::default();
+    p.decode(format!("data: {A}\n\n").as_bytes()).expect("decoded");
+    p.finish().expect("finished");
+    p.finish().expect("finished again");
+    assert!(p.output().is_empty());
+    assert_eq!(kinds(&p), [], "finish twice reports nothing");
+    p.decode(format!("data: {B}\n\n").as_bytes()).expect("read as a new stream");
+    assert_eq!(completed(&p), ["b"]);
+    assert_eq!(kinds(&p), [AnomalyKind::InputAfterFinish]);
+    p.finish().expect("finished");
+    let chunk = Chunk::from_json(A).expect("JSON");
+    p.process_chunk(&chunk).expect("the Hash path too");
+    assert_eq!(kinds(&p), [AnomalyKind::InputAfterFinish], "the same anomaly again is counted");
+    assert_eq!(p.anomalies().all()[0].count, 2);
+    assert_eq!(completed(&p), ["a"]);
+}

@@ -8,14 +8,16 @@
 
 use crate::chunk::{Field, Kind, PromptTokensDetails, Tokens, Usage};
 
-/// How `prompt_tokens` is reported, matching the two Discourse generations.
+/// How `prompt_tokens` is reported, matching the two Discourse accountings
+/// (named in Ruby for what they do: `:net_of_cache` and `:as_sent`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum UsageMode {
-    /// Current Discourse: `prompt_tokens` net of cache reads and writes.
+    /// Discourse since its per-call processor (`:net_of_cache`):
+    /// `prompt_tokens` net of cache reads and writes.
     #[default]
     Current,
-    /// Legacy Discourse (the `cached_tokens` reader): `prompt_tokens` as the
-    /// server reported it, cache reads included.
+    /// Legacy Discourse, the `cached_tokens` reader (`:as_sent`):
+    /// `prompt_tokens` as the server reported it, cache reads included.
     Legacy,
 }
 

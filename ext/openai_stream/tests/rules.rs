@@ -919,3 +919,86 @@ fn finish_reason_error_names_the_native_reason() {
         other => panic!("expected a provider error, got {other:?}"),
     }
 }
+
+#[test]
+fn rule_14_a_repeated_id_and_name_at_another_index_continue_a_call_not_yet_complete() {
+    // LocalAI: a header with empty arguments, then the same id and name at
+    // another index with the real ones.
+    let mut h = Harness::new(false);
+    let items = h.stream(&[
+        &tool_chunk(r#"[{"index":0,"id":"la","function":{"name":"lookup","arguments":""}}]"#, None),
+        &tool_chunk(r#"[{"index":1,"id":"la","function":{"name":"lookup","arguments":"{\"t\":1}"}}]"#, None),
+        &finish_chunk("tool_calls"),
+    ]);
+    assert_eq!(final_calls(&items).iter().map(|c| c.params.clone()).collect::<Vec<_>>(), [json!({"t": 1})]);
+    assert!(h.anomaly_kinds().is_empty(), "{:?}", h.anomaly_kinds());
+    // Vertex Gemini: each call's header at one index, its fragments, id
+    // and name repeated, at the other.
+    let piece = |index, id, name, args: &str| {
+        let args = serde_json::to_string(args).unwrap();
+        tool_chunk(
+            &format!(
+                r#"[{{"index":{index},"id":"{id}","function":{{"name":"{name}","arguments":{args}}}}}]"#
+            ),
+            None,
+        )
+    };
+    let mut h = Harness::new(true);
+    let items = h.stream(&[
+        &piece(1, "A", "f", ""),
+        &piece(0, "B", "g", ""),
+        &piece(0, "A", "f", r#"{"a":"#),
+        &piece(1, "B", "g", r#"{"b":"#),
+        &piece(0, "A", "f", "1}"),
+        &piece(1, "B", "g", "2}"),
+        &finish_chunk("tool_calls"),
+    ]);
+    let got: Vec<_> = final_calls(&items).iter().map(|c| (c.id.clone(), c.params.clone())).collect();
+    assert_eq!(got, [("A".to_owned(), json!({"a": 1})), ("B".to_owned(), json!({"b": 2}))]);
+    assert!(h.anomaly_kinds().is_empty(), "{:?}", h.anomaly_kinds());
+}
+
+#[test]
+fn output_limit_decides_the_calls_open_at_a_length_stop() {
+    use openai_stream::driver::OutputLimit;
+    use openai_stream::processor::Options;
+    // "a" has whole arguments, "b" cut ones.
+    let calls = tool_chunk(
+        r#"[{"index":0,"id":"a","function":{"name":"f","arguments":"{\"q\":1}"}},
+            {"index":1,"id":"b","function":{"name":"g","arguments":"{\"q\":"}}]"#,
+        None,
+    );
+    let message = r#"{"choices":[{"finish_reason":"length","message":{"content":"Partial","tool_calls":[
+        {"id":"a","function":{"name":"f","arguments":"{\"q\":1}"}},{"id":"b","function":{"name":"g","arguments":"{\"q\":"}}]}}]}"#;
+    for (output_limit, kept, dropped) in
+        [(OutputLimit::Drop, vec![], 2), (OutputLimit::DropCut, vec!["a"], 1)]
+    {
+        for partial in [false, true] {
+            let mut h =
+                Harness::with(Options { output_limit, partial_tool_calls: partial, ..Options::default() });
+            let items = h.stream(&[&calls, &text_chunk("Partial"), &finish_chunk("length")]);
+            assert_eq!(ids(&final_calls(&items).into_iter().map(Out::Call).collect::<Vec<_>>()), kept);
+            assert_eq!(texts(&items), ["Partial"]);
+            assert_eq!(h.processor.stop_reason(), Some("length"));
+            let reported = h.anomaly_kinds().into_iter().filter(|k| *k == AnomalyKind::DroppedCall).count();
+            assert_eq!(reported, dropped, "{output_limit:?}");
+            // The whole message: the same.
+            let mut h = Harness::with(Options { output_limit, ..Options::default() });
+            let items = h.message(message).unwrap();
+            assert_eq!(ids(&items), kept);
+            assert_eq!(texts(&items), ["Partial"]);
+            assert_eq!(h.processor.stop_reason(), Some("length"));
+        }
+    }
+    // :keep: as at any other end (b's arguments do not parse).
+    let mut h = Harness::with(Options { output_limit: OutputLimit::Keep, ..Options::default() });
+    h.chunk(&calls).unwrap();
+    assert!(matches!(h.chunk(&finish_chunk("length")), Err(Error::Arguments { ref id, .. }) if id == "b"));
+    // Only "length" is the limit; the stop reason is the last one, and a
+    // new stream starts without one.
+    let mut h = Harness::with(Options { output_limit: OutputLimit::Drop, ..Options::default() });
+    assert_eq!(ids(&h.stream(&[&calls.replace(r#"{\"q\":""#, r#"{}""#), &finish_chunk("stop")])), ["a", "b"]);
+    assert_eq!(h.processor.stop_reason(), Some("stop"));
+    h.chunk(&text_chunk("x")).unwrap();
+    assert_eq!(h.processor.stop_reason(), None);
+}

@@ -6,8 +6,9 @@ module DiscourseAiStream
     class Report
       # worst: [[lost, requested, row_id], ...], most lost first.
       Stats = Struct.new(:provider, :responses, :requested, :dropped, :responses_with_loss, :skipped,
-                         :errors, :worst, keyword_init: true)
+                         :other_protocol, :errors, :worst, keyword_init: true)
 
+      COUNTS = %i[responses requested dropped responses_with_loss skipped other_protocol].freeze
       HEADER = ["provider", "responses", "tool calls", "dropped by legacy", "responses with loss"].freeze
 
       attr_reader :worst_rows
@@ -19,9 +20,8 @@ module DiscourseAiStream
 
       # result: an Audit::Result, or nil for a row that is not a stream.
       def add(provider, row_id, result)
-        stats = (@stats[provider] ||= Stats.new(provider: provider, responses: 0, requested: 0, dropped: 0,
-                                                responses_with_loss: 0, skipped: 0, errors: [], worst: []))
-        return stats.skipped += 1 unless result
+        stats = stats_of(provider)
+        return stats[result ? :other_protocol : :skipped] += 1 if result.nil? || result.other_protocol
 
         stats.responses += 1
         stats.requested += result.requested.size
@@ -38,12 +38,16 @@ module DiscourseAiStream
       def total(name) = providers.sum { |stats| stats[name] }
 
       def lines
-        return ["no streamed responses found"] if providers.sum(&:responses).zero? && total(:skipped).zero?
+        return ["no streamed responses found"] if %i[responses skipped other_protocol].sum { |key| total(key) }.zero?
 
         table + worst_lines + notes
       end
 
       private
+
+      def stats_of(provider)
+        @stats[provider] ||= Stats.new(provider:, **COUNTS.to_h { [_1, 0] }, errors: [], worst: [])
+      end
 
       def table
         rows = [HEADER, *providers.map { |stats| row(stats.provider, stats) }, row("total", nil)]
@@ -78,6 +82,11 @@ module DiscourseAiStream
         notes = []
         skipped = total(:skipped)
         notes << "skipped #{skipped} row(s) whose payload is not a stream" if skipped.positive?
+        other = total(:other_protocol)
+        if other.positive?
+          notes << "skipped #{other} streamed row(s) with no chat completion chunk (Responses API streams): " \
+                   "the audit does not count the stock Responses processor's losses"
+        end
         errors = providers.flat_map(&:errors)
         unless errors.empty?
           notes << "#{errors.size} response(s) raised while decoding (counted as far as they went): " \

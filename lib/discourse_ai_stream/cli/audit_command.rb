@@ -69,6 +69,7 @@ module DiscourseAiStream
       def entry(name, payload)
         result = Audit.analyze(payload)
         return { name: name, streamed: false } unless result
+        return { name: name, streamed: false, skipped: Audit::OTHER_PROTOCOL } if result.other_protocol
 
         { name: name, streamed: true, requested: result.requested, ran: result.ran, lost: result.lost,
           errors: result.errors }
@@ -82,7 +83,7 @@ module DiscourseAiStream
       end
 
       def line(entry)
-        return "#{entry[:name]}: not a streamed response, skipped" unless entry[:streamed]
+        return "#{entry[:name]}: #{entry[:skipped] || "not a streamed response"}, skipped" unless entry[:streamed]
 
         text = "#{entry[:name]}: #{entry[:requested].size} tool call(s) requested, " \
                "the legacy processor ran #{entry[:ran].size}, lost #{entry[:lost].size}"
@@ -92,7 +93,7 @@ module DiscourseAiStream
       end
 
       def summary_line(summary)
-        skipped = summary[:skipped].positive? ? " (#{summary[:skipped]} skipped, not streamed)" : ""
+        skipped = summary[:skipped].positive? ? " (#{summary[:skipped]} skipped, not streamed chat completions)" : ""
         "audit: #{summary[:responses]} response(s)#{skipped}, #{summary[:requested]} tool call(s) requested, " \
           "#{summary[:lost]} lost by the legacy processor in #{summary[:responses_with_loss]} response(s)"
       end

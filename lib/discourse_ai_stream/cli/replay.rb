@@ -3,20 +3,29 @@
 module DiscourseAiStream
   class CLI
     # `replay FILE`: feeds a saved response to a processor line by line, as
-    # a stream arrives, and shows what came out.
+    # a stream arrives, and shows what came out. The protocol is the one
+    # whose processor read an event of it (the other reports the stream as
+    # a wrong_protocol anomaly); the chat processor's account when neither.
     class Replay
+      PROTOCOLS = { "chat" => OpenAiMessageProcessor, "responses" => OpenAiResponsesMessageProcessor }.freeze
+
       def initialize(cli)
         @cli = cli
-        @options = { partial: false, json: false, usage: :current }
+        @options = { partial: false, json: false, usage: nil, protocol: nil }
       end
 
       def run(args)
         files = parser.parse(args)
         raise UsageError, "replay needs exactly one FILE (or -), got #{files.size}" unless files.size == 1
 
-        outcome = decode(@cli.read_input(files.first))
+        raw = @cli.read_input(files.first)
+        outcome = decode(raw, @options[:protocol] || "chat")
+        unless @options[:protocol] || !wrong_protocol?(outcome)
+          responses = decode(raw, "responses")
+          outcome = responses unless wrong_protocol?(responses)
+        end
         @cli.say(@options[:json] ? JSON.generate(outcome) : text(outcome).join("\n"))
-        outcome[:error] ? 1 : 0
+        outcome[:error] || wrong_protocol?(outcome) ? 1 : 0
       end
 
       private
@@ -25,14 +34,22 @@ module DiscourseAiStream
         OptionParser.new do |opts|
           opts.on("--partial") { @options[:partial] = true }
           opts.on("--json") { @options[:json] = true }
-          opts.on("--usage MODE", %w[current legacy]) { |mode| @options[:usage] = mode.to_sym }
+          opts.on("--usage MODE", OpenAiMessageProcessor::USAGE_MODES.keys.map(&:to_s)) do |mode|
+            @options[:usage] = mode.to_sym
+          end
+          opts.on("--protocol NAME", PROTOCOLS.keys) { |name| @options[:protocol] = name }
         end
       end
 
-      def decode(raw)
-        processor = OpenAiMessageProcessor.new(partial_tool_calls: @options[:partial], usage: @options[:usage],
-                                               tool_call_class: DiscourseAiStream::ToolCall, on_anomaly: Audit::QUIET)
-        outcome = { text: +"", tool_calls: [], partial_updates: [], usage: nil, anomalies: [], error: nil }
+      def wrong_protocol?(outcome) = outcome[:anomalies].any? { |anomaly| anomaly[:kind] == "wrong_protocol" }
+
+      def decode(raw, protocol)
+        options = { partial_tool_calls: @options[:partial], tool_call_class: DiscourseAiStream::ToolCall,
+                    on_anomaly: Audit::QUIET }
+        options[:usage] = @options[:usage] if @options[:usage] && protocol == "chat"
+        processor = PROTOCOLS.fetch(protocol).new(**options)
+        outcome = { protocol: protocol, text: +"", tool_calls: [], partial_updates: [], usage: nil, anomalies: [],
+                    error: nil }
         raw.each_line { |line| break unless feed(outcome) { processor.decode_chunk(line) } }
         feed(outcome) { processor.finish }
         outcome[:usage] = usage(processor)
@@ -69,7 +86,7 @@ module DiscourseAiStream
       end
 
       def text(outcome)
-        lines = ["text: #{JSON.generate(outcome[:text])}"]
+        lines = ["protocol: #{outcome[:protocol]}", "text: #{JSON.generate(outcome[:text])}"]
         lines.concat(call_lines("partial", outcome[:partial_updates]))
         lines.concat(call_lines("tool call", outcome[:tool_calls]))
         lines << "tool calls: none" if outcome[:tool_calls].empty?

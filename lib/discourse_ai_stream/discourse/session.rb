@@ -63,8 +63,8 @@ module DiscourseAiStream
         def of(endpoint) = endpoint.instance_variable_get(IVAR)
 
         # By name, so that it holds across code reloads (new class objects)
-        # and excludes subclasses.
-        def stock?(candidate) = REPLACED.key?(candidate.class.name)
+        # and excludes subclasses; only what install! decided to replace.
+        def stock?(candidate) = Discourse.status.dig(candidate.class.name, :replaced) ? true : false
 
         # "mistral (DiscourseAi::Completions::Endpoints::Mistral)".
         def label(endpoint)
@@ -113,7 +113,7 @@ module DiscourseAiStream
           options[:output_thinking] = setting(endpoint, stock, :output_thinking)
           options[:thinking_class] = completions_class(:Thinking, :thinking_class)
         else
-          options[:usage] = Discourse.generation(stock.class)
+          options[:usage] = Discourse.usage_mode(stock.class)
         end
         klass.new(**options)
       end

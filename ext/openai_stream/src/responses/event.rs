@@ -42,7 +42,9 @@ pub enum ItemKind {
     FunctionCall,
     Reasoning,
     Message,
-    /// Any other item type (web search, file search...), or none.
+    /// A native web search (`web_search_call`).
+    WebSearch,
+    /// Any other item type (file search...), or none.
     Other,
 }
 
@@ -52,6 +54,7 @@ impl<'a> OutputItem<'a> {
             Some("function_call") => ItemKind::FunctionCall,
             Some("reasoning") => ItemKind::Reasoning,
             Some("message") => ItemKind::Message,
+            Some("web_search_call") => ItemKind::WebSearch,
             _ => ItemKind::Other,
         };
         OutputItem { kind, id: str_at(value, "id").filter(|s| !s.is_empty()), value }
@@ -70,6 +73,23 @@ impl<'a> OutputItem<'a> {
     /// The texts of a reasoning item's summary parts.
     pub fn summary_texts(&self) -> impl Iterator<Item = &'a str> + 'a {
         array_at(self.value, "summary").iter().filter_map(|part| str_at(part, "text"))
+    }
+
+    /// What a web search item did, as Discourse says it: "Web search: Q1,
+    /// Q2", "Web fetch: URL", "Web page search: X".
+    pub fn web_search_summary(&self) -> String {
+        let action = self.value.get("action").unwrap_or(&JsonValue::Null);
+        let found = |keys: &[&str]| keys.iter().find_map(|k| str_at(action, k).filter(|s| !s.is_empty()));
+        let first = |keys| found(keys).map(str::to_owned);
+        let queries: Vec<&str> = array_at(action, "queries").iter().filter_map(JsonValue::as_str).collect();
+        let (what, target) = match str_at(action, "type") {
+            Some("search") if !queries.is_empty() => ("Web search", Some(queries.join(", "))),
+            Some("search") => ("Web search", first(&["query"])),
+            Some("open_page") => ("Web fetch", first(&["url", "page_url", "title"])),
+            Some("find_in_page") => ("Web page search", first(&["pattern", "query"])),
+            _ => return "Used native web tool".to_owned(),
+        };
+        target.map_or_else(|| what.to_owned(), |t| format!("{what}: {t}"))
     }
 
     /// The texts of a message item's `output_text` parts.

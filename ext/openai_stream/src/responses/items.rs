@@ -11,6 +11,7 @@ use crate::chunk::{Field, Kind, PromptTokensDetails, Tokens, Usage};
 use crate::driver::{keep_first, State};
 use crate::error::Error;
 use crate::json::JsonValue;
+use crate::output::Thinking;
 
 /// What an output item is, as far as the processor follows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +57,8 @@ pub(super) struct Items {
     part_done: bool,
     /// How the response ended, and the incomplete reason.
     pub(super) ending: Option<(Status, Option<String>)>,
+    /// See `ResponsesProcessor::output_items`.
+    pub(super) output_items: Vec<JsonValue>,
     reported_events: Vec<String>,
 }
 
@@ -116,6 +119,7 @@ impl State<Responses> {
         let item = value.get("item").filter(|i| i.is_object()).map(OutputItem::read);
         let response = value.get("response").filter(|r| r.is_object());
         let kind = str_at(value, "type");
+        self.saw_event |= kind.is_some_and(|k| k.starts_with("response.") || k == "error");
         let mut result = Ok(());
         match (kind.unwrap_or(""), item) {
             ("response.output_text.delta", _) => self.apply_delta(false, at, delta),
@@ -213,6 +217,7 @@ impl State<Responses> {
                 self.own.items.add_reasoning(at, item);
             }
             ItemKind::Message => self.own.items.add(at, item.id, Slot::Message),
+            ItemKind::WebSearch => self.own.items.add(at, item.id, Slot::Other),
             ItemKind::Other => {
                 self.own.items.add(at, item.id, Slot::Other);
                 self.ignored_event("output item", item.str("type"));
@@ -301,6 +306,9 @@ impl State<Responses> {
 
     fn item_done(&mut self, at: Place, item: &OutputItem) -> Result<(), Error> {
         let found = self.own.items.find(at, item.id);
+        if self.own.options.output_thinking {
+            self.own.items.output_items.push(item.value.clone());
+        }
         match item.kind {
             ItemKind::FunctionCall => {
                 let call = match found {
@@ -323,7 +331,7 @@ impl State<Responses> {
                 if let Some(whole) = item.str("arguments") {
                     self.settle_arguments(call, whole);
                 }
-                self.complete(call)
+                self.complete_item(call, item)
             }
             ItemKind::Reasoning => {
                 let n = match found {
@@ -339,12 +347,32 @@ impl State<Responses> {
                 }
                 Ok(())
             }
+            ItemKind::WebSearch => {
+                self.web_search(item, false);
+                Ok(())
+            }
             ItemKind::Other => {
                 if found.is_none() {
                     self.ignored_event("output item", item.str("type"));
                 }
                 Ok(())
             }
+        }
+    }
+
+    /// A function call item whose status is `"incomplete"` was cut by the
+    /// output limit: `output_limit` decides; any other is completed.
+    fn complete_item(&mut self, call: CallId, item: &OutputItem) -> Result<(), Error> {
+        if item.str("status") == Some("incomplete") && self.withheld(call) {
+            return Ok(());
+        }
+        self.complete(call)
+    }
+
+    /// A web search, with `output_thinking`: a thinking item saying what it did.
+    fn web_search(&mut self, item: &OutputItem, with_items: bool) {
+        if self.own.options.output_thinking {
+            self.out.push_thinking(&item.web_search_summary(), Thinking::Tool { with_items });
         }
     }
 
@@ -357,7 +385,7 @@ impl State<Responses> {
             }
         }
         if self.own.options.output_thinking && !text.is_empty() {
-            self.out.push_thinking(text, None);
+            self.out.push_thinking(text, Thinking::Delta);
         }
     }
 
@@ -375,7 +403,7 @@ impl State<Responses> {
         }
         if self.own.options.output_thinking {
             let text = r.summary.clone();
-            self.out.push_thinking(&text, Some(n));
+            self.out.push_thinking(&text, Thinking::Reasoning(n));
             self.own.items.waiting.push(n);
         }
     }
@@ -396,6 +424,10 @@ impl State<Responses> {
         let field = |key| response.and_then(|r| r.get(key)).filter(|v| !matches!(v, JsonValue::Null));
         let reason = field("incomplete_details").and_then(|d| str_at(d, "reason"));
         self.own.items.ending = Some((status, reason.map(str::to_owned)));
+        let output = response.map_or(&[][..], |r| array_at(r, "output"));
+        if status == Status::Completed && self.own.options.output_thinking && !output.is_empty() {
+            self.own.items.output_items = output.to_vec();
+        }
         if status == Status::Failed {
             return Err(field("error").map_or_else(
                 || Error::Provider {
@@ -406,6 +438,8 @@ impl State<Responses> {
             ));
         }
         if status == Status::Incomplete {
+            self.stop_reason = reason.map(str::to_owned);
+            self.limit_hit = true;
             let what = reason.map_or("no reason given".to_owned(), |r| format!("reason: {r}"));
             self.anomalies.push(Anomaly::new(
                 AnomalyKind::IncompleteResponse,
@@ -471,8 +505,14 @@ impl State<Responses> {
             Some(_) => response,
             None => response.get("response").filter(|r| r.is_object()).unwrap_or(response),
         };
+        let reason = body.get("incomplete_details").and_then(|d| str_at(d, "reason"));
+        self.stop_reason = reason.map(str::to_owned);
+        let output = array_at(body, "output");
+        if self.own.options.output_thinking {
+            self.own.items.output_items = output.to_vec();
+        }
         let mut result = Ok(());
-        for (i, value) in array_at(body, "output").iter().enumerate() {
+        for (i, value) in output.iter().enumerate() {
             if !value.is_object() {
                 continue;
             }
@@ -481,7 +521,7 @@ impl State<Responses> {
             match item.kind {
                 ItemKind::FunctionCall => {
                     let call = self.whole_call(i, &item);
-                    keep_first(&mut result, self.complete(call));
+                    keep_first(&mut result, self.complete_item(call, &item));
                 }
                 ItemKind::Reasoning => {
                     let n = self.own.items.add_reasoning(at, &item);
@@ -494,6 +534,7 @@ impl State<Responses> {
                         self.link_reasonings(id);
                     }
                 }
+                ItemKind::WebSearch => self.web_search(&item, true),
                 ItemKind::Other => self.ignored_event("output item", item.str("type")),
             }
         }

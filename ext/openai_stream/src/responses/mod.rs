@@ -15,11 +15,11 @@ pub use items::Reasoning;
 
 use crate::anomaly::{excerpt, Anomaly, AnomalyKind};
 use crate::calls::CallId;
-use crate::driver::{Driver, Protocol, State};
+use crate::driver::{Driver, OutputLimit, Protocol, State};
 use crate::error::Error;
 use crate::event_data::invalid_json;
 use crate::json::JsonValue;
-use crate::output::Output;
+use crate::output::{Output, Thinking};
 use crate::sse::DEFAULT_MAX_LINE_BYTES;
 use crate::usage::UsageMode;
 
@@ -36,6 +36,9 @@ pub struct Options {
     /// chat processor's `strict`; by default such an event is skipped and
     /// reported (`unreadable_event`), and limits raise either way.
     pub strict: bool,
+    /// The calls still open at `response.incomplete`, and items whose
+    /// status is `"incomplete"`.
+    pub output_limit: OutputLimit,
 }
 
 impl Default for Options {
@@ -45,6 +48,7 @@ impl Default for Options {
             output_thinking: false,
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
             strict: false,
+            output_limit: OutputLimit::default(),
         }
     }
 }
@@ -68,9 +72,9 @@ impl Default for ResponsesProcessor {
 impl ResponsesProcessor {
     pub fn new(options: Options) -> Self {
         let own = Responses { options, items: items::Items::default() };
-        let Options { partial_tool_calls, max_line_bytes, strict, .. } = options;
+        let Options { partial_tool_calls, max_line_bytes, strict, output_limit, .. } = options;
         // Usage is reported net of cached input.
-        Driver::build(partial_tool_calls, max_line_bytes, strict, UsageMode::Current, own)
+        Driver::build(partial_tool_calls, max_line_bytes, strict, UsageMode::Current, output_limit, own)
     }
 
     /// One parsed streamed event (the Hash path).
@@ -95,6 +99,13 @@ impl ResponsesProcessor {
         self.state.own.items.reasonings.get(n as usize)
     }
 
+    /// The response's output items, with `output_thinking` (the completed
+    /// response's `output`, else the items seen done), for the thinking
+    /// items that carry them.
+    pub fn output_items(&self) -> &[JsonValue] {
+        &self.state.own.items.output_items
+    }
+
     /// Finished reasoning items that learnt the id of the message after
     /// them during the last call (their thinking items were returned
     /// earlier; the caller updates them).
@@ -108,10 +119,13 @@ impl ResponsesProcessor {
 }
 
 impl Protocol for State<Responses> {
+    const EVENT: &'static str = "Responses API event (a JSON object whose \"type\" is \"response.*\")";
+
     fn payload(&mut self, data: &[u8]) -> Result<bool, Error> {
         let text = self.utf8(data)?;
         if !self.error_event {
             if let Ok(e) = serde_json::from_str::<DeltaEvent>(text) {
+                self.saw_event = true;
                 let item_id = e.item_id.as_deref().filter(|s| !s.is_empty());
                 self.apply_delta(e.arguments, Place { output_index: e.output_index, item_id }, &e.delta);
                 return Ok(true);
@@ -134,9 +148,21 @@ impl Protocol for State<Responses> {
     }
 
     /// Open calls are completed from what arrived (in order of first
-    /// appearance), reported unless the response said it was done with
-    /// them.
+    /// appearance, as `output_limit` allows after `response.incomplete`),
+    /// reported unless the response said it was done with them. After web
+    /// searches, one thinking item carries the output items (kept only with
+    /// `output_thinking`).
     fn close(&mut self) -> Result<(), Error> {
+        let result = self.close_calls();
+        if self.own.items.output_items.iter().any(|i| OutputItem::read(i).kind == ItemKind::WebSearch) {
+            self.out.push_thinking("", Thinking::OutputItems);
+        }
+        result
+    }
+}
+
+impl State<Responses> {
+    fn close_calls(&mut self) -> Result<(), Error> {
         let ids = self.open_ids();
         if ids.is_empty() {
             return Ok(());
@@ -151,16 +177,15 @@ impl Protocol for State<Responses> {
         self.anomalies.push(Anomaly::new(
             AnomalyKind::Truncated,
             format!(
-                "{why} with {} call(s) whose output_item.done never came; completed from the argument deltas that arrived: {}",
+                "{why} with {} call(s) whose output_item.done never came: {}; each is completed from the \
+                 argument deltas that arrived, unless the output limit drops it",
                 ids.len(),
                 ids.join(", ")
             ),
         ));
         self.complete_open()
     }
-}
 
-impl State<Responses> {
     /// One event object. `raw`: it came from the SSE stream (where an
     /// `event: error` line makes it an error).
     fn apply_value(&mut self, value: &JsonValue, raw: bool) -> Result<(), Error> {

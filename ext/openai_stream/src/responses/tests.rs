@@ -1,5 +1,5 @@
 use super::*;
-use crate::output::Item;
+use crate::output::{Item, Thinking};
 
 fn sse(events: &[&str]) -> String {
     let mut s = String::new();
@@ -36,7 +36,7 @@ fn collect(p: &ResponsesProcessor, seen: &mut Seen) {
                 let call = p.calls().get(c).expect("a call");
                 seen.calls.push((call.id.clone(), call.name.clone(), params.to_json()));
             }
-            Item::Thinking { text, reasoning } => seen.thinking.push((text.to_owned(), reasoning.is_some())),
+            Item::Thinking { text, kind } => seen.thinking.push((text.to_owned(), kind != Thinking::Delta)),
         }
     }
 }
@@ -126,6 +126,100 @@ fn a_cut_call_whose_arguments_are_whole_is_completed_with_an_anomaly() {
     assert_eq!(seen.calls, [("call_a".into(), "search".into(), r#"{"q":1}"#.into())]);
     assert_eq!(kinds(&p), [AnomalyKind::IncompleteResponse, AnomalyKind::Truncated]);
     assert!(p.anomalies().all()[1].message.contains("max_output_tokens"));
+}
+
+const INCOMPLETE: &str = r#"{"type":"response.incomplete","response":{"status":"incomplete","incomplete_details":{"reason":"max_output_tokens"}}}"#;
+
+#[test]
+fn output_limit_decides_the_calls_open_at_response_incomplete() {
+    // call_a's arguments are whole, call_b's cut.
+    let stream = sse(&[
+        ADD_A,
+        ADD_B,
+        &args_delta(0, "fc_a", r#"{"q":1}"#),
+        &args_delta(1, "fc_b", r#"{"q":"#),
+        INCOMPLETE,
+    ]);
+    let a = ("call_a".into(), "search".into(), r#"{"q":1}"#.into());
+    for (output_limit, calls, dropped) in [
+        (OutputLimit::Drop, vec![], vec!["call_a", "call_b"]),
+        (OutputLimit::DropCut, vec![a], vec!["call_b"]),
+    ] {
+        let (p, seen, error) = decode(Options { output_limit, ..Options::default() }, &stream, 1000);
+        assert_eq!((error, seen.calls), (None, calls), "{output_limit:?}");
+        assert_eq!(p.stop_reason(), Some("max_output_tokens"));
+        let reported = p.anomalies().all().iter().filter(|a| a.kind == AnomalyKind::DroppedCall);
+        assert_eq!(reported.map(|a| a.call_id.as_deref().unwrap_or("")).collect::<Vec<_>>(), dropped);
+    }
+    // :keep: completed at the end from what arrived, as before; call_b's
+    // arguments do not parse.
+    let (p, seen, error) =
+        decode(Options { output_limit: OutputLimit::Keep, ..Options::default() }, &stream, 1000);
+    assert!(matches!(error, Some(Error::Arguments { ref id, .. }) if id == "call_b"), "{error:?}");
+    assert_eq!(seen.calls.len(), 1);
+    assert!(kinds(&p).contains(&AnomalyKind::Truncated));
+    assert!(p.anomalies().all()[1].message.contains("max_output_tokens"));
+}
+
+#[test]
+fn function_call_items_whose_status_is_incomplete_follow_the_output_limit() {
+    let done = |status: &str| {
+        format!(
+            r#"{{"type":"response.output_item.done","output_index":0,"item":{{"id":"fc_a","type":"function_call","call_id":"call_a","name":"search","arguments":"{{\"q\":","status":"{status}"}}}}"#
+        )
+    };
+    let (p, seen, error) = decode(Options::default(), &sse(&[ADD_A, &done("incomplete")]), 1000);
+    assert_eq!((error, seen.calls), (None, vec![]));
+    assert_eq!(kinds(&p), [AnomalyKind::DroppedCall]);
+    assert_eq!(p.stop_reason(), None);
+    let body = r#"{"status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"output":[
+        {"id":"fc_1","type":"function_call","call_id":"call_1","name":"echo","arguments":"{}","status":"completed"},
+        {"id":"fc_2","type":"function_call","call_id":"call_2","name":"echo","arguments":"{}","status":"incomplete"}]}"#;
+    let body: JsonValue = serde_json::from_str(body).unwrap();
+    for (output_limit, calls) in [(OutputLimit::Drop, 1), (OutputLimit::DropCut, 2), (OutputLimit::Keep, 2)] {
+        let mut p = ResponsesProcessor::new(Options { output_limit, ..Options::default() });
+        p.process_message(&body).unwrap();
+        let mut seen = Seen::default();
+        collect(&p, &mut seen);
+        assert_eq!(seen.calls.len(), calls, "{output_limit:?}");
+        assert_eq!(p.stop_reason(), Some("max_output_tokens"));
+    }
+}
+
+#[test]
+fn web_searches_are_thinking_items_and_finish_hands_out_the_output_items() {
+    let search = |action: &str| {
+        format!(
+            r#"{{"type":"response.output_item.done","output_index":0,"item":{{"id":"ws","type":"web_search_call","action":{action}}}}}"#
+        )
+    };
+    let actions = [
+        (r#"{"type":"search","queries":["a","b"],"query":"c"}"#, "Web search: a, b"),
+        (r#"{"type":"search","query":"c"}"#, "Web search: c"),
+        (r#"{"type":"search"}"#, "Web search"),
+        (r#"{"type":"open_page","page_url":"u","title":"t"}"#, "Web fetch: u"),
+        (r#"{"type":"open_page"}"#, "Web fetch"),
+        (r#"{"type":"find_in_page","query":"q"}"#, "Web page search: q"),
+        (r#"{"type":"find_in_page"}"#, "Web page search"),
+        (r#"{"type":"screenshot"}"#, "Used native web tool"),
+        ("null", "Used native web tool"),
+    ];
+    for (action, summary) in actions {
+        let done = search(action);
+        let stream = sse(&[
+            &done,
+            r#"{"type":"response.completed","response":{"output":[{"type":"web_search_call"}]}}"#,
+        ]);
+        let (p, seen, error) = decode(Options { output_thinking: true, ..Options::default() }, &stream, 1000);
+        assert_eq!(error, None);
+        assert_eq!(seen.thinking, [(summary.into(), true), (String::new(), true)], "{action}");
+        // The completed response's output wins over the items seen done.
+        assert_eq!(p.output_items().len(), 1);
+        assert_eq!(p.output_items()[0].get("action"), None);
+        assert!(kinds(&p).is_empty());
+        let (_, off, _) = decode(Options::default(), &stream, 1000);
+        assert_eq!(off, Seen::default());
+    }
 }
 
 #[test]
@@ -332,14 +426,14 @@ fn the_fast_reading_of_delta_events_agrees_with_the_full_one() {
 #[test]
 fn an_output_item_of_another_type_is_reported_once() {
     let stream = sse(&[
-        r#"{"type":"response.output_item.added","output_index":0,"item":{"id":"ws_1","type":"web_search_call","status":"in_progress"}}"#,
-        r#"{"type":"response.output_item.done","output_index":0,"item":{"id":"ws_1","type":"web_search_call","status":"completed"}}"#,
-        r#"{"type":"response.output_item.added","output_index":1,"item":{"id":"ws_2","type":"web_search_call"}}"#,
+        r#"{"type":"response.output_item.added","output_index":0,"item":{"id":"fs_1","type":"file_search_call","status":"in_progress"}}"#,
+        r#"{"type":"response.output_item.done","output_index":0,"item":{"id":"fs_1","type":"file_search_call","status":"completed"}}"#,
+        r#"{"type":"response.output_item.added","output_index":1,"item":{"id":"fs_2","type":"file_search_call"}}"#,
     ]);
     let (p, seen, error) = decode(Options::default(), &stream, 1000);
     assert_eq!((error, seen), (None, Seen::default()));
     assert_eq!(kinds(&p), [AnomalyKind::IgnoredEvent]);
-    assert!(p.anomalies().all()[0].message.contains("web_search_call"));
+    assert!(p.anomalies().all()[0].message.contains("file_search_call"));
 }
 
 #[test]
@@ -397,5 +491,21 @@ fn a_reasoning_left_waiting_by_a_whole_response_links_to_the_next_message_either
         p.process_message(&json(&next)).unwrap();
         assert!(p.linked_reasonings().contains(&0), "{next}");
         assert_eq!(p.reasoning(0).and_then(|r| r.next_message_id.as_deref()), Some("msg_2"), "{next}");
+    }
+}
+
+#[test]
+fn a_stream_without_one_responses_event_is_reported_at_finish() {
+    let chat = "data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\ndata: [DONE]\n\n";
+    let (p, seen, error) = decode(Options::default(), chat, 7);
+    assert_eq!((seen.text.as_str(), error.is_none()), ("", true));
+    assert_eq!(kinds(&p).last(), Some(&AnomalyKind::WrongProtocol));
+    assert!(p.anomalies().all().last().is_some_and(|a| a.message.contains("Responses API event")));
+    for stream in [
+        sse(&[r#"{"type":"response.output_text.delta","delta":"Hi"}"#]),
+        sse(&[r#"{"type":"response.created","response":{}}"#]),
+    ] {
+        let (p, _, _) = decode(Options::default(), &stream, 5);
+        assert!(!kinds(&p).contains(&AnomalyKind::WrongProtocol), "{stream}");
     }
 }

@@ -1,0 +1,86 @@
+# frozen_string_literal: true
+
+module DiscourseAiStream
+  # `rake discourse_ai_stream:check`, on a Discourse site: which generation
+  # of Discourse AI it runs, how many calls of the bug report's streams its
+  # stock processors return beside the gem's, and what install! decided.
+  # `run` returns the exit status (docs/discourse.md#check-a-site).
+  module Check
+    IN_USE = 0 # the gem is in use, and its processors returned every call
+    LOST = 1 # a processor of the gem lost a call: a bug to report
+    NOT_IN_USE = 2 # install! did not run, is switched off, or left a stock processor in place
+    GENERATIONS = {
+      legacy: "legacy, the one-call processor: drops every call of a chunk after the first",
+      current: "current, the per-call processor: keeps every call of a chunk",
+      newest: "newest, the per-call processor with stop_reason: keeps every call of a chunk, " \
+              "drops those cut by the output limit"
+    }.freeze
+    VERDICTS = { IN_USE => "The gem is in use and returned every call.",
+                 LOST => "THE GEM LOST A CALL: please report it, with this output.",
+                 NOT_IN_USE => "The gem is not in use for every stock processor: see install! above." }.freeze
+    # Each API: the stock class's name, the gem's class, and its streams
+    # (run by parsed chunks, the path both classes have).
+    APIS = {
+      "chat" => [Discourse::STOCK_PROCESSOR, OpenAiMessageProcessor, BugReport],
+      "Responses" => [Discourse::STOCK_RESPONSES_PROCESSOR, OpenAiResponsesMessageProcessor, BugReport::Responses]
+    }.freeze
+
+    module_function
+
+    def run(io = $stdout)
+      io.puts "discourse_ai_stream #{VERSION} on this site",
+              "Discourse AI generation: #{GENERATIONS.fetch(Discourse.generation, "none (no stock processor loaded)")}"
+      every_call = calls(io)
+      in_use = installed(io)
+      status = in_use ? IN_USE : NOT_IN_USE
+      status = LOST unless every_call
+      io.puts "", VERDICTS.fetch(status)
+      status
+    end
+
+    # The bug report's streams through each stock processor and the gem's;
+    # true when the gem's returned every call.
+    def calls(io)
+      io.puts "", "Tool calls streamed in one chunk (the bug report's streams), stock beside the gem:"
+      losing = []
+      every_call = APIS.flat_map do |api, (stock_name, ours, streams)|
+        stock = Discourse.lookup(stock_name)
+        BugReport::CASES.map do |count, partial|
+          stock_ids = streams.streamed(stock, count, partial) if stock
+          gem_ids = streams.streamed(ours, count, partial)
+          losing |= [api] if stock_ids && BugReport.returned(stock_ids) < count
+          io.puts "  #{"#{api}, #{count} calls, partial_tool_calls: #{partial}:".ljust(48)}" \
+                  "stock #{tally(stock_ids, count)}, gem #{tally(gem_ids, count)}"
+          BugReport.returned(gem_ids) == count && gem_ids.size == count
+        end
+      end.all?
+      io.puts(losing.empty? ? "Stock returns every call here." : "Stock loses calls here (#{losing.join(", ")}).") if
+        Discourse.generation
+      every_call
+    end
+
+    # "N of M", and whatever came instead of a call (an error, wrong parameters).
+    def tally(ids, count)
+      ids ? ["#{BugReport.returned(ids)} of #{count}", *ids.grep_v(/\Acall_/)].join(" ") : "not loaded"
+    end
+
+    # What install! decided per stock processor; true when the gem is in use
+    # wherever a stock one is loaded.
+    def installed(io)
+      status = Discourse.status
+      if status.empty?
+        io.puts "", "install!: not run here (is the plugin installed?); stock in use"
+        return false
+      end
+
+      io.puts "", "install!:"
+      status.each do |name, decision|
+        io.puts "  #{name}: #{decision[:replaced] ? "replaced by the gem's" : "left stock: #{decision[:reason]}"}"
+      end
+      on = Discourse.installed?
+      io.puts "  switched off (install!'s enabled:, the discourse_ai_stream_enabled setting): stock in use" unless on
+      on && status.values.none? { |decision| decision[:missing].any? }
+    end
+    private_class_method :calls, :tally, :installed
+  end
+end
