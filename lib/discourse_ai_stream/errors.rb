@@ -59,11 +59,19 @@ module DiscourseAiStream
   end
 
   # A processor was used by two threads at once, or re-entered from a
-  # callback. Use one processor per stream.
+  # callback. Use one processor per stream. `consumed` false: this call was
+  # refused and read nothing (retryable?, once the other call returns);
+  # true: a callback re-entered the processor while it built this read's
+  # items, so the read was consumed and its items come out of the next read
+  # or finish (do not retry it).
   class ConcurrencyError < StandardError
     include Error
 
     MESSAGE = "processor in use"
+    FIELDS = %i[consumed].freeze
+    attr_reader(*FIELDS)
+
+    def retryable? = !consumed
   end
 
   # The tool call class raised while the processor built the ToolCall of a

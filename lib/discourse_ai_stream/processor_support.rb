@@ -24,15 +24,21 @@ module DiscourseAiStream
                        "create a new processor instead"
     end
 
-    # Called by the native code with the anomalies a call recorded.
+    # Called by the native code with the anomalies a call recorded. The hook
+    # runs with asynchronous interrupts deferred, so a StandardError rescued
+    # here is the hook's own; one raised by another thread (Timeout,
+    # Thread#raise) lands after the loop and is not taken for it.
     def __deliver_anomalies(list)
       hook = @on_anomaly || DiscourseAiStream.on_anomaly
       return unless hook
 
-      list.each do |anomaly|
-        hook.call(anomaly)
-      rescue StandardError => e
-        warn "discourse_ai_stream: on_anomaly hook raised #{e.class}: #{e.message}"
+      Thread.handle_interrupt(Object => :never) do
+        list.each do |anomaly|
+          hook.call(anomaly)
+        rescue StandardError => e
+          # Not Kernel#warn, which says nothing under -W0.
+          Warning.warn("discourse_ai_stream: on_anomaly hook raised #{e.class}: #{e.message}\n")
+        end
       end
       nil
     end

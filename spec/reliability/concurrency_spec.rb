@@ -9,17 +9,27 @@ RSpec.describe "concurrency" do
                 call("#{prefix}c", "f", '{"n":3}', index: 2)], finish: "tool_calls")
   end
 
-  it "refuses a re-entrant call from a callback with ConcurrencyError" do
+  it "refuses a re-entrant call from a callback, and tells the caller that its own read was consumed" do
     processor = nil
+    refused = []
     reentrant = Class.new(DiscourseAiStream::ToolCall) do
       define_method(:initialize) do |**kwargs|
         super(**kwargs)
         processor.process_streamed_message(ChunkHelpers.text_chunk("inner"))
+      rescue DiscourseAiStream::ConcurrencyError => e
+        refused << [e.consumed, e.retryable?]
+        raise
       end
     end
     processor = DiscourseAiStream::OpenAiMessageProcessor.new(tool_call_class: reentrant)
     expect { processor.process_streamed_message(three_calls) }
-      .to raise_error(DiscourseAiStream::ConcurrencyError, /already in use/)
+      .to raise_error(DiscourseAiStream::ConcurrencyError, /re-entered this processor.*consumed/) { |e|
+        expect([e.consumed, e.retryable?]).to eq([true, false])
+      }
+    # The inner call itself was refused before reading anything.
+    expect(refused).to eq([[false, true]] * 3)
+    # The class failed for each call, and each is named.
+    expect(processor.anomalies.select { |a| a[:kind] == :tool_call_failed }.map { |a| a[:id] }).to eq(%w[a b c])
     # Still usable afterwards.
     expect(processor.process_streamed_message(text_chunk("later"))).to eq("later")
   end
@@ -39,8 +49,9 @@ RSpec.describe "concurrency" do
         Array.new(20) do |n|
           prefix = "#{t}.#{n}."
           [prefix, ids_in(Array(processor.process_streamed_message(three_calls(prefix))))]
-        rescue DiscourseAiStream::ConcurrencyError
-          :busy
+        rescue DiscourseAiStream::ConcurrencyError => e
+          # Refused before reading anything: the same chunk can be retried.
+          e.retryable? ? :busy : raise
         end
       end
     end.flat_map(&:value)

@@ -73,6 +73,30 @@ RSpec.describe "GC safety" do
     expect(seen.map { |a| a[:kind] }).to eq([:generated_id])
   end
 
+  it "keeps the items an interrupted read holds alive until the next read returns them" do
+    processor = stressed(DiscourseAiStream::OpenAiMessageProcessor.new(on_anomaly: ->(_) { raise Interrupt }))
+    nameless = { index: 0, function: { name: "f", arguments: '{"a":"b"}' } }
+    chunk = tool_chunk([nameless, call("c", "g", "{}", index: 1)], finish: "tool_calls")
+    expect { processor.process_streamed_message(chunk) }.to raise_error(Interrupt)
+    churn
+    expect(processor.finish.map { |c| [c.name, c.parameters] }).to eq([["f", { a: "b" }], ["g", {}]])
+  end
+
+  it "tells ObjectSpace.memsize_of the native memory it holds" do
+    require "objspace"
+    [DiscourseAiStream::OpenAiMessageProcessor, DiscourseAiStream::OpenAiResponsesMessageProcessor].each do |klass|
+      processor = klass.new
+      expect(ObjectSpace.memsize_of(processor)).to be < 100_000
+    end
+    processor = DiscourseAiStream::OpenAiMessageProcessor.new
+    # 20 MB of arguments buffered: the call stays open until the stream ends.
+    processor.process_streamed_message(tool_chunk([call("big", "f", JSON.generate(blob: "x" * 20_000_000), index: 0)]))
+    expect(ObjectSpace.memsize_of(processor)).to be > 20_000_000
+    expect(processor.finish.first.parameters[:blob].size).to eq(20_000_000)
+    processor.process_streamed_message(text_chunk("next stream"))
+    expect(ObjectSpace.memsize_of(processor)).to be < 100_000
+  end
+
   it "reads Hashes whose values are collected right after" do
     processor = stressed(DiscourseAiStream::OpenAiMessageProcessor.new)
     3.times do |i|

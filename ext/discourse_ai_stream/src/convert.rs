@@ -1,6 +1,7 @@
 //! Core values as Ruby objects: parameters as Hashes with Symbol keys (what
 //! `JSON.parse(..., symbolize_names: true)` builds), anomalies as Hashes.
 
+use magnus::rb_sys::{AsRawValue, FromRawValue};
 use magnus::value::ReprValue;
 use magnus::{Error, IntoValue, RHash, Ruby, Symbol, Value};
 use openai_stream::anomaly::Anomaly;
@@ -57,8 +58,12 @@ pub fn output_limit(ruby: &Ruby, max_line_bytes: usize, name: Symbol) -> Result<
 fn number(ruby: &Ruby, n: &Number) -> Result<Value, Error> {
     match n.as_i64() {
         Some(i) => Ok(ruby.integer_from_i64(i).as_value()),
-        // Bigger than 64 bits: Ruby's own Integer parser keeps every digit.
-        None if n.is_integer() => ruby.str_new(n.as_str()).funcall("to_i", ()),
+        // Bigger than 64 bits: Ruby's own Integer parser keeps every digit
+        // (called directly: a method call is where a Thread#raise lands).
+        // SAFETY: a live String of digits; without `badcheck` it does not raise.
+        None if n.is_integer() => {
+            Ok(unsafe { Value::from_raw(rb_sys::rb_str_to_inum(ruby.str_new(n.as_str()).as_raw(), 10, 0)) })
+        }
         None => Ok(ruby.float_from_f64(n.as_f64()).as_value()),
     }
 }

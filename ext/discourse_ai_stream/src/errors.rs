@@ -3,7 +3,7 @@
 
 use magnus::prelude::*;
 use magnus::value::ReprValue;
-use magnus::{Error, KwArgs, RArray, RClass, RHash, RModule, RString, Ruby, TryConvert, Value};
+use magnus::{Error, IntoValue, KwArgs, RArray, RClass, RHash, RModule, RString, Ruby, TryConvert, Value};
 use openai_stream::error::{Error as CoreError, StreamErrorKind};
 
 use crate::convert;
@@ -68,11 +68,23 @@ pub fn internal(ruby: &Ruby, message: &str) -> Error {
     build(ruby, "InternalError", format!("internal error in discourse_ai_stream: {message}"), ruby.hash_new())
 }
 
-/// `DiscourseAiStream::ConcurrencyError`: the processor is already busy.
-pub fn busy(ruby: &Ruby) -> Error {
-    let message = "this processor is already in use (by another thread, or re-entered from a callback); \
-                   use one processor per stream";
-    build(ruby, "ConcurrencyError", message.to_owned(), ruby.hash_new())
+/// `DiscourseAiStream::ConcurrencyError`: the processor is already busy
+/// and this call read nothing (retryable), or (`consumed`) a callback
+/// re-entered it while it built this read's items.
+pub fn busy(ruby: &Ruby, consumed: bool) -> Error {
+    let message = if consumed {
+        "a callback re-entered this processor while it built a read's items: the read was consumed \
+         (its items come out of the next read or finish)"
+    } else {
+        "this processor is already in use (by another thread, a callback re-entering it, or a Fiber \
+         suspended inside one of its callbacks); nothing was read; use one processor per stream"
+    };
+    build(
+        ruby,
+        "ConcurrencyError",
+        message.to_owned(),
+        kwargs(ruby, &[("consumed", consumed.into_value_with(ruby))]),
+    )
 }
 
 /// `DiscourseAiStream::ToolCallError`: the ToolCall class raised while the

@@ -3,14 +3,17 @@
 //! result or error returned to Ruby. One copy serves both, generic over
 //! [`CallSource`].
 
-use std::cell::{Cell, RefCell};
-use std::ops::ControlFlow;
+use std::os::raw::c_int;
 
-use magnus::value::{Lazy, ReprValue};
-use magnus::{Error, KwArgs, RArray, RClass, RHash, RModule, Ruby, Value};
+use magnus::error::ErrorType;
+use magnus::rb_sys::{AsRawId, AsRawValue};
+use magnus::value::{Lazy, LazyId, ReprValue};
+use magnus::{Error, KwArgs, RArray, RHash, RModule, Ruby, Value};
 use openai_stream::anomaly::{Anomalies, Anomaly, AnomalyKind};
 use openai_stream::calls::{CallId, Calls};
 use openai_stream::json::JsonValue;
+use openai_stream::output::{Item, Output};
+use rb_sys::VALUE;
 
 use crate::convert::{anomaly_to_ruby, object_to_hash};
 use crate::errors::{self, own};
@@ -26,6 +29,48 @@ pub(crate) static NO_ITEMS: Lazy<RArray> = Lazy::new(|ruby| {
     items
 });
 
+/// `Thread.handle_interrupt(Object => :never)`: its argument and its name.
+static NEVER: Lazy<RHash> = Lazy::new(|ruby| {
+    let mask = ruby.hash_new();
+    let _ = mask.aset(ruby.class_object(), ruby.to_symbol("never"));
+    mask.freeze();
+    mask
+});
+static HANDLE_INTERRUPT: LazyId = LazyId::new("handle_interrupt");
+
+/// Runs `f` with Ruby's asynchronous interrupts deferred (`Thread#raise`,
+/// `Thread#kill`, `Timeout`, signals), so that whatever the Ruby code it
+/// calls raises was raised by that code. What was deferred lands as the
+/// mask is lifted, once `f` returned: it is the error then, if any.
+pub(crate) fn masked(ruby: &Ruby, f: impl FnOnce() -> Result<(), Error>) -> Result<(), Error> {
+    unsafe extern "C" fn block<F: FnOnce()>(
+        _: VALUE,
+        f: VALUE,
+        _: c_int,
+        _: *const VALUE,
+        _: VALUE,
+    ) -> VALUE {
+        // SAFETY: `f` points at `body` below, alive for the whole call.
+        if let Some(f) = unsafe { (*(f as *mut Option<F>)).take() } {
+            f();
+        }
+        rb_sys::Qnil as VALUE
+    }
+    fn block_of<F: FnOnce()>(_: &Option<F>) -> rb_sys::rb_block_call_func_t {
+        Some(block::<F>)
+    }
+    let mut result = Ok(());
+    // No panic unwinds through Ruby's frames: the guard catches it.
+    let mut body = Some(|| result = guard(ruby, f));
+    let (block, mask) = (block_of(&body), ruby.get_inner(&NEVER).as_raw());
+    let name = LazyId::get_inner_with(&HANDLE_INTERRUPT, ruby).as_raw();
+    // SAFETY: a method call with a block, protected; `mask` is a live Hash.
+    magnus::rb_sys::protect(|| unsafe {
+        rb_sys::rb_block_call(rb_sys::rb_cThread, name, 1, &mask, block, &mut body as *mut _ as VALUE)
+    })?;
+    result
+}
+
 /// What a call into the core returns to Ruby.
 pub(crate) enum Shape {
     /// `process_streamed_message`: nil, one item, or an Array.
@@ -33,56 +78,9 @@ pub(crate) enum Shape {
     /// Everything else: an Array.
     Array,
     /// `finish`: an Array, and the stream's calls are forgotten (the next
-    /// stream numbers its calls from 0 again).
-    Finish,
-}
-
-/// The one way into a core, for every entry point of both classes: refuses
-/// a poisoned processor, catches panics (and poisons the processor on an
-/// internal error), and refuses a call while another one is running on this
-/// processor (another thread, or a callback re-entering it) with
-/// `ConcurrencyError`.
-#[inline]
-pub(crate) fn enter<P, T>(
-    ruby: &Ruby,
-    poisoned: &Cell<bool>,
-    core: &RefCell<Option<P>>,
-    f: impl FnOnce(&mut P) -> Result<T, Error>,
-) -> Result<T, Error> {
-    if poisoned.get() {
-        return Err(errors::internal(ruby, "this processor stopped after an earlier internal error"));
-    }
-    let result = with_core(ruby, core, f);
-    if let Err(e) = &result {
-        if own::<RClass>(ruby, "InternalError").is_ok_and(|c| e.is_kind_of(c)) {
-            poisoned.set(true);
-        }
-    }
-    result
-}
-
-/// `f` on the core, guarded; refused while busy or before `__setup`.
-fn with_core<P, T>(
-    ruby: &Ruby,
-    core: &RefCell<Option<P>>,
-    f: impl FnOnce(&mut P) -> Result<T, Error>,
-) -> Result<T, Error> {
-    guard(ruby, || {
-        let mut borrow = core.try_borrow_mut().map_err(|_| errors::busy(ruby))?;
-        f(borrow.as_mut().ok_or_else(|| errors::internal(ruby, "processor used before initialize"))?)
-    })
-}
-
-/// The anomaly readers of both classes: unlike [`enter`], they read a
-/// processor an internal error stopped too, since what it recorded up to
-/// then (a list the error cannot have left half-written) is what explains
-/// the error. Busy (another call running) is still refused.
-pub(crate) fn read_anomalies<C: CallSource, T>(
-    ruby: &Ruby,
-    core: &RefCell<Option<C>>,
-    f: impl FnOnce(&Anomalies) -> Result<T, Error>,
-) -> Result<T, Error> {
-    with_core(ruby, core, |core| f(core.anomaly_list()))
+    /// stream numbers its calls from 0 again): these lists of the objects
+    /// Array are emptied.
+    Finish(&'static [isize]),
 }
 
 /// New anomalies as an Array of Hashes, or None.
@@ -109,7 +107,7 @@ pub(crate) fn anomalies_to_ruby<'a>(
 
 pub(crate) fn shape_items(ruby: &Ruby, items: RArray, shape: &Shape) -> Value {
     match shape {
-        Shape::Array | Shape::Finish => items.as_value(),
+        Shape::Array | Shape::Finish(_) => items.as_value(),
         Shape::Streamed => match items.len() {
             0 => ruby.qnil().as_value(),
             1 => items.entry(0).unwrap_or_else(|_| ruby.qnil().as_value()),
@@ -121,20 +119,24 @@ pub(crate) fn shape_items(ruby: &Ruby, items: RArray, shape: &Shape) -> Value {
 /// What the `build_items` of a processor made of the core's output.
 pub(crate) struct Built {
     pub(crate) items: RArray,
+    /// How many of `items`, at their start, an interrupted read held.
+    held: usize,
     /// Anomalies found while building (recorded in the core afterwards).
     notes: Vec<Anomaly>,
     /// The completed calls the ToolCall class failed to build.
-    tool_call_errors: Vec<FailedToolCall>,
+    pub(crate) tool_call_errors: Vec<FailedToolCall>,
     /// The exception of the first of them. A Vec's buffer is not seen by
     /// the GC; this field, like `Built` itself, lives on the stack, which
     /// the GC scans, so the exception stays alive until it is raised.
     first_exception: Option<Value>,
-    /// What Ruby code the processor called raised that is not the ToolCall
-    /// class failing: an exception that is not a StandardError or a
-    /// non-local exit (Interrupt, Thread#kill, throw), or an error of this
-    /// gem (a callback re-entering the processor). Re-raised as it is, once
-    /// the borrow of the core is released.
-    passthrough: Option<Error>,
+    /// What a callback raised that is not a StandardError (Interrupt, a
+    /// throw), or an error of this gem (a callback re-entering the
+    /// processor): it costs the call being built as any failure of the
+    /// class does, then it is raised as it is, the read's items held.
+    pub(crate) passthrough: Option<Error>,
+    /// A non-local exit (throw, break) passed: Ruby code run now could
+    /// clear what it needs to go on, so no callback runs any more.
+    stopped: bool,
 }
 
 /// A completed call whose ToolCall could not be built. Plain Rust data: it
@@ -147,8 +149,8 @@ pub struct FailedToolCall {
     pub error: String,
 }
 
-/// True for what a callback raised that is not the ToolCall class failing
-/// (see [`Built::passthrough`]).
+/// True for what a callback raised that passes through (see
+/// [`Built::passthrough`]).
 pub(crate) fn passes_through(ruby: &Ruby, e: &Error) -> bool {
     if !e.is_kind_of(ruby.exception_standard_error()) {
         return true;
@@ -159,11 +161,12 @@ pub(crate) fn passes_through(ruby: &Ruby, e: &Error) -> bool {
 /// `ClassName (message)` of a Ruby error, for anomalies and messages.
 pub fn describe(e: &Error) -> String {
     match e.error_type() {
-        magnus::error::ErrorType::Exception(x) => {
+        ErrorType::Exception(x) => {
             // SAFETY: the class name is copied at once.
             let class = unsafe { x.classname() }.into_owned();
             format!("{class} ({x})")
         }
+        ErrorType::Jump(tag) => format!("a non-local exit ({tag}: a throw, Thread#kill...)"),
         _ => e.to_string(),
     }
 }
@@ -202,6 +205,14 @@ pub(crate) fn detach(ruby: &Ruby, calls: RArray, call: CallId) -> Result<(), Err
 /// the `provider_data` of each call (none for the chat protocol).
 pub trait CallSource {
     fn call_list(&self) -> &Calls;
+
+    /// The items of the last read.
+    fn out(&self) -> &Output;
+
+    /// Building runs Ruby code even when the output is empty.
+    fn links(&self) -> bool {
+        false
+    }
 
     fn anomaly_list(&mut self) -> &mut Anomalies;
 
@@ -296,55 +307,76 @@ pub(crate) fn completed<C: CallSource>(
 }
 
 impl Built {
-    /// Nothing built yet: the shared frozen empty Array as the items.
-    pub(crate) fn new(ruby: &Ruby) -> Built {
+    /// Nothing built yet: the items an interrupted read held, a new Array
+    /// for `capacity` items, or the shared frozen empty Array.
+    pub(crate) fn new(ruby: &Ruby, held: Option<RArray>, capacity: usize) -> Built {
+        let none = || if capacity == 0 { ruby.get_inner(&NO_ITEMS) } else { ruby.ary_new_capa(capacity) };
         Built {
-            items: ruby.get_inner(&NO_ITEMS),
+            items: held.unwrap_or_else(none),
+            held: held.map_or(0, |h| h.len()),
             notes: Vec::new(),
             tool_call_errors: Vec::new(),
             first_exception: None,
             passthrough: None,
+            stopped: false,
         }
+    }
+
+    /// Calls `f`, a callback, unless a non-local exit stopped them (see
+    /// `stopped`). What it raises is described, with the exception when it
+    /// is the class failing; what passes through is kept (the first).
+    fn call<T>(
+        &mut self,
+        ruby: &Ruby,
+        f: impl FnOnce() -> Result<T, Error>,
+    ) -> Result<T, (String, Option<Value>)> {
+        if self.stopped {
+            return Err(("nothing (not called: a non-local exit left this read)".to_owned(), None));
+        }
+        let e = match f() {
+            Ok(value) => return Ok(value),
+            Err(e) => e,
+        };
+        let text = describe(&e);
+        if !passes_through(ruby, &e) {
+            return Err((text, e.value()));
+        }
+        self.stopped |= matches!(e.error_type(), ErrorType::Jump(_));
+        self.passthrough.get_or_insert(e);
+        Err((text, None))
     }
 
     /// The item of an `Item::Progress`: the partial ToolCall, or None. A
     /// ToolCall class that raises costs the call its partial updates, with
-    /// an anomaly; `Break` when what was raised passes through (see
-    /// [`Built::passthrough`]) and building stops.
+    /// an anomaly.
     pub(crate) fn progress_item<C: CallSource>(
         &mut self,
         ruby: &Ruby,
         core: &C,
         tools: Tools,
         call: CallId,
-    ) -> Result<ControlFlow<(), Option<Value>>, Error> {
-        let calls = tools.calls;
-        match progress(ruby, core, tools, call) {
-            Ok(value) => Ok(ControlFlow::Continue(value)),
-            Err(e) => {
-                detach(ruby, calls, call)?;
-                if passes_through(ruby, &e) {
-                    self.passthrough = Some(e);
-                    return Ok(ControlFlow::Break(()));
-                }
+    ) -> Result<Option<Value>, Error> {
+        match self.call(ruby, || progress(ruby, core, tools, call)) {
+            Ok(value) => Ok(value),
+            Err((what, _)) => {
+                detach(ruby, tools.calls, call)?;
                 self.notes.push(call_anomaly(
                     core,
                     call,
                     AnomalyKind::PartialArgumentsBroken,
                     format!(
-                        "partial updates stopped for this call: the ToolCall raised {}; \
-                         it is completed at the end as usual",
-                        describe(&e)
+                        "partial updates stopped for this call: the ToolCall raised {what}; \
+                         it is completed at the end as usual"
                     ),
                 ));
-                Ok(ControlFlow::Continue(None))
+                Ok(None)
             }
         }
     }
 
     /// The item of an `Item::Completed`: the finished ToolCall, or None
     /// when the class failed to build it (a ToolCallError once every item
-    /// is built); `Break` as for [`Built::progress_item`].
+    /// is built).
     pub(crate) fn completed_item<C: CallSource>(
         &mut self,
         ruby: &Ruby,
@@ -352,53 +384,45 @@ impl Built {
         tools: Tools,
         call: CallId,
         params: &JsonValue,
-    ) -> Result<ControlFlow<(), Option<Value>>, Error> {
-        let calls = tools.calls;
-        match completed(ruby, core, tools, call, params) {
-            Ok(value) => Ok(ControlFlow::Continue(Some(value))),
-            Err(e) => {
+    ) -> Result<Option<Value>, Error> {
+        match self.call(ruby, || completed(ruby, core, tools, call, params)) {
+            Ok(value) => Ok(Some(value)),
+            Err((error, exception)) => {
                 // Whatever happened, nothing streams into this call any more.
-                let _ = calls.store(call.0 as isize, ruby.qnil());
-                if passes_through(ruby, &e) {
-                    self.passthrough = Some(e);
-                    return Ok(ControlFlow::Break(()));
-                }
+                let _ = tools.calls.store(call.0 as isize, ruby.qnil());
+                self.first_exception = self.first_exception.or(exception);
                 let info = core.call_list().get(call);
-                if self.first_exception.is_none() {
-                    self.first_exception = e.value();
-                }
                 self.tool_call_errors.push(FailedToolCall {
                     call,
                     id: info.map(|c| c.id.clone()).unwrap_or_default(),
                     name: info.map(|c| c.name.clone()).unwrap_or_default(),
-                    error: describe(&e),
+                    error,
                 });
-                Ok(ControlFlow::Continue(None))
+                Ok(None)
             }
         }
     }
 
     /// Records what building found in the core, then makes the result of
     /// the call: the error of the core (with the items attached), a
-    /// ToolCallError, what passed through, or the items in `shape`. With
-    /// the new anomalies, which the caller hands to Ruby once the core is
-    /// released.
+    /// ToolCallError, or the items in `shape`. (What passed through is
+    /// the caller's to raise.)
     pub(crate) fn conclude<C: CallSource>(
-        self,
+        &mut self,
         ruby: &Ruby,
         core: &mut C,
         outcome: Result<(), openai_stream::error::Error>,
         shape: &Shape,
         payload: Option<Value>,
-    ) -> Result<(Result<Value, Error>, Option<RArray>), Error> {
-        let Built { items, notes, tool_call_errors, first_exception, passthrough } = self;
-        for note in notes {
+    ) -> Result<Value, Error> {
+        for note in self.notes.drain(..) {
             core.anomaly_list().push(note);
         }
-        if outcome.is_err() || passthrough.is_some() {
+        let passthrough = self.passthrough.is_some();
+        if outcome.is_err() || passthrough {
             // Another error is raised in place of the ToolCallError: the
             // calls it would have named are recorded here instead.
-            for failed in &tool_call_errors {
+            for failed in &self.tool_call_errors {
                 let note = call_anomaly(
                     core,
                     failed.call,
@@ -408,17 +432,59 @@ impl Built {
                 core.anomaly_list().push(note);
             }
         }
-        let anomalies = new_anomalies(ruby, core)?;
-        if let Some(e) = passthrough {
-            return Ok((Err(e), anomalies));
+        if self.held > 0 {
+            self.items = dedupe(ruby, self.items, self.held);
         }
-        let result = match outcome {
-            Err(e) => Err(errors::from_core(ruby, &e, items, payload)),
-            Ok(()) if !tool_call_errors.is_empty() => {
-                Err(errors::tool_call(ruby, &tool_call_errors, first_exception, items))
+        match outcome {
+            Err(e) => Err(errors::from_core(ruby, &e, self.items, payload)),
+            Ok(()) if !self.tool_call_errors.is_empty() && !passthrough => {
+                Err(errors::tool_call(ruby, &self.tool_call_errors, self.first_exception, self.items))
             }
-            Ok(()) => Ok(shape_items(ruby, items, shape)),
-        };
-        Ok((result, anomalies))
+            Ok(()) => Ok(shape_items(ruby, self.items, shape)),
+        }
+    }
+}
+
+/// The items, each object once: a partial ToolCall held from an
+/// interrupted read may come again from this one; it stays where it was.
+fn dedupe(ruby: &Ruby, items: RArray, held: usize) -> RArray {
+    let out = ruby.ary_new_capa(items.len());
+    for (i, item) in items.into_iter().enumerate() {
+        if i < held || !items.into_iter().take(held).any(|h| h.as_raw() == item.as_raw()) {
+            let _ = out.push(item);
+        }
+    }
+    out
+}
+
+/// Records that `by` interrupted a read whose items are held for the next
+/// read or `finish`: an `:interrupted` anomaly for each call of its output
+/// but those that `failed`, or one for the read; `lost`, the read's own
+/// error, was not raised.
+pub(crate) fn interrupted<C: CallSource>(
+    core: &mut C,
+    failed: &[FailedToolCall],
+    by: &Error,
+    lost: Option<&Error>,
+) {
+    let lost = lost.map(|e| format!(" (its {} was not raised)", describe(e))).unwrap_or_default();
+    let message = format!(
+        "{} interrupted this read: its items come out of the next read or finish{lost}",
+        describe(by)
+    );
+    let calls: Vec<CallId> = (core.out().items())
+        .filter_map(|item| match item {
+            Item::Progress(call) | Item::Completed(call, _) => Some(call),
+            _ => None,
+        })
+        .filter(|call| !failed.iter().any(|f| f.call == *call))
+        .collect();
+    let kind = AnomalyKind::Interrupted;
+    if calls.is_empty() {
+        core.anomaly_list().push(Anomaly::new(kind, message.clone()));
+    }
+    for call in calls {
+        let note = call_anomaly(core, call, kind, message.clone());
+        core.anomaly_list().push(note);
     }
 }

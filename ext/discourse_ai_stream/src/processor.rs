@@ -3,7 +3,6 @@
 //! `inspect`) live in lib/discourse_ai_stream/open_ai_message_processor.rb.
 
 use std::cell::Cell;
-use std::ops::ControlFlow;
 use std::ptr::NonNull;
 
 use magnus::rb_sys::{AsRawValue, FromRawValue};
@@ -14,19 +13,19 @@ use openai_stream::anomaly::Anomalies;
 use openai_stream::calls::Calls;
 use openai_stream::chunk::Chunk;
 use openai_stream::json::JsonValue;
-use openai_stream::output::Item;
+use openai_stream::output::{Item, Output};
 use openai_stream::processor::{Options, Processor};
 use openai_stream::usage::UsageMode;
 
 use crate::errors;
 use crate::guard::guard;
 use crate::hash_walk::{self, ContentString, Seen};
-use crate::holder::{read, Holder, CALLS};
-use crate::items::{new_anomalies, Built, CallSource, Shape, Tools};
+use crate::holder::{self, read, Holder, CALLS};
+use crate::items::{Built, CallSource, Shape};
 use crate::ruby_json;
 
 #[derive(TypedData, Default)]
-#[magnus(class = "DiscourseAiStream::OpenAiMessageProcessor", free_immediately, mark)]
+#[magnus(class = "DiscourseAiStream::OpenAiMessageProcessor", free_immediately, mark, size)]
 pub struct RbProcessor {
     holder: Holder<Processor>,
     /// The last chunk given to `process_streamed_message` was not a bare
@@ -102,6 +101,10 @@ impl Me {
 impl CallSource for Processor {
     fn call_list(&self) -> &Calls {
         self.calls()
+    }
+
+    fn out(&self) -> &Output {
+        self.output()
     }
 
     fn anomaly_list(&mut self) -> &mut Anomalies {
@@ -181,7 +184,7 @@ impl RbProcessor {
     }
 
     pub fn finish(ruby: &Ruby, rb_self: Me) -> Result<Value, Error> {
-        Self::run(ruby, rb_self, Shape::Finish, None, None, |core| core.finish().map(|_| ()))
+        Self::run(ruby, rb_self, Shape::Finish(&[CALLS]), None, None, |core| core.finish().map(|_| ()))
     }
 
     fn with_chunk(
@@ -224,8 +227,7 @@ impl RbProcessor {
         result
     }
 
-    /// Runs `f` on the core, builds the Ruby items of its output, raises its
-    /// error with those items attached, then hands new anomalies to Ruby.
+    /// Runs `f` on the core and makes its result (see [`holder::run`]).
     /// `reuse`: a String of the chunk Hash that is returned itself when the
     /// output is one text with exactly its bytes.
     fn run(
@@ -236,74 +238,45 @@ impl RbProcessor {
         reuse: Option<ContentString>,
         f: impl FnOnce(&mut Processor) -> Result<(), openai_stream::error::Error>,
     ) -> Result<Value, Error> {
-        let this: &RbProcessor = rb_self.get();
-        let (result, anomalies) = this.holder.enter(ruby, |core| {
-            let outcome = f(core);
-            // The commonest result of the Hash path, one text, is returned
-            // without building an Array around it.
-            if let (Shape::Streamed, Ok(()), Some(text)) = (&shape, &outcome, core.output().only_text()) {
-                let text = match reuse {
-                    // SAFETY: a String of the Hash, which the caller holds;
-                    // no Ruby code ran since the walk.
-                    Some(s) if unsafe { s.holds(text) } => unsafe { Value::from_raw(s.string) },
-                    _ => ruby.str_new(text).as_value(),
-                };
-                return Ok((Ok(text), new_anomalies(ruby, core)?));
-            }
-            let built = this.build_items(ruby, core);
-            if matches!(shape, Shape::Finish) {
-                // The core ended the stream (whatever its outcome): the next
-                // one numbers its calls from 0 again.
-                if let Some(calls) = this.holder.list(ruby, CALLS) {
-                    calls.clear()?;
-                }
-            }
-            built?.conclude(ruby, core, outcome, &shape, payload)
-        })?;
-        if let Some(anomalies) = anomalies {
-            let _: Value = rb_self.value.funcall("__deliver_anomalies", (anomalies,))?;
-        }
-        result
+        let this = rb_self.get();
+        let text = |text: &str| match reuse {
+            // SAFETY: a String of the Hash, which the caller holds; no Ruby
+            // code ran since the walk.
+            Some(s) if unsafe { s.holds(text) } => unsafe { Value::from_raw(s.string) },
+            _ => ruby.str_new(text).as_value(),
+        };
+        holder::run(ruby, &this.holder, rb_self.value, shape, payload, f, text, |core, built| {
+            this.build_items(ruby, core, built)
+        })
     }
 
     /// The Ruby items of the core's output. A ToolCall class that raises (a
     /// frozen parameters Hash, a `new` or `partial=` that refuses) costs the
     /// call concerned its partial updates, with an anomaly; every other item
     /// of the read is still built.
-    fn build_items(&self, ruby: &Ruby, core: &Processor) -> Result<Built, Error> {
+    fn build_items(&self, ruby: &Ruby, core: &Processor, built: &mut Built) -> Result<(), Error> {
         let out = core.output();
-        let mut built = Built::new(ruby);
         if out.is_empty() {
-            return Ok(built);
+            return Ok(());
         }
-        let items = ruby.ary_new_capa(out.len());
-        // The ToolCall class and the calls' objects, looked up at the first
-        // call item (most outputs are text only).
-        let mut found: Option<Tools> = None;
-        let mut tools = || -> Result<Tools, Error> {
-            match found {
-                Some(tools) => Ok(tools),
-                None => Ok(*found.insert(self.holder.tools(ruby)?)),
-            }
-        };
+        let items = built.items;
+        let tools = self.holder.tools(ruby)?;
         for item in out.items() {
-            let flow = match item {
-                Item::Text(text) => ControlFlow::Continue(Some(ruby.str_new(text).as_value())),
-                Item::Progress(call) => built.progress_item(ruby, core, tools()?, call)?,
-                Item::Completed(call, params) => built.completed_item(ruby, core, tools()?, call, params)?,
+            let value = match item {
+                Item::Text(text) => Some(ruby.str_new(text).as_value()),
+                Item::Progress(call) => built.progress_item(ruby, core, tools, call)?,
+                Item::Completed(call, params) => built.completed_item(ruby, core, tools, call, params)?,
                 // Only the Responses processor returns thinking.
-                Item::Thinking { .. } => ControlFlow::Continue(None),
+                Item::Thinking { .. } => None,
             };
-            let ControlFlow::Continue(value) = flow else { break };
             if let Some(value) = value {
-                // SAFETY: `items` is a new, unfrozen Array of ours, so the push
+                // SAFETY: `items` is an unfrozen Array of ours, so the push
                 // cannot raise (magnus's `push` would wrap it in rb_protect, a
                 // cost on every text event).
                 unsafe { rb_sys::rb_ary_push(items.as_raw(), value.as_raw()) };
             }
         }
-        built.items = items;
-        Ok(built)
+        Ok(())
     }
 
     pub fn usage_mode(ruby: &Ruby, rb_self: &RbProcessor) -> Result<Symbol, Error> {

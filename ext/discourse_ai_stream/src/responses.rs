@@ -4,20 +4,18 @@
 //! lib/discourse_ai_stream/open_ai_responses_message_processor.rb. The
 //! ToolCall objects are built by the same helpers as the chat processor's.
 
-use std::ops::ControlFlow;
-
 use magnus::typed_data::Obj;
 use magnus::value::ReprValue;
 use magnus::{Error, RArray, RHash, Ruby, Symbol, TypedData, Value};
 use openai_stream::anomaly::Anomalies;
 use openai_stream::calls::{CallId, Calls};
 use openai_stream::json::JsonValue;
-use openai_stream::output::{Item, Thinking};
+use openai_stream::output::{Item, Output, Thinking};
 use openai_stream::responses::{Options, ResponsesProcessor};
 
 use crate::errors;
 use crate::guard::guard;
-use crate::holder::{read, Holder, CALLS};
+use crate::holder::{self, read, Holder, CALLS};
 use crate::items::{Built, CallSource, Shape};
 use crate::ruby_json;
 
@@ -27,7 +25,7 @@ use crate::ruby_json;
 const THINKINGS: isize = 2;
 
 #[derive(TypedData, Default)]
-#[magnus(class = "DiscourseAiStream::OpenAiResponsesMessageProcessor", free_immediately, mark)]
+#[magnus(class = "DiscourseAiStream::OpenAiResponsesMessageProcessor", free_immediately, mark, size)]
 pub struct RbResponsesProcessor {
     holder: Holder<ResponsesProcessor>,
 }
@@ -37,6 +35,14 @@ crate::holder::holds!(RbResponsesProcessor, ResponsesProcessor);
 impl CallSource for ResponsesProcessor {
     fn call_list(&self) -> &Calls {
         self.calls()
+    }
+
+    fn out(&self) -> &Output {
+        self.output()
+    }
+
+    fn links(&self) -> bool {
+        !self.linked_reasonings().is_empty()
     }
 
     fn anomaly_list(&mut self) -> &mut Anomalies {
@@ -99,7 +105,7 @@ impl RbResponsesProcessor {
     }
 
     pub fn finish(ruby: &Ruby, rb_self: Me) -> Result<Value, Error> {
-        Self::run(ruby, rb_self, Shape::Finish, None, |core| core.finish().map(|_| ()))
+        Self::run(ruby, rb_self, Shape::Finish(&[CALLS, THINKINGS]), None, |core| core.finish().map(|_| ()))
     }
 
     /// A parsed event or response (a Hash with Symbol or String keys).
@@ -127,52 +133,42 @@ impl RbResponsesProcessor {
         payload: Option<Value>,
         f: impl FnOnce(&mut ResponsesProcessor) -> Result<(), openai_stream::error::Error>,
     ) -> Result<Value, Error> {
-        let this: &RbResponsesProcessor = &rb_self;
-        let (result, anomalies) = this.holder.enter(ruby, |core| {
-            let outcome = f(core);
-            let built = this.build_items(ruby, rb_self, core);
-            if matches!(shape, Shape::Finish) {
-                for slot in [CALLS, THINKINGS] {
-                    if let Some(list) = this.holder.list(ruby, slot) {
-                        list.clear()?;
-                    }
-                }
-            }
-            built?.conclude(ruby, core, outcome, &shape, payload)
-        })?;
-        if let Some(anomalies) = anomalies {
-            let _: Value = rb_self.as_value().funcall("__deliver_anomalies", (anomalies,))?;
-        }
-        result
+        let (me, text) = (rb_self.as_value(), |text: &str| ruby.str_new(text).as_value());
+        holder::run(ruby, &rb_self.holder, me, shape, payload, f, text, |core, built| {
+            rb_self.build_items(ruby, me, core, built)
+        })
     }
 
     /// The Ruby items of the core's output, then the `next_message_id` of
     /// thinking items returned earlier.
-    fn build_items(&self, ruby: &Ruby, rb_self: Me, core: &ResponsesProcessor) -> Result<Built, Error> {
+    fn build_items(
+        &self,
+        ruby: &Ruby,
+        me: Value,
+        core: &ResponsesProcessor,
+        built: &mut Built,
+    ) -> Result<(), Error> {
         let out = core.output();
-        let mut built = Built::new(ruby);
         // The shared frozen empty Array when nothing came out (most
         // argument deltas), as in the chat processor.
         if out.is_empty() && core.linked_reasonings().is_empty() {
-            return Ok(built);
+            return Ok(());
         }
-        built.items = ruby.ary_new_capa(out.len());
         let tools = self.holder.tools(ruby)?;
         let thinkings: RArray = self.holder.objects(ruby)?.entry(THINKINGS)?;
-        let me = rb_self.as_value();
         for item in out.items() {
             let value = match item {
-                Item::Text(text) => ControlFlow::Continue(Some(ruby.str_new(text).as_value())),
-                Item::Thinking { text, kind: Thinking::Delta } => ControlFlow::Continue(Some(
-                    me.funcall("__thinking", (text, true, ruby.qnil(), ruby.qnil()))?,
-                )),
+                Item::Text(text) => Some(ruby.str_new(text).as_value()),
+                Item::Thinking { text, kind: Thinking::Delta } => {
+                    Some(me.funcall("__thinking", (text, true, ruby.qnil(), ruby.qnil()))?)
+                }
                 Item::Thinking { text, kind: Thinking::Reasoning(n) } => {
                     let info = core.reasoning(n);
                     let id = info.and_then(|r| r.id.as_deref());
                     let encrypted = info.and_then(|r| r.encrypted_content.as_deref());
                     let thinking: Value = me.funcall("__thinking", (text, false, id, encrypted))?;
                     thinkings.store(n as isize, thinking)?;
-                    ControlFlow::Continue(Some(thinking))
+                    Some(thinking)
                 }
                 // A native tool's activity, or (no message) the output items.
                 Item::Thinking { text, kind } => {
@@ -181,15 +177,13 @@ impl RbResponsesProcessor {
                         _ => (None, true),
                     };
                     let items = with_items.then(|| output_items(ruby, core)).transpose()?;
-                    ControlFlow::Continue(Some(me.funcall("__tool_thinking", (message, items))?))
+                    Some(me.funcall("__tool_thinking", (message, items))?)
                 }
                 Item::Progress(call) => built.progress_item(ruby, core, tools, call)?,
                 Item::Completed(call, params) => built.completed_item(ruby, core, tools, call, params)?,
             };
-            match value {
-                ControlFlow::Continue(Some(value)) => built.items.push(value)?,
-                ControlFlow::Continue(None) => {}
-                ControlFlow::Break(()) => break,
+            if let Some(value) = value {
+                built.items.push(value)?;
             }
         }
         for &n in core.linked_reasonings() {
@@ -201,7 +195,7 @@ impl RbResponsesProcessor {
                 let _: Value = me.funcall("__link_thinking", (thinking, message_id))?;
             }
         }
-        Ok(built)
+        Ok(())
     }
 
     pub fn output_thinking(ruby: &Ruby, rb_self: &Self) -> Result<bool, Error> {

@@ -107,6 +107,9 @@ anomaly_kinds! {
     InputAfterFinish = "input_after_finish",
     /// A call cut by the output limit was not handed out (`output_limit`).
     DroppedCall = "dropped_call",
+    /// An exception from Ruby interrupted a read after the core had read
+    /// it: its items are returned by the next read or `finish`.
+    Interrupted = "interrupted",
 }
 
 impl fmt::Display for AnomalyKind {

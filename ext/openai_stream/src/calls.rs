@@ -282,6 +282,11 @@ impl Calls {
         *self = Calls { list: self.list, ..Calls::new(self.partial) };
     }
 
+    /// Heap bytes of the calls' arguments text, roughly.
+    pub fn heap_bytes(&self) -> usize {
+        self.calls.iter().map(|c| c.raw.capacity() + std::mem::size_of::<Call>()).sum()
+    }
+
     /// Drops view events the caller has consumed.
     pub fn clear_view(&mut self, id: CallId) {
         if let Some(p) = self.calls.get_mut(id.index()).and_then(|c| c.partial.as_mut()) {

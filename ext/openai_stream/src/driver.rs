@@ -208,6 +208,12 @@ where
         self.reader.buffered() + self.state.pending.len()
     }
 
+    /// Heap bytes held, roughly: what grows with a stream (buffered bytes
+    /// and the calls' arguments).
+    pub fn heap_bytes(&self) -> usize {
+        self.buffered_bytes() + self.state.calls.heap_bytes()
+    }
+
     /// Why the last response stopped, as the server said: chat, the last
     /// non-empty `finish_reason`; Responses, `incomplete_details.reason`.
     pub fn stop_reason(&self) -> Option<&str> {
