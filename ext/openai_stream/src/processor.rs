@@ -8,10 +8,10 @@ use crate::calls::CallId;
 use crate::chunk::scan::{Plain, ScanMemo};
 use crate::chunk::{Choice, Chunk, Content, Delta, Field, Kind, List, Text, ToolCallDelta};
 use crate::driver::{keep_first, Driver, OutputLimit, Protocol, State};
-use crate::error::Error;
+use crate::error::{Error, StreamErrorKind};
 use crate::event_data::{glued_value_end, invalid_json};
 use crate::in_band::{choice_error, provider_error_of};
-use crate::json::{JsonValue, Reparsed};
+use crate::json::{parse_complete, JsonValue, Reparsed};
 use crate::legacy::{LegacyOutcome, LegacySimulator};
 use crate::output::Output;
 use crate::sse::DEFAULT_MAX_LINE_BYTES;
@@ -92,29 +92,28 @@ impl Processor {
         Driver::build(partial_tool_calls, max_line_bytes, strict, usage_mode, output_limit, own)
     }
 
-    /// One parsed streamed chunk (the Hash path).
-    pub fn process_chunk(&mut self, chunk: &Chunk) -> Result<&Output, Error> {
-        self.step(|s| s.apply_chunk(chunk, false))
+    /// A chunk as JSON text: the Hash path, whose reader writes what
+    /// [`crate::chunk::Reads`] names of a parsed chunk back as JSON. Read as
+    /// the raw path reads a payload (the scanner, then the crate's own
+    /// parser for the rest); `whole`: a non-streamed response, every tool
+    /// call of its message.
+    pub fn process_json(&mut self, text: &str, whole: bool) -> Result<&Output, Error> {
+        self.step(|s| s.json(text, whole))
     }
 
     /// A streamed chunk that is nothing but a text delta,
     /// `{"choices":[{"delta":{"content": text}}]}` (plus keys no struct
-    /// reads): does exactly what [`Processor::process_chunk`] does with it,
-    /// without building it. The binding reads the Hash path's commonest
-    /// event this way.
+    /// reads): what [`Processor::process_json`] does with it, without
+    /// reading it. The Hash path reads its commonest event this way.
     pub fn process_text(&mut self, text: &str) -> Result<&Output, Error> {
-        // Of that chunk, apply_chunk reads only the content: no envelope,
+        // Of that chunk, a read applies only the content: no envelope,
         // error, usage or tool calls, one choice, no finish_reason (so the
         // legacy simulator, which follows tool calls, has nothing to see).
-        self.step_ok(|s| {
+        self.step(|s| {
             s.saw_event = true;
             s.apply_text(text);
+            Ok(())
         })
-    }
-
-    /// A whole non-streamed response: every tool call of the message.
-    pub fn process_message(&mut self, chunk: &Chunk) -> Result<&Output, Error> {
-        self.step(|s| s.apply_chunk(chunk, true))
     }
 
     /// With [`Options::simulate_legacy`]: what the legacy processor would
@@ -273,6 +272,23 @@ impl State<Chat> {
                 first_error
             }),
         }
+    }
+
+    /// See [`Processor::process_json`].
+    fn json(&mut self, text: &str, whole: bool) -> Result<(), Error> {
+        if !whole && self.own.legacy.is_none() {
+            if let Some(plain) = crate::chunk::scan::plain(text.as_bytes(), &self.own.envelope) {
+                return self.apply_plain(&plain);
+            }
+        }
+        let mut scanned = Chunk::default();
+        if crate::chunk::scan::read(text, &mut scanned, &mut self.own.envelope) {
+            return self.apply_chunk(&scanned, whole);
+        }
+        let invalid = |e: String| Error::stream(StreamErrorKind::InvalidChunk, e, excerpt(text));
+        let value = parse_complete(text).map_err(|e| invalid(e.to_string()))?;
+        let field = serde::Deserialize::deserialize(&value).map_err(|e: serde::de::value::Error| invalid(e.to_string()))?;
+        self.apply_chunk(&Chunk::from_field(field), whole)
     }
 
     /// Applies the chunk read from the JSON payload `text`.

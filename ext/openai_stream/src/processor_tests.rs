@@ -33,8 +33,7 @@ fn kinds(p: &Processor) -> Vec<AnomalyKind> {
 }
 
 fn message(p: &mut Processor, json: &str) -> Result<(), Error> {
-    let chunk = Chunk::from_json(json).expect("test JSON");
-    p.process_message(&chunk).map(|_| ())
+    p.process_json(json, true).map(|_| ())
 }
 
 fn strict() -> Processor {
@@ -139,8 +138,7 @@ fn process_message_raises_a_choice_error_after_keeping_the_calls() {
 }
 
 fn chunk(p: &mut Processor, json: &str) -> Result<(), Error> {
-    let chunk = Chunk::from_json(json).expect("test JSON");
-    p.process_chunk(&chunk).map(|_| ())
+    p.process_json(json, false).map(|_| ())
 }
 
 #[test]
@@ -180,75 +178,6 @@ fn object_and_message_of_the_wrong_type_are_reported() {
     assert_eq!(fields, [Some("object"), Some("message"), Some("choices[0].message")]);
 }
 
-/// What a processor holds after a step, as text to compare.
-fn snapshot(p: &Processor) -> String {
-    // Each call (the tables of Calls are HashMaps, whose order varies).
-    let calls: Vec<_> =
-        (0..p.calls().len()).map(|i| format!("{:?}", p.calls().get(CallId(i as u32)))).collect();
-    format!(
-        "{:?}\n{calls:?}\n{:?}\n{:?}\n{:?}",
-        p.output(),
-        p.anomalies().all(),
-        p.usage(),
-        p.legacy_outcome()
-    )
-}
-
-#[test]
-fn process_text_does_what_process_chunk_does_with_a_text_chunk() {
-    // Text around calls, between argument fragments, empty, after a
-    // finish_reason and after the end of a stream, with usage after it.
-    let call = |i: u32, id: &str, args: &str| {
-        format!(
-            r#"{{"choices":[{{"delta":{{"tool_calls":[{{"index":{i},"id":"{id}","function":{{"name":"f","arguments":"{args}"}}}}]}}}}]}}"#
-        )
-    };
-    let fragment = |i: u32, args: &str| {
-        format!(
-            r#"{{"choices":[{{"delta":{{"tool_calls":[{{"index":{i},"function":{{"arguments":"{args}"}}}}]}}}}]}}"#
-        )
-    };
-    let steps: Vec<Result<String, &str>> = vec![
-        Err("Hel"),
-        Err(""),
-        Err("lo \u{e9}"),
-        Ok(call(0, "a", "{\\\"q\\\":")),
-        Err("between"),
-        Ok(fragment(0, "\\\"x\\\"}")),
-        Ok(call(1, "b", "{}")),
-        Err("after calls"),
-        Ok(r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#.to_owned()),
-        Err("after finish"),
-        Ok(r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4}}"#.to_owned()),
-        Err("late"),
-    ];
-    for partial_tool_calls in [false, true] {
-        for simulate_legacy in [false, true] {
-            let options = Options { partial_tool_calls, simulate_legacy, ..Options::default() };
-            let (mut chunks, mut texts) = (Processor::new(options), Processor::new(options));
-            for round in 0..2 {
-                for step in &steps {
-                    let (a, b) = match step {
-                        Ok(json) => {
-                            let c = Chunk::from_json(json).expect("test JSON");
-                            (chunks.process_chunk(&c).map(|_| ()), texts.process_chunk(&c).map(|_| ()))
-                        }
-                        Err(text) => (
-                            chunks.process_chunk(&Chunk::text(text)).map(|_| ()),
-                            texts.process_text(text).map(|_| ()),
-                        ),
-                    };
-                    assert_eq!(format!("{a:?}"), format!("{b:?}"), "{step:?}");
-                    assert_eq!(snapshot(&chunks), snapshot(&texts), "{step:?} (round {round}, {options:?})");
-                }
-                let (a, b) = (chunks.finish().map(|_| ()), texts.finish().map(|_| ()));
-                assert_eq!(format!("{a:?}"), format!("{b:?}"));
-                assert_eq!(snapshot(&chunks), snapshot(&texts));
-            }
-        }
-    }
-}
-
 #[test]
 fn an_error_event_name_may_have_trailing_whitespace() {
     let mut p = Processor::default();
@@ -278,13 +207,12 @@ fn a_stream_without_one_chat_chunk_is_reported_at_finish_and_only_then() {
         assert!(!kinds(&p).contains(&AnomalyKind::WrongProtocol), "{stream}");
     }
     let mut p = Processor::default();
-    p.process_chunk(&Chunk::from_json(r#"{"choices":[],"usage":{"prompt_tokens":3}}"#).expect("JSON"))
-        .expect("read");
+    p.process_json(r#"{"choices":[],"usage":{"prompt_tokens":3}}"#, false).expect("read");
     let _ = p.decode(b"data: {\"error\":{\"message\":\"overloaded\"}}\n\n");
     p.finish().expect("finished");
     assert!(!kinds(&p).contains(&AnomalyKind::WrongProtocol));
     let mut p = Processor::default();
-    p.process_text("Hi").expect("read");
+    p.process_json(r#"{"choices":[{"delta":{"content":"Hi"}}]}"#, false).expect("read");
     p.finish().expect("finished");
     assert_eq!(kinds(&p), []);
 }
@@ -301,8 +229,7 @@ fn input_after_finish_is_a_new_stream_and_reported_while_finish_again_does_nothi
     assert_eq!(completed(&p), ["b"]);
     assert_eq!(kinds(&p), [AnomalyKind::InputAfterFinish]);
     p.finish().expect("finished");
-    let chunk = Chunk::from_json(A).expect("JSON");
-    p.process_chunk(&chunk).expect("the Hash path too");
+    p.process_json(A, false).expect("the Hash path too");
     assert_eq!(kinds(&p), [AnomalyKind::InputAfterFinish], "the same anomaly again is counted");
     assert_eq!(p.anomalies().all()[0].count, 2);
     assert_eq!(completed(&p), ["a"]);

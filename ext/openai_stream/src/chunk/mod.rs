@@ -12,7 +12,7 @@ use serde::de::{MapAccess, SeqAccess};
 
 use crate::json::JsonValue;
 use lenient::lenient_struct;
-pub use lenient::{Any, Field, Got, Id, Int, Kind, Lenient, List, Text};
+pub use lenient::{Any, Field, Got, Id, Int, Kind, Lenient, List, Reads, ReadsOf, Text};
 
 lenient_struct! {
     /// One chunk (`chat.completion.chunk`) or a whole non-streamed response.
@@ -99,6 +99,10 @@ pub enum Tokens {
     /// Not a count: the JSON type and an excerpt of the value.
     Bad(Kind, String),
 }
+
+impl ReadsOf for Tokens {}
+impl ReadsOf for Content<'_> {}
+impl ReadsOf for Arguments<'_> {}
 
 impl<'de> Lenient<'de> for Tokens {
     fn from_bool(v: bool) -> Got<Self> {
@@ -197,35 +201,6 @@ impl<'a> Chunk<'a> {
         Ok(Chunk::from_field(field))
     }
 
-    /// `{"choices":[{"delta":{"content": text}}]}`: a chunk that is
-    /// nothing but a text delta.
-    pub fn text(text: &'a str) -> Chunk<'a> {
-        let delta = Delta { content: Field::Value(Content::Text(Cow::Borrowed(text))), ..Delta::default() };
-        let choice = Choice { delta: Field::Value(delta), ..Choice::default() };
-        Chunk { choices: Field::Value(List::one(Field::Value(choice))), ..Chunk::default() }
-    }
-
-    /// True when the processor does with this chunk exactly what it does
-    /// with [`Chunk::text`] of its content: one choice whose delta has text
-    /// content and no tool calls, no finish_reason, and no other field read
-    /// (an `object` other than `"error"` aside; `native_finish_reason` is
-    /// read only next to a finish_reason).
-    pub fn is_bare_text(&self) -> bool {
-        let Field::Value(choices) = &self.choices else { return false };
-        let [Field::Value(c)] = choices.as_slice() else { return false };
-        matches!(
-            (&self.usage, &self.x_groq, &self.error, &self.message),
-            (Field::Missing, Field::Missing, Field::Missing, Field::Missing)
-        ) && match &self.object {
-            Field::Missing | Field::Null => true,
-            Field::Value(Text(o)) => o != "error",
-            _ => false,
-        } && matches!((&c.message, &c.error, &c.usage), (Field::Missing, Field::Missing, Field::Missing))
-            && matches!(c.finish_reason, Field::Missing | Field::Null)
-            && matches!(&c.delta, Field::Value(d)
-                if matches!(d.tool_calls, Field::Missing) && matches!(d.content, Field::Value(Content::Text(_))))
-    }
-
     /// A chunk from a lenient top-level field: anything that is not an
     /// object is an empty chunk (the caller reports it).
     pub fn from_field(field: Field<Chunk<'a>>) -> Chunk<'a> {
@@ -258,48 +233,6 @@ mod tests {
         assert_eq!(f.arguments, Field::Value(Arguments::Text("".into())));
         assert_eq!(choices[0].get().unwrap().finish_reason, Field::Null);
         assert_eq!(c.usage, Field::Null);
-    }
-
-    #[test]
-    fn a_text_chunk_is_the_json_one() {
-        let json = r#"{"choices":[{"delta":{"content":"hi"}}]}"#;
-        assert_eq!(Chunk::text("hi"), Chunk::from_json(json).unwrap());
-        assert!(Chunk::text("hi").is_bare_text());
-    }
-
-    #[test]
-    fn a_bare_text_chunk_has_nothing_but_its_content() {
-        let bare = [
-            r#"{"id":"x","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}"#,
-            r#"{"object":null,"choices":[{"delta":{"content":"x"}}]}"#,
-            r#"{"choices":[{"delta":{"content":"x"},"native_finish_reason":"STOP"}]}"#,
-        ];
-        for json in bare {
-            assert!(Chunk::from_json(json).unwrap().is_bare_text(), "{json}");
-        }
-        let not_bare = [
-            r#"{"usage":null,"choices":[{"delta":{"content":"x"}}]}"#,
-            r#"{"error":null,"choices":[{"delta":{"content":"x"}}]}"#,
-            r#"{"x_groq":null,"choices":[{"delta":{"content":"x"}}]}"#,
-            r#"{"message":"m","choices":[{"delta":{"content":"x"}}]}"#,
-            r#"{"object":"error","choices":[{"delta":{"content":"x"}}]}"#,
-            r#"{"object":5,"choices":[{"delta":{"content":"x"}}]}"#,
-            r#"{"choices":[{"delta":{"content":"x"},"finish_reason":"stop"}]}"#,
-            r#"{"choices":[{"delta":{"content":"x"},"error":null}]}"#,
-            r#"{"choices":[{"delta":{"content":"x"},"message":{}}]}"#,
-            r#"{"choices":[{"delta":{"content":"x"},"usage":null}]}"#,
-            r#"{"choices":[{"delta":{"content":"x","tool_calls":null}}]}"#,
-            r#"{"choices":[{"delta":{"content":null}}]}"#,
-            r#"{"choices":[{"delta":{"content":[{"type":"text","text":"x"}]}}]}"#,
-            r#"{"choices":[{"delta":{}}]}"#,
-            r#"{"choices":[{"delta":{"content":"a"}},{"delta":{"content":"b"}}]}"#,
-            r#"{"choices":[null]}"#,
-            r#"{"choices":[]}"#,
-            r#"{}"#,
-        ];
-        for json in not_bare {
-            assert!(!Chunk::from_json(json).unwrap().is_bare_text(), "{json}");
-        }
     }
 
     #[test]

@@ -16,9 +16,9 @@ pub use items::Reasoning;
 use crate::anomaly::{excerpt, Anomaly, AnomalyKind};
 use crate::calls::CallId;
 use crate::driver::{Driver, OutputLimit, Protocol, State};
-use crate::error::Error;
+use crate::error::{Error, StreamErrorKind};
 use crate::event_data::invalid_json;
-use crate::json::JsonValue;
+use crate::json::{parse_complete, JsonValue};
 use crate::output::{Output, Thinking};
 use crate::sse::DEFAULT_MAX_LINE_BYTES;
 use crate::usage::UsageMode;
@@ -80,6 +80,17 @@ impl ResponsesProcessor {
     /// One parsed streamed event (the Hash path).
     pub fn process_event(&mut self, event: &JsonValue) -> Result<&Output, Error> {
         self.step(|s| s.apply_value(event, false))
+    }
+
+    /// An event, or (`whole`) a whole response, as JSON text: the Hash
+    /// path, whose reader writes a parsed Hash back as JSON.
+    pub fn process_json(&mut self, text: &str, whole: bool) -> Result<&Output, Error> {
+        self.step(|s| {
+            let value = parse_complete(text).map_err(|e| {
+                Error::stream(StreamErrorKind::InvalidChunk, e.to_string(), excerpt(text))
+            })?;
+            if whole { s.apply_message(&value) } else { s.apply_value(&value, false) }
+        })
     }
 
     /// A whole non-streamed response (`output`, `usage`).
