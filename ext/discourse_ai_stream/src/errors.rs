@@ -4,6 +4,7 @@
 use magnus::prelude::*;
 use magnus::value::ReprValue;
 use magnus::{Error, IntoValue, KwArgs, RArray, RClass, RHash, RModule, RString, Ruby, TryConvert, Value};
+use openai_stream::calls::CallId;
 use openai_stream::error::{Error as CoreError, StreamErrorKind};
 
 use crate::convert;
@@ -87,16 +88,21 @@ pub fn busy(ruby: &Ruby, consumed: bool) -> Error {
     )
 }
 
+/// A completed call whose ToolCall could not be built. Plain Rust data: it
+/// is kept in a Vec, which the GC does not see.
+pub struct FailedToolCall {
+    pub call: CallId,
+    pub id: String,
+    pub name: String,
+    /// What the class raised, described.
+    pub error: String,
+}
+
 /// `DiscourseAiStream::ToolCallError`: the ToolCall class raised while the
 /// processor built the ToolCall of completed calls. `error` is what it
 /// raised for the first; `items` everything else the read produced;
 /// `tool_ids` every call it failed for.
-pub fn tool_call(
-    ruby: &Ruby,
-    failed: &[crate::items::FailedToolCall],
-    exception: Option<Value>,
-    items: RArray,
-) -> Error {
+pub fn tool_call(ruby: &Ruby, failed: &[FailedToolCall], exception: Option<Value>, items: RArray) -> Error {
     let Some(first) = failed.first() else {
         return internal(ruby, "a ToolCallError without a failed call");
     };

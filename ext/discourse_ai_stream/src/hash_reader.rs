@@ -5,9 +5,10 @@
 //! Of a chat chunk it writes only the keys the core's chunk model reads
 //! ([`Reads`]): values under other keys are skipped unseen, as the stock
 //! processor skips them. Symbol keys are matched by identity (a Symbol is
-//! unique per name), others by their text. A Responses event is written
-//! whole. A chat chunk that is nothing but a text delta, most of a stream,
-//! is not written at all ([`bare_text`]).
+//! unique per name: one in an encoding that is not ASCII-compatible names
+//! no field), other keys by their text. A Responses event is written whole.
+//! A chat chunk that is nothing but a text delta, most of a stream, is not
+//! written at all: [`bare_text`].
 //!
 //! Hashes become objects, Arrays arrays, Strings and Symbols strings,
 //! Integers (of any size) and Floats numbers, true, false and nil
@@ -19,14 +20,15 @@
 //! anomaly. An infinite Float is written as a number beyond f64's range,
 //! which the core reads as that infinity.
 //!
-//! A Hash's pairs are collected in one `rb_hash_foreach`, which runs no
-//! Ruby code, then written: kept on the stack (or, past the first few, in a
-//! Ruby Array), where the GC sees and pins them while Ruby code runs
+//! A Hash's pairs are collected by one `rb_hash_foreach`, which runs no Ruby
+//! code, then written: kept on the stack (past the first few, in a Ruby
+//! Array), where the GC sees and pins them while Ruby code runs
 //! (transcoding, a key's `to_s`). Nesting recurses through the reader's own
-//! frames only; every few levels it asks Ruby whether the stack has room
-//! left (`ruby_stack_check`), so that a deep value on a small thread or
-//! fiber stack is an error, never a crash.
+//! frames only, and every few levels it asks Ruby whether the stack has room
+//! left (`ruby_stack_check`): a deep value on a small thread or fiber stack
+//! is an error, never a crash.
 
+use std::io::Write as _;
 use std::mem::MaybeUninit;
 use std::os::raw::c_int;
 use std::sync::OnceLock;
@@ -49,7 +51,7 @@ const KEYS: usize = 8;
 /// Pairs of a Hash kept on the stack; the rest go to a Ruby Array.
 const STACK_PAIRS: usize = 8;
 
-/// What is read of a Hash: the keys of a [`Reads`] with their Symbols.
+/// What is read of a Hash: the keys of a [`Reads`], with their Symbols.
 pub struct Node {
     /// The keys' Symbols, then 0 (never a Symbol).
     symbols: [VALUE; KEYS],
@@ -60,12 +62,6 @@ struct Key {
     name: &'static str,
     /// What is read of its value; None: all of it.
     node: Option<Node>,
-}
-
-impl Node {
-    fn key(&self, name: &str) -> Option<&Key> {
-        self.keys.iter().find(|k| k.name == name)
-    }
 }
 
 /// What is read of a chat chunk.
@@ -109,23 +105,29 @@ pub struct Json {
 /// `value` as JSON text, of what `keys` names (all of it when None).
 pub fn read(ruby: &Ruby, value: Value, keys: Option<&Node>) -> Result<Json, Error> {
     let mut w = Writer { out: Vec::with_capacity(256), anomalies: Vec::new(), failure: None };
-    // A Ruby exception that escapes a step (only one of no memory) leaves
-    // through `protect`, not through the frames of the writer.
+    // A Ruby exception that escapes a step (one of no memory) leaves
+    // through `protect`, not through the writer's frames.
     protect(|| {
         let _ = w.value(value.as_raw(), 0, keys);
         ruby.qnil().as_raw()
     })?;
-    if let Some(failure) = w.failure {
-        return Err(errors::invalid_chunk(ruby, failure.describe()));
+    if let Some((message, mut path)) = w.failure {
+        path.reverse();
+        let field = path.concat();
+        let message =
+            if field.is_empty() { message } else { format!("{}: {message}", field.trim_start_matches('.')) };
+        return Err(errors::invalid_chunk(ruby, message));
     }
-    let text = String::from_utf8(w.out).map_err(|e| errors::internal(ruby, &e.to_string()))?;
-    Ok(Json { text, anomalies: w.anomalies })
+    // SAFETY: what is written is ASCII, or text from a `&str`.
+    Ok(Json { text: unsafe { String::from_utf8_unchecked(w.out) }, anomalies: w.anomalies })
 }
 
 struct Writer {
     out: Vec<u8>,
     anomalies: Vec<Anomaly>,
-    failure: Option<Failure>,
+    /// Why reading stopped, and where: the keys and indexes from the value
+    /// up, added as the failure returns through each level.
+    failure: Option<(String, Vec<String>)>,
 }
 
 /// Reading stopped: `Writer::failure` says why.
@@ -133,33 +135,16 @@ struct Stop;
 
 type Step = Result<(), Stop>;
 
-/// Why a value could not be read, and where: the keys and indexes from the
-/// value up, added as the failure returns through each level.
-struct Failure {
-    message: String,
-    path: Vec<String>,
-}
-
-impl Failure {
-    fn describe(mut self) -> String {
-        self.path.reverse();
-        match self.path.concat() {
-            path if path.is_empty() => self.message,
-            path => format!("{}: {}", path.trim_start_matches('.'), self.message),
-        }
-    }
-}
-
 impl Writer {
     fn fail(&mut self, message: String) -> Step {
-        self.failure = Some(Failure { message, path: Vec::new() });
+        self.failure = Some((message, Vec::new()));
         Err(Stop)
     }
 
     /// Adds a step to the path of the failure.
     fn at(&mut self, step: String) -> Stop {
-        if let Some(f) = &mut self.failure {
-            f.path.push(step);
+        if let Some((_, path)) = &mut self.failure {
+            path.push(step);
         }
         Stop
     }
@@ -171,7 +156,7 @@ impl Writer {
 
     fn value(&mut self, v: VALUE, depth: usize, keys: Option<&Node>) -> Step {
         // SAFETY: `v` is a live value (held by the value being read); the
-        // macros read its header only, a Number's digits are copied at once.
+        // macros read its header only, an Integer's digits are copied at once.
         match unsafe { rb_sys::RB_TYPE(v) } {
             T::RUBY_T_STRING => self.string(v),
             T::RUBY_T_SYMBOL => self.string(unsafe { rb_sys::rb_sym2str(v) }),
@@ -180,13 +165,20 @@ impl Writer {
             T::RUBY_T_NIL => self.push("null"),
             T::RUBY_T_TRUE => self.push("true"),
             T::RUBY_T_FALSE => self.push("false"),
-            T::RUBY_T_FIXNUM => self.push(&unsafe { rb_sys::FIX2LONG(v) }.to_string()),
+            T::RUBY_T_FIXNUM => {
+                // Writing to a Vec cannot fail.
+                let _ = write!(self.out, "{}", unsafe { rb_sys::FIX2LONG(v) });
+                Ok(())
+            }
             T::RUBY_T_BIGNUM => {
                 self.out.extend_from_slice(unsafe { bytes(rb_sys::rb_big2str(v, 10)) });
                 Ok(())
             }
             T::RUBY_T_FLOAT => match unsafe { rb_sys::NUM2DBL(v) } {
-                f if f.is_finite() => self.push(&format!("{f:?}")),
+                f if f.is_finite() => {
+                    let _ = write!(self.out, "{f:?}");
+                    Ok(())
+                }
                 // Beyond f64's range: the core reads it as that infinity.
                 f if f > 0.0 => self.push("1e400"),
                 f if f < 0.0 => self.push("-1e400"),
@@ -204,9 +196,9 @@ impl Writer {
         self.push("null")
     }
 
-    /// Room for one more level. Checked every few levels: each takes far
-    /// less than the room Ruby keeps when it says there is enough
-    /// (docs/reliability.md).
+    /// Room for one more level. The stack is checked every few levels: that
+    /// many take far less than the room Ruby keeps when it says there is
+    /// enough (docs/reliability.md).
     fn enter(&mut self, depth: usize) -> Step {
         if depth >= MAX_DEPTH {
             return self.fail(format!("nested deeper than {MAX_DEPTH} levels"));
@@ -240,7 +232,7 @@ impl Writer {
         self.enter(depth)?;
         let pairs = Pairs::of(h, keys);
         self.out.push(b'{');
-        for &(key, value, known) in pairs.collected() {
+        for &(key, value, known) in pairs.kept() {
             self.pair(key, value, depth + 1, keys, known)?;
         }
         let mut i = 0;
@@ -258,17 +250,27 @@ impl Writer {
 
     /// One pair and a comma, unless `keys` does not name its key. `known`:
     /// the key's [`Key`], when the key is its Symbol.
-    fn pair(&mut self, key: VALUE, value: VALUE, depth: usize, keys: Option<&Node>, known: Option<&Key>) -> Step {
+    fn pair(
+        &mut self,
+        key: VALUE,
+        value: VALUE,
+        depth: usize,
+        keys: Option<&Node>,
+        known: Option<&Key>,
+    ) -> Step {
         let start = self.out.len();
         let inner = match known {
             Some(k) => {
-                self.out.extend_from_slice(format!("\"{}\"", k.name).as_bytes());
+                self.out.push(b'"');
+                self.out.extend_from_slice(k.name.as_bytes());
+                self.out.push(b'"');
                 k.node.as_ref()
             }
             None => {
                 self.key(key).map_err(|_| self.at(".(a key)".to_owned()))?;
-                let name = self.out.get(start + 1..self.out.len() - 1).unwrap_or_default();
-                match keys.map(|node| node.key(&String::from_utf8_lossy(name))) {
+                let name =
+                    String::from_utf8_lossy(self.out.get(start + 1..self.out.len() - 1).unwrap_or_default());
+                match keys.map(|node| node.keys.iter().find(|k| k.name == name)) {
                     Some(None) => {
                         self.out.truncate(start);
                         return Ok(());
@@ -278,9 +280,12 @@ impl Writer {
                 }
             }
         };
-        let name = String::from_utf8_lossy(self.out.get(start..).unwrap_or_default()).into_owned();
+        let end = self.out.len();
         self.out.push(b':');
-        self.value(value, depth, inner).map_err(|_| self.at(format!(".{}", name.trim_matches('"'))))?;
+        self.value(value, depth, inner).map_err(|_| {
+            let name = String::from_utf8_lossy(self.out.get(start..end).unwrap_or_default()).into_owned();
+            self.at(format!(".{}", name.trim_matches('"')))
+        })?;
         self.push(",")
     }
 
@@ -302,7 +307,8 @@ impl Writer {
                 let text = String::from_utf8_lossy(&self.out[start..]);
                 // SAFETY: the class name is copied into the message at once.
                 let class = unsafe { key.classname() };
-                let message = format!("a Hash key of class {class} is neither a String nor a Symbol; read as {text}");
+                let message =
+                    format!("a Hash key of class {class} is neither a String nor a Symbol; read as {text}");
                 self.anomalies.push(Anomaly::new(AnomalyKind::ConvertedField, message));
                 Ok(())
             }
@@ -346,7 +352,7 @@ unsafe fn bytes<'a>(s: VALUE) -> &'a [u8] {
 }
 
 /// The text of a String in UTF-8, US-ASCII or binary (None in another
-/// encoding); invalid UTF-8 is an `Err` with its message.
+/// encoding); bytes that are not UTF-8 are an `Err` saying so.
 ///
 /// # Safety
 ///
@@ -362,17 +368,42 @@ unsafe fn text<'a>(s: VALUE) -> Option<Result<&'a str, String>> {
     }))
 }
 
+/// The text of `v` when it is a String that [`text`] reads.
+///
+/// # Safety
+///
+/// As [`bytes`], for any live value.
+unsafe fn utf8<'a>(v: VALUE) -> Option<&'a str> {
+    // SAFETY: the macro reads the header only.
+    unsafe { rb_sys::RB_TYPE_P(v, T::RUBY_T_STRING) }.then(|| unsafe { text(v) }?.ok()).flatten()
+}
+
 /// A String in another encoding, transcoded to UTF-8 by Ruby (which says
 /// why when it cannot).
 fn transcoded(s: VALUE) -> Result<String, String> {
     // SAFETY: a live String.
     let s = unsafe { RString::from_value(Value::from_raw(s)) }.ok_or("not a String")?;
     let encoding = || s.funcall::<_, _, String>("encoding", ()).unwrap_or_default();
-    let utf8 = s.funcall::<_, _, RString>("encode", ("UTF-8",)).map_err(|e| {
-        format!("a {} String that does not convert to UTF-8 ({e})", encoding())
-    })?;
+    let utf8 = s
+        .funcall::<_, _, RString>("encode", ("UTF-8",))
+        .map_err(|e| format!("a {} String that does not convert to UTF-8 ({e})", encoding()))?;
     // SAFETY: a live String, read at once.
     unsafe { text(utf8.as_raw()) }.unwrap_or(Err(String::new())).map(str::to_owned)
+}
+
+/// `s` itself for a new String of `text`, when it may stand for one, as the
+/// stock processor returns `delta[:content]` itself: a plain String (no
+/// subclass, no singleton class), not frozen, UTF-8, with that text.
+pub fn reusable(s: VALUE, text: &str) -> Option<Value> {
+    // SAFETY: a live String of the Hash read, its bytes read at once.
+    let same = unsafe {
+        bytes(s) == text.as_bytes()
+            && rb_sys::ENCODING_GET(s) == as_bytes()[0]
+            && rb_sys::rb_obj_class(s) == rb_sys::rb_cString
+            && rb_sys::rb_obj_frozen_p(s) == rb_sys::Qfalse as VALUE
+    };
+    // SAFETY: as above.
+    same.then(|| unsafe { Value::from_raw(s) })
 }
 
 /// The pairs of one Hash to write, collected in one iteration and written
@@ -397,7 +428,7 @@ impl<'k> Pairs<'k> {
     }
 
     /// The pairs kept on the stack.
-    fn collected(&self) -> &[(VALUE, VALUE, Option<&'k Key>)] {
+    fn kept(&self) -> &[(VALUE, VALUE, Option<&'k Key>)] {
         // SAFETY: the first `len` are written (`collect`).
         unsafe { std::slice::from_raw_parts(self.stack.as_ptr().cast(), self.len) }
     }
@@ -453,7 +484,7 @@ pub unsafe fn bare_text<'a>(chunk: VALUE) -> Option<(&'a str, VALUE)> {
         }
         let pairs = Pairs::of(h, Some(node));
         let mut found = None;
-        for &(_, value, key) in pairs.collected() {
+        for &(_, value, key) in pairs.kept() {
             let key = key.filter(|_| pairs.spill == 0)?;
             match key.name {
                 n if n == name => found = Some((value, key.node.as_ref())),
@@ -470,35 +501,9 @@ pub unsafe fn bare_text<'a>(chunk: VALUE) -> Option<(&'a str, VALUE)> {
     if !unsafe { rb_sys::RB_TYPE_P(choices, T::RUBY_T_ARRAY) && rb_sys::RARRAY_LEN(choices) == 1 } {
         return None;
     }
-    let (delta, delta_keys) = only(unsafe { rb_sys::rb_ary_entry(choices, 0) }, choice?, "delta", "finish_reason")?;
+    let (delta, delta_keys) =
+        only(unsafe { rb_sys::rb_ary_entry(choices, 0) }, choice?, "delta", "finish_reason")?;
     let (content, _) = only(delta, delta_keys?, "content", "")?;
     // SAFETY: as above; the text is used before Ruby code runs.
     Some((unsafe { utf8(content) }?, content))
-}
-
-/// The text of `v` when it is a String in UTF-8, US-ASCII or binary that
-/// holds UTF-8.
-///
-/// # Safety
-///
-/// As [`bytes`], for any live value.
-unsafe fn utf8<'a>(v: VALUE) -> Option<&'a str> {
-    // SAFETY: the macro reads the header only.
-    unsafe { rb_sys::RB_TYPE_P(v, T::RUBY_T_STRING) }.then(|| unsafe { text(v) }?.ok()).flatten()
-}
-
-/// `s` itself for a new String of `text`, when it may stand for one (as
-/// the stock processor returns `delta[:content]` itself): a plain String
-/// (no subclass, no singleton class), not frozen, UTF-8, with that text.
-/// The core keeps its own copy.
-pub fn reusable(s: VALUE, text: &str) -> Option<Value> {
-    // SAFETY: a live String of the Hash read, its bytes read at once.
-    let same = unsafe {
-        bytes(s) == text.as_bytes()
-            && rb_sys::ENCODING_GET(s) == as_bytes()[0]
-            && rb_sys::rb_obj_class(s) == rb_sys::rb_cString
-            && rb_sys::rb_obj_frozen_p(s) == rb_sys::Qfalse as VALUE
-    };
-    // SAFETY: as above.
-    same.then(|| unsafe { Value::from_raw(s) })
 }

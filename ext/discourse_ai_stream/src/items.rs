@@ -16,7 +16,7 @@ use openai_stream::output::{Item, Output};
 use rb_sys::VALUE;
 
 use crate::convert::{anomaly_to_ruby, object_to_hash};
-use crate::errors::{self, own};
+use crate::errors::{self, own, FailedToolCall};
 use crate::guard::guard;
 use crate::view;
 
@@ -137,16 +137,6 @@ pub(crate) struct Built {
     /// A non-local exit (throw, break) passed: Ruby code run now could
     /// clear what it needs to go on, so no callback runs any more.
     stopped: bool,
-}
-
-/// A completed call whose ToolCall could not be built. Plain Rust data: it
-/// is kept in a Vec, which the GC does not see.
-pub struct FailedToolCall {
-    pub call: CallId,
-    pub id: String,
-    pub name: String,
-    /// What the class raised, described.
-    pub error: String,
 }
 
 /// True for what a callback raised that passes through (see

@@ -52,4 +52,3 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
     }
     Ok(())
 }
-

@@ -2,92 +2,38 @@
 //! a Ruby object. Ruby-facing conveniences (keyword arguments, hooks,
 //! `inspect`) live in lib/discourse_ai_stream/open_ai_message_processor.rb.
 
-use std::ptr::NonNull;
+use std::cell::Cell;
 
 use magnus::rb_sys::AsRawValue;
-use rb_sys::VALUE;
 use magnus::typed_data::Obj;
 use magnus::value::ReprValue;
-use magnus::{Error, RArray, Ruby, Symbol, TryConvert, TypedData, Value};
+use magnus::{Error, RArray, Ruby, Symbol, TypedData, Value};
 use openai_stream::anomaly::Anomalies;
 use openai_stream::calls::Calls;
 use openai_stream::output::{Item, Output};
 use openai_stream::processor::{Options, Processor};
 use openai_stream::usage::UsageMode;
+use rb_sys::VALUE;
 
 use crate::errors;
 use crate::guard::guard;
+use crate::hash_reader;
 use crate::holder::{self, read, Holder, CALLS};
 use crate::items::{Built, CallSource, Shape};
-use crate::hash_reader;
 
 #[derive(TypedData, Default)]
 #[magnus(class = "DiscourseAiStream::OpenAiMessageProcessor", free_immediately, mark, size)]
 pub struct RbProcessor {
     holder: Holder<Processor>,
+    /// The last read did not return one text: the next chunk is not tried
+    /// as a bare text delta first. Streams come in runs (text deltas, then
+    /// tool call fragments), and each fragment would pay for the try.
+    past_text: Cell<bool>,
 }
 
 crate::holder::holds!(RbProcessor, Processor);
 
-/// The receiver of a method: a processor object, checked without the
-/// `rb_protect` around `rb_check_typeddata` that magnus's `Obj` and `&T`
-/// conversions pay on every call. Every instance of the class (and of its
-/// subclasses) is allocated by the alloc function of `RbProcessor`, so its
-/// data type is exactly ours; anything else (a method bound to a foreign
-/// object with `bind_call`) goes to magnus's conversion, which raises its
-/// TypeError.
-#[derive(Clone, Copy)]
-pub struct Me {
-    value: Value,
-    this: NonNull<RbProcessor>,
-}
-
-impl Me {
-    /// The processor. The receiver of the method being run stays alive on
-    /// Ruby's stack for the whole call, and `free_immediately` frees the
-    /// data only with the object.
-    fn get(&self) -> &RbProcessor {
-        // SAFETY: see above; the pointer came from the object's data.
-        unsafe { self.this.as_ref() }
-    }
-}
-
-impl TryConvert for Me {
-    // Inlined into each method's wrapper, with the conversion of anything
-    // else kept out of line: called, this check cost 46 instructions per
-    // call, most of them saving and restoring registers for that conversion.
-    #[inline(always)]
-    fn try_convert(value: Value) -> Result<Self, Error> {
-        let raw = value.as_raw();
-        // `DataType` is `repr(transparent)` over Ruby's `rb_data_type_t`.
-        let ours = RbProcessor::data_type() as *const magnus::DataType as *const rb_sys::rb_data_type_t;
-        // SAFETY: the header of a live object is read only after checking
-        // it is a heap object, then the typed data fields after checking it
-        // is typed data.
-        unsafe {
-            if !rb_sys::SPECIAL_CONST_P(raw)
-                && rb_sys::RB_BUILTIN_TYPE(raw) == rb_sys::ruby_value_type::RUBY_T_DATA
-                && rb_sys::RTYPEDDATA_P(raw)
-                && std::ptr::eq(rb_sys::RTYPEDDATA_TYPE(raw), ours)
-            {
-                if let Some(this) = NonNull::new(rb_sys::RTYPEDDATA_GET_DATA(raw).cast::<RbProcessor>()) {
-                    return Ok(Me { value, this });
-                }
-            }
-        }
-        Me::other(value)
-    }
-}
-
-impl Me {
-    /// Anything but a processor made by our alloc function: magnus decides.
-    #[cold]
-    #[inline(never)]
-    fn other(value: Value) -> Result<Me, Error> {
-        let obj = Obj::<RbProcessor>::try_convert(value)?;
-        Ok(Me { value, this: NonNull::from(&*obj) })
-    }
-}
+type Me = Obj<RbProcessor>;
 
 impl CallSource for Processor {
     fn call_list(&self) -> &Calls {
@@ -139,7 +85,7 @@ impl RbProcessor {
                 strict,
                 output_limit,
             };
-            rb_self.get().holder.install(ruby, Processor::new(options), tool_call_class, 1)
+            rb_self.holder.install(ruby, Processor::new(options), tool_call_class, 1)
         })
     }
 
@@ -168,8 +114,11 @@ impl RbProcessor {
     /// path's reader.
     fn read(ruby: &Ruby, rb_self: Me, value: Value, shape: Shape, whole: bool) -> Result<Value, Error> {
         errors::expect_hash(ruby, value, "a parsed chunk")?;
+        let bare = !whole && !rb_self.past_text.replace(true);
         // SAFETY: a Hash; the text is read by the core before Ruby code runs.
-        if let Some((text, content)) = (!whole).then(|| unsafe { hash_reader::bare_text(value.as_raw()) }).flatten() {
+        if let Some((text, content)) =
+            bare.then(|| unsafe { hash_reader::bare_text(value.as_raw()) }).flatten()
+        {
             return Self::run(ruby, rb_self, shape, Some(value), Some(content), |core| {
                 core.process_text(text).map(|_| ())
             });
@@ -193,11 +142,14 @@ impl RbProcessor {
         reuse: Option<VALUE>,
         f: impl FnOnce(&mut Processor) -> Result<(), openai_stream::error::Error>,
     ) -> Result<Value, Error> {
-        let this = rb_self.get();
+        let this = &*rb_self;
         let text = |text: &str| {
-            reuse.and_then(|s| hash_reader::reusable(s, text)).unwrap_or_else(|| ruby.str_new(text).as_value())
+            this.past_text.set(false);
+            reuse
+                .and_then(|s| hash_reader::reusable(s, text))
+                .unwrap_or_else(|| ruby.str_new(text).as_value())
         };
-        holder::run(ruby, &this.holder, rb_self.value, shape, payload, f, text, |core, built| {
+        holder::run(ruby, &this.holder, rb_self.as_value(), shape, payload, f, text, |core, built| {
             this.build_items(ruby, core, built)
         })
     }

@@ -14,9 +14,9 @@ use openai_stream::responses::{Options, ResponsesProcessor};
 
 use crate::errors;
 use crate::guard::guard;
+use crate::hash_reader;
 use crate::holder::{self, read, Holder, CALLS};
 use crate::items::{Built, CallSource, Shape};
-use crate::hash_reader;
 
 /// A slot of the `objects` Array, after holder.rs's:
 /// `thinkings[n]`: the finished Thinking of reasoning item `n` (its

@@ -287,7 +287,8 @@ impl State<Chat> {
         }
         let invalid = |e: String| Error::stream(StreamErrorKind::InvalidChunk, e, excerpt(text));
         let value = parse_complete(text).map_err(|e| invalid(e.to_string()))?;
-        let field = serde::Deserialize::deserialize(&value).map_err(|e: serde::de::value::Error| invalid(e.to_string()))?;
+        let field = serde::Deserialize::deserialize(&value)
+            .map_err(|e: serde::de::value::Error| invalid(e.to_string()))?;
         self.apply_chunk(&Chunk::from_field(field), whole)
     }
 

@@ -86,10 +86,13 @@ impl ResponsesProcessor {
     /// path, whose reader writes a parsed Hash back as JSON.
     pub fn process_json(&mut self, text: &str, whole: bool) -> Result<&Output, Error> {
         self.step(|s| {
-            let value = parse_complete(text).map_err(|e| {
-                Error::stream(StreamErrorKind::InvalidChunk, e.to_string(), excerpt(text))
-            })?;
-            if whole { s.apply_message(&value) } else { s.apply_value(&value, false) }
+            let value = parse_complete(text)
+                .map_err(|e| Error::stream(StreamErrorKind::InvalidChunk, e.to_string(), excerpt(text)))?;
+            if whole {
+                s.apply_message(&value)
+            } else {
+                s.apply_value(&value, false)
+            }
         })
     }
 
