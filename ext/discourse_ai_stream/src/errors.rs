@@ -7,8 +7,6 @@ use magnus::{Error, IntoValue, KwArgs, RArray, RClass, RHash, RModule, RString, 
 use openai_stream::calls::CallId;
 use openai_stream::error::{Error as CoreError, StreamErrorKind};
 
-use crate::convert;
-
 /// `DiscourseAiStream::<name>`.
 pub fn own<T: TryConvert>(ruby: &Ruby, name: &str) -> Result<T, Error> {
     ruby.class_object().const_get::<_, RModule>("DiscourseAiStream")?.const_get(name)
@@ -34,18 +32,13 @@ fn build(ruby: &Ruby, name: &str, message: String, kwargs: RHash) -> Error {
 }
 
 /// The Ruby exception for a core error. `items` are what the call produced
-/// before the error; `payload` stands in for a provider error's payload when
-/// only Ruby has it (the Hash given to `process_streamed_message`).
+/// before the error; `payload` is a provider error's payload in Ruby.
 pub fn from_core(ruby: &Ruby, err: &CoreError, items: RArray, payload: Option<Value>) -> Error {
     let str = |s: &str| ruby.str_new(s).as_value();
     let items = ("items", items.as_value());
     match err {
-        CoreError::Provider { message, payload: p } => {
-            let value = match (p, payload) {
-                (Some(p), _) => convert::json_to_ruby(ruby, p).unwrap_or_else(|_| ruby.qnil().as_value()),
-                (None, Some(v)) => v,
-                (None, None) => ruby.qnil().as_value(),
-            };
+        CoreError::Provider { message, .. } => {
+            let value = payload.unwrap_or_else(|| ruby.qnil().as_value());
             build(ruby, "ProviderError", message.clone(), kwargs(ruby, &[items, ("payload", value)]))
         }
         CoreError::Stream { kind, message, excerpt } => {

@@ -33,6 +33,7 @@ use std::mem::MaybeUninit;
 use std::os::raw::c_int;
 use std::sync::OnceLock;
 
+use magnus::encoding::{EncodingCapable, RbEncoding};
 use magnus::rb_sys::{protect, AsRawValue, FromRawValue};
 use magnus::value::ReprValue;
 use magnus::{Error, RString, Ruby, Value};
@@ -156,12 +157,22 @@ impl Writer {
 
     fn value(&mut self, v: VALUE, depth: usize, keys: Option<&Node>) -> Step {
         // SAFETY: `v` is a live value (held by the value being read); the
-        // macros read its header only, an Integer's digits are copied at once.
+        // macro reads its header only.
         match unsafe { rb_sys::RB_TYPE(v) } {
             T::RUBY_T_STRING => self.string(v),
-            T::RUBY_T_SYMBOL => self.string(unsafe { rb_sys::rb_sym2str(v) }),
             T::RUBY_T_HASH => self.hash(v, depth, keys),
             T::RUBY_T_ARRAY => self.array(v, depth, keys),
+            _ => self.scalar(v),
+        }
+    }
+
+    /// Anything but a String, a Hash or an Array. Apart from the others, so
+    /// that the frames of a nesting level stay small.
+    #[inline(never)]
+    fn scalar(&mut self, v: VALUE) -> Step {
+        // SAFETY: as in `value`; an Integer's digits are copied at once.
+        match unsafe { rb_sys::RB_TYPE(v) } {
+            T::RUBY_T_SYMBOL => self.string(unsafe { rb_sys::rb_sym2str(v) }),
             T::RUBY_T_NIL => self.push("null"),
             T::RUBY_T_TRUE => self.push("true"),
             T::RUBY_T_FALSE => self.push("false"),
@@ -200,14 +211,19 @@ impl Writer {
     /// many take far less than the room Ruby keeps when it says there is
     /// enough (docs/reliability.md).
     fn enter(&mut self, depth: usize) -> Step {
-        if depth >= MAX_DEPTH {
-            return self.fail(format!("nested deeper than {MAX_DEPTH} levels"));
-        }
         // SAFETY: a query of the current thread's stack.
-        if depth % 8 == 0 && unsafe { rb_sys::ruby_stack_check() } != 0 {
-            return self.fail(format!("nested too deep for this thread's machine stack ({depth} levels)"));
+        if depth >= MAX_DEPTH || depth % 8 == 0 && unsafe { rb_sys::ruby_stack_check() } != 0 {
+            return self.too_deep(depth);
         }
         Ok(())
+    }
+
+    #[cold]
+    fn too_deep(&mut self, depth: usize) -> Step {
+        self.fail(match depth {
+            MAX_DEPTH.. => format!("nested deeper than {MAX_DEPTH} levels"),
+            _ => format!("nested too deep for this thread's machine stack ({depth} levels)"),
+        })
     }
 
     fn array(&mut self, a: VALUE, depth: usize, keys: Option<&Node>) -> Step {
@@ -222,7 +238,9 @@ impl Writer {
                 self.out.push(b',');
             }
             let item = unsafe { rb_sys::rb_ary_entry(a, i) };
-            self.value(item, depth + 1, keys).map_err(|_| self.at(format!("[{i}]")))?;
+            if self.value(item, depth + 1, keys).is_err() {
+                return Err(self.at_index(i));
+            }
             i += 1;
         }
         self.push("]")
@@ -232,7 +250,7 @@ impl Writer {
         self.enter(depth)?;
         let pairs = Pairs::of(h, keys);
         self.out.push(b'{');
-        for &(key, value, known) in pairs.kept() {
+        for (key, value, known) in pairs.kept() {
             self.pair(key, value, depth + 1, keys, known)?;
         }
         let mut i = 0;
@@ -266,27 +284,47 @@ impl Writer {
                 self.out.push(b'"');
                 k.node.as_ref()
             }
-            None => {
-                self.key(key).map_err(|_| self.at(".(a key)".to_owned()))?;
-                let name =
-                    String::from_utf8_lossy(self.out.get(start + 1..self.out.len() - 1).unwrap_or_default());
-                match keys.map(|node| node.keys.iter().find(|k| k.name == name)) {
-                    Some(None) => {
-                        self.out.truncate(start);
-                        return Ok(());
-                    }
-                    Some(Some(k)) => k.node.as_ref(),
-                    None => None,
-                }
-            }
+            None => match self.key_of(key, keys)? {
+                Some(inner) => inner,
+                None => return Ok(()),
+            },
         };
         let end = self.out.len();
         self.out.push(b':');
-        self.value(value, depth, inner).map_err(|_| {
-            let name = String::from_utf8_lossy(self.out.get(start..end).unwrap_or_default()).into_owned();
-            self.at(format!(".{}", name.trim_matches('"')))
-        })?;
+        if self.value(value, depth, inner).is_err() {
+            return Err(self.at_key(start, end));
+        }
         self.push(",")
+    }
+
+    /// A key that is not a [`Key`]'s Symbol, written; what is read of its
+    /// value (`Some(None)`: all of it), or None when `keys` does not name
+    /// it (then it is taken back).
+    #[inline(never)]
+    fn key_of<'n>(&mut self, key: VALUE, keys: Option<&'n Node>) -> Result<Option<Option<&'n Node>>, Stop> {
+        let start = self.out.len();
+        self.key(key).map_err(|_| self.at(".(a key)".to_owned()))?;
+        let Some(node) = keys else { return Ok(Some(None)) };
+        let name = String::from_utf8_lossy(self.out.get(start + 1..self.out.len() - 1).unwrap_or_default());
+        match node.keys.iter().find(|k| k.name == name) {
+            Some(k) => Ok(Some(k.node.as_ref())),
+            None => {
+                self.out.truncate(start);
+                Ok(None)
+            }
+        }
+    }
+
+    #[cold]
+    fn at_index(&mut self, i: std::os::raw::c_long) -> Stop {
+        self.at(format!("[{i}]"))
+    }
+
+    /// [`Writer::at`] the key written at `start..end`.
+    #[cold]
+    fn at_key(&mut self, start: usize, end: usize) -> Stop {
+        let name = String::from_utf8_lossy(self.out.get(start..end).unwrap_or_default()).into_owned();
+        self.at(format!(".{}", name.trim_matches('"')))
     }
 
     /// A Hash key: a String or a Symbol as its text; anything else as its
@@ -383,10 +421,10 @@ unsafe fn utf8<'a>(v: VALUE) -> Option<&'a str> {
 fn transcoded(s: VALUE) -> Result<String, String> {
     // SAFETY: a live String.
     let s = unsafe { RString::from_value(Value::from_raw(s)) }.ok_or("not a String")?;
-    let encoding = || s.funcall::<_, _, String>("encoding", ()).unwrap_or_default();
-    let utf8 = s
-        .funcall::<_, _, RString>("encode", ("UTF-8",))
-        .map_err(|e| format!("a {} String that does not convert to UTF-8 ({e})", encoding()))?;
+    let utf8 = s.funcall::<_, _, RString>("encode", ("UTF-8",)).map_err(|e| {
+        let encoding = RbEncoding::from(s.enc_get());
+        format!("a {} String that does not convert to UTF-8 ({e})", encoding.name())
+    })?;
     // SAFETY: a live String, read at once.
     unsafe { text(utf8.as_raw()) }.unwrap_or(Err(String::new())).map(str::to_owned)
 }
@@ -410,8 +448,10 @@ pub fn reusable(s: VALUE, text: &str) -> Option<Value> {
 /// after it (see the module documentation).
 struct Pairs<'k> {
     keys: Option<&'k Node>,
-    /// Key, value, and the key's [`Key`] when the key is its Symbol.
-    stack: [MaybeUninit<(VALUE, VALUE, Option<&'k Key>)>; STACK_PAIRS],
+    stack: [MaybeUninit<(VALUE, VALUE)>; STACK_PAIRS],
+    /// Of each pair on the stack, its key's index in `keys` when the key is
+    /// its Symbol, else `KEYS`.
+    known: [u8; STACK_PAIRS],
     len: usize,
     /// A Ruby Array of the pairs past the first ones, or 0.
     spill: VALUE,
@@ -421,16 +461,21 @@ impl<'k> Pairs<'k> {
     /// The pairs of the Hash `h`, but those under a Symbol `keys` does not
     /// name.
     fn of(h: VALUE, keys: Option<&'k Node>) -> Pairs<'k> {
-        let mut pairs = Pairs { keys, stack: [MaybeUninit::uninit(); STACK_PAIRS], len: 0, spill: 0 };
+        let stack = [MaybeUninit::uninit(); STACK_PAIRS];
+        let mut pairs = Pairs { keys, stack, known: [KEYS as u8; STACK_PAIRS], len: 0, spill: 0 };
         // SAFETY: a live Hash; the callback gets `pairs`, alive for the call.
         unsafe { rb_sys::rb_hash_foreach(h, Some(collect), &mut pairs as *mut Pairs as VALUE) };
         pairs
     }
 
-    /// The pairs kept on the stack.
-    fn kept(&self) -> &[(VALUE, VALUE, Option<&'k Key>)] {
+    /// The pairs kept on the stack, each with its [`Key`] when the key is
+    /// its Symbol.
+    fn kept(&self) -> impl Iterator<Item = (VALUE, VALUE, Option<&'k Key>)> + '_ {
+        let keys = |i: u8| self.keys.and_then(|node| node.keys.get(usize::from(i)));
         // SAFETY: the first `len` are written (`collect`).
-        unsafe { std::slice::from_raw_parts(self.stack.as_ptr().cast(), self.len) }
+        let stack =
+            unsafe { std::slice::from_raw_parts(self.stack.as_ptr().cast::<(VALUE, VALUE)>(), self.len) };
+        stack.iter().zip(self.known).map(move |(&(key, value), i)| (key, value, keys(i)))
     }
 }
 
@@ -440,16 +485,17 @@ unsafe extern "C" fn collect(key: VALUE, value: VALUE, arg: VALUE) -> c_int {
     // SAFETY: `arg` is the `Pairs` of `Pairs::of`, alive and not otherwise
     // borrowed while the iteration runs.
     let pairs = unsafe { &mut *(arg as *mut Pairs) };
-    let mut known = None;
+    let mut known = KEYS;
     if let Some(node) = pairs.keys {
-        known = node.symbols.iter().position(|&s| s == key).and_then(|i| node.keys.get(i));
+        known = node.symbols.iter().position(|&s| s == key).unwrap_or(KEYS);
         // SAFETY: a live value; the macro reads its header only.
-        if known.is_none() && unsafe { rb_sys::RB_SYMBOL_P(key) } {
+        if known == KEYS && unsafe { rb_sys::RB_SYMBOL_P(key) } {
             return rb_sys::st_retval::ST_CONTINUE as c_int;
         }
     }
-    if let Some(slot) = pairs.stack.get_mut(pairs.len) {
-        slot.write((key, value, known));
+    if let (Some(slot), Some(index)) = (pairs.stack.get_mut(pairs.len), pairs.known.get_mut(pairs.len)) {
+        slot.write((key, value));
+        *index = known as u8;
         pairs.len += 1;
     } else {
         // SAFETY: allocating runs no Ruby code; the Array is kept in `pairs`,
@@ -484,7 +530,7 @@ pub unsafe fn bare_text<'a>(chunk: VALUE) -> Option<(&'a str, VALUE)> {
         }
         let pairs = Pairs::of(h, Some(node));
         let mut found = None;
-        for &(_, value, key) in pairs.kept() {
+        for (_, value, key) in pairs.kept() {
             let key = key.filter(|_| pairs.spill == 0)?;
             match key.name {
                 n if n == name => found = Some((value, key.node.as_ref())),
