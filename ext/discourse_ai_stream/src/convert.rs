@@ -46,10 +46,10 @@ fn room(ruby: &Ruby) -> Result<(), Error> {
     // SAFETY: a query of the current thread's stack.
     match unsafe { rb_sys::ruby_stack_check() } {
         0 => Ok(()),
-        _ => Err(crate::errors::invalid_chunk(
-            ruby,
-            "a value nested too deep for this thread's machine stack".into(),
-        )),
+        _ => {
+            let message = "a value nested too deep for this thread's machine stack".to_owned();
+            Err(crate::errors::stream(ruby, openai_stream::error::StreamErrorKind::TooDeep, message))
+        }
     }
 }
 

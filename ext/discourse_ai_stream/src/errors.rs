@@ -141,8 +141,8 @@ pub fn expect_hash(ruby: &Ruby, value: Value, what: &str) -> Result<(), Error> {
     }
 }
 
-/// A StreamError for a chunk or event Hash the reader refused.
-pub fn invalid_chunk(ruby: &Ruby, message: String) -> Error {
-    let err = CoreError::Stream { kind: StreamErrorKind::InvalidChunk, message, excerpt: String::new() };
-    from_core(ruby, &err, ruby.ary_new(), None)
+/// A StreamError for a chunk or event Hash the reader refused: `InvalidChunk`,
+/// or `TooDeep` for nesting past a limit.
+pub fn stream(ruby: &Ruby, kind: StreamErrorKind, message: String) -> Error {
+    from_core(ruby, &CoreError::Stream { kind, message, excerpt: String::new() }, ruby.ary_new(), None)
 }

@@ -39,6 +39,7 @@ use magnus::value::ReprValue;
 use magnus::{Error, RString, Ruby, Value};
 use openai_stream::anomaly::{excerpt_bytes, Anomaly, AnomalyKind};
 use openai_stream::chunk::{Chunk, Reads, ReadsOf};
+use openai_stream::error::StreamErrorKind;
 use rb_sys::{ruby_value_type as T, VALUE};
 
 use crate::errors;
@@ -112,12 +113,12 @@ pub fn read(ruby: &Ruby, value: Value, keys: Option<&Node>) -> Result<Json, Erro
         let _ = w.value(value.as_raw(), 0, keys);
         ruby.qnil().as_raw()
     })?;
-    if let Some((message, mut path)) = w.failure {
+    if let Some((kind, message, mut path)) = w.failure {
         path.reverse();
         let field = path.concat();
         let message =
             if field.is_empty() { message } else { format!("{}: {message}", field.trim_start_matches('.')) };
-        return Err(errors::invalid_chunk(ruby, message));
+        return Err(errors::stream(ruby, kind, message));
     }
     // SAFETY: what is written is ASCII, or text from a `&str`.
     Ok(Json { text: unsafe { String::from_utf8_unchecked(w.out) }, anomalies: w.anomalies })
@@ -128,7 +129,7 @@ struct Writer {
     anomalies: Vec<Anomaly>,
     /// Why reading stopped, and where: the keys and indexes from the value
     /// up, added as the failure returns through each level.
-    failure: Option<(String, Vec<String>)>,
+    failure: Option<(StreamErrorKind, String, Vec<String>)>,
 }
 
 /// Reading stopped: `Writer::failure` says why.
@@ -138,13 +139,17 @@ type Step = Result<(), Stop>;
 
 impl Writer {
     fn fail(&mut self, message: String) -> Step {
-        self.failure = Some((message, Vec::new()));
+        self.fail_as(StreamErrorKind::InvalidChunk, message)
+    }
+
+    fn fail_as(&mut self, kind: StreamErrorKind, message: String) -> Step {
+        self.failure = Some((kind, message, Vec::new()));
         Err(Stop)
     }
 
     /// Adds a step to the path of the failure.
     fn at(&mut self, step: String) -> Stop {
-        if let Some((_, path)) = &mut self.failure {
+        if let Some((_, _, path)) = &mut self.failure {
             path.push(step);
         }
         Stop
@@ -220,10 +225,13 @@ impl Writer {
 
     #[cold]
     fn too_deep(&mut self, depth: usize) -> Step {
-        self.fail(match depth {
-            MAX_DEPTH.. => format!("nested deeper than {MAX_DEPTH} levels"),
-            _ => format!("nested too deep for this thread's machine stack ({depth} levels)"),
-        })
+        self.fail_as(
+            StreamErrorKind::TooDeep,
+            match depth {
+                MAX_DEPTH.. => format!("nested deeper than {MAX_DEPTH} levels"),
+                _ => format!("nested too deep for this thread's machine stack ({depth} levels)"),
+            },
+        )
     }
 
     fn array(&mut self, a: VALUE, depth: usize, keys: Option<&Node>) -> Step {

@@ -26,9 +26,6 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
     let native = module.define_module("Native")?;
     native.const_set("CORE_VERSION", env!("CARGO_PKG_VERSION"))?;
     native.const_set("MAX_LINE_BYTES", openai_stream::sse::DEFAULT_MAX_LINE_BYTES)?;
-    // Both readers of a chunk Hash (the walker, and the conversion read by
-    // the core's chunk reader), for the spec that compares them; reads
-    // only, so always there.
 
     let class = module.define_class("OpenAiMessageProcessor", ruby.class_object())?;
     class.define_alloc_func::<RbProcessor>();
