@@ -323,6 +323,9 @@ where
     /// that cannot be read is skipped and recorded unless the processor is
     /// strict or the error is a limit that protects the process.
     fn note_error(&mut self, e: Error, first_error: &mut Option<Error>, at_end: bool) {
+        // The provider's error (an `event: error` too) is an event of the
+        // protocol: the stream is not another protocol's (rule 75).
+        self.saw_event |= matches!(e, Error::Provider { .. });
         let skipped = match &e {
             Error::Stream { kind, .. } => !self.strict && !kind.is_limit(),
             _ => false,

@@ -290,6 +290,24 @@ fn a_stream_without_one_chat_chunk_is_reported_at_finish_and_only_then() {
 }
 
 #[test]
+fn an_error_event_is_an_event_of_the_protocol() {
+    // Raised as a provider error, and not also reported at finish as
+    // another protocol's stream, whatever its data.
+    for stream in
+        ["event: error\ndata: {\"message\":\"overloaded\"}\n\n", "event: error\ndata: overloaded\n\n"]
+    {
+        let mut p = Processor::default();
+        let err = p.decode(stream.as_bytes()).map(|_| ()).expect_err("an error event");
+        assert!(
+            matches!(err, Error::Provider { ref message, .. } if message.contains("overloaded")),
+            "{err:?}"
+        );
+        p.finish().expect("finished");
+        assert_eq!(kinds(&p), [], "{stream:?}");
+    }
+}
+
+#[test]
 fn input_after_finish_is_a_new_stream_and_reported_while_finish_again_does_nothing() {
     let mut p = Processor::default();
     p.decode(format!("data: {A}\n\n").as_bytes()).expect("decoded");

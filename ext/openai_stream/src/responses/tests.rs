@@ -508,4 +508,15 @@ fn a_stream_without_one_responses_event_is_reported_at_finish() {
         let (p, _, _) = decode(Options::default(), &stream, 5);
         assert!(!kinds(&p).contains(&AnomalyKind::WrongProtocol), "{stream}");
     }
+    // An error event is an event of the protocol: raised, and nothing more.
+    for stream in
+        ["event: error\ndata: {\"message\":\"overloaded\"}\n\n", "event: error\ndata: overloaded\n\n"]
+    {
+        let (p, _, error) = decode(Options::default(), stream, 5);
+        assert!(
+            matches!(error, Some(Error::Provider { ref message, .. }) if message == "overloaded"),
+            "{error:?}"
+        );
+        assert_eq!(kinds(&p), [], "{stream:?}");
+    }
 }
