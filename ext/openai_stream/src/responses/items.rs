@@ -142,11 +142,14 @@ impl State<Responses> {
             ("error", _) => result = Err(provider_error(value)),
             // Events that carry nothing the processor returns: the envelope
             // only, content part bookkeeping, `.done` events that repeat the
-            // deltas.
+            // deltas, the progress of a web search (its item is read).
             (
                 "response.created"
                 | "response.in_progress"
                 | "response.queued"
+                | "response.web_search_call.in_progress"
+                | "response.web_search_call.searching"
+                | "response.web_search_call.completed"
                 | "response.reasoning_summary_part.added"
                 | "response.content_part.added"
                 | "response.content_part.done"
