@@ -136,9 +136,9 @@ impl State<Responses> {
             }
             ("response.reasoning_summary_text.delta", _) => self.summary_text(at, delta),
             ("response.reasoning_summary_part.done", _) => self.own.items.part_done = true,
-            ("response.completed", _) => result = self.response_status(Status::Completed, response),
-            ("response.incomplete", _) => result = self.response_status(Status::Incomplete, response),
-            ("response.failed", _) => result = self.response_status(Status::Failed, response),
+            ("response.completed", _) => result = self.ended(Status::Completed, response),
+            ("response.incomplete", _) => result = self.ended(Status::Incomplete, response),
+            ("response.failed", _) => result = self.ended(Status::Failed, response),
             ("error", _) => result = Err(provider_error(value)),
             // Events that carry nothing the processor returns: the envelope
             // only, content part bookkeeping, `.done` events that repeat the
@@ -421,6 +421,13 @@ impl State<Responses> {
         }
     }
 
+    /// A streamed response's end: its status, then the calls only its
+    /// output lists.
+    fn ended(&mut self, status: Status, response: Option<&JsonValue>) -> Result<(), Error> {
+        self.response_status(status, response)?;
+        self.calls_only_in_output(response)
+    }
+
     /// How the response ended (the reason is only read by an incomplete
     /// one's reports).
     fn response_status(&mut self, status: Status, response: Option<&JsonValue>) -> Result<(), Error> {
@@ -449,7 +456,7 @@ impl State<Responses> {
                 format!("the response ended incomplete ({what})"),
             ));
         }
-        self.calls_only_in_output(response)
+        Ok(())
     }
 
     /// The final response lists every output item. A function call in it

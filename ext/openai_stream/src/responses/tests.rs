@@ -184,6 +184,16 @@ fn function_call_items_whose_status_is_incomplete_follow_the_output_limit() {
         assert_eq!(seen.calls.len(), calls, "{output_limit:?}");
         assert_eq!(p.stop_reason(), Some("max_output_tokens"));
     }
+    // A call without `id` or `call_id` in an incomplete whole response
+    // comes out once, like any other.
+    let body =
+        r#"{"status":"incomplete","output":[{"type":"function_call","name":"echo","arguments":"{}"}]}"#;
+    let mut p = ResponsesProcessor::default();
+    p.process_message(&serde_json::from_str(body).unwrap()).unwrap();
+    let mut seen = Seen::default();
+    collect(&p, &mut seen);
+    assert_eq!(seen.calls.len(), 1);
+    assert_eq!(kinds(&p), [AnomalyKind::GeneratedId, AnomalyKind::IncompleteResponse]);
 }
 
 #[test]
