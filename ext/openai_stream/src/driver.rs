@@ -6,12 +6,12 @@
 
 use crate::anomaly::{excerpt_bytes, Anomalies, Anomaly, AnomalyKind};
 use crate::calls::{CallId, Calls};
-use crate::chunk::Usage;
 use crate::error::{Error, StreamErrorKind};
 use crate::event_data::{completeness, line_too_long, starts_event, truncated_event, Completeness};
 use crate::json::JsonValue;
 use crate::output::Output;
 use crate::sse::{Event, Line, LineReader};
+use crate::usage::Usage;
 use crate::usage::{UsageMode, UsageReport, UsageTotals};
 
 /// What becomes of the tool calls still open when the output limit stops a

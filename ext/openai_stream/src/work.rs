@@ -1,28 +1,19 @@
-//! A work counter for tests: bytes handed to the incremental JSON parser,
-//! bytes its string scanner copies, and bytes stored as view events. It
-//! guards "linear in the argument bytes" without timing anything (timings
-//! are noisy on shared machines; `tests/json_incremental.rs` has a timing
-//! test, `#[ignore]`d, to run by hand).
-//!
-//! Outside `cfg(test)` [`count`] is an empty inline function: nothing is
-//! counted and release builds are unchanged.
+//! A work counter for tests (compiled only for them): bytes handed to the
+//! incremental JSON parser, bytes its string scanner copies, and bytes
+//! stored as view events. It guards "linear in the argument bytes" without
+//! timing anything (timings are noisy on shared machines; `bin/bench`'s
+//! scaling pairs measure the time).
 
-#[cfg(test)]
 thread_local! {
     static BYTES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
-/// Counts `bytes` of parser work on this thread (tests only).
-#[inline(always)]
+/// Counts `bytes` of parser work on this thread.
 pub(crate) fn count(bytes: usize) {
-    #[cfg(test)]
     BYTES.with(|b| b.set(b.get().saturating_add(bytes as u64)));
-    #[cfg(not(test))]
-    let _ = bytes;
 }
 
 /// The work counted on this thread since the last call.
-#[cfg(test)]
 pub(crate) fn take() -> u64 {
     BYTES.with(|b| b.replace(0))
 }
@@ -30,9 +21,9 @@ pub(crate) fn take() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::take;
+    use crate::chat::{ChatProcessor, Options};
     use crate::json::JsonValue;
     use crate::output::Item;
-    use crate::processor::{Options, Processor};
 
     /// Arguments of about `size` bytes: one long string with escapes and
     /// multibyte characters, and an array of small objects.
@@ -75,7 +66,7 @@ mod tests {
     /// calls, checking that the call comes out with the right parameters.
     fn work_for(arguments: &str) -> u64 {
         let bytes = sse(arguments, 5);
-        let mut processor = Processor::new(Options { partial_tool_calls: true, ..Options::default() });
+        let mut processor = ChatProcessor::new(Options { partial_tool_calls: true, ..Options::default() });
         take();
         // Reads of 4 KiB, as from an HTTP body.
         for read in bytes.as_bytes().chunks(4096) {

@@ -1,11 +1,11 @@
-//! The raw path: SSE framing rules and bad bytes, through Processor::decode.
+//! The raw path: SSE framing rules and bad bytes, through ChatProcessor::decode.
 
 mod common;
 
 use common::*;
 use openai_stream::anomaly::AnomalyKind;
+use openai_stream::chat::Options;
 use openai_stream::error::{Error, StreamErrorKind};
-use openai_stream::processor::Options;
 use serde_json::json;
 
 fn decode_all(h: &mut Harness, reads: &[&[u8]]) -> Vec<Out> {

@@ -960,8 +960,8 @@ fn rule_14_a_repeated_id_and_name_at_another_index_continue_a_call_not_yet_compl
 
 #[test]
 fn output_limit_decides_the_calls_open_at_a_length_stop() {
+    use openai_stream::chat::Options;
     use openai_stream::driver::OutputLimit;
-    use openai_stream::processor::Options;
     // "a" has whole arguments, "b" cut ones.
     let calls = tool_chunk(
         r#"[{"index":0,"id":"a","function":{"name":"f","arguments":"{\"q\":1}"}},

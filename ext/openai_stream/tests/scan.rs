@@ -1,4 +1,4 @@
-//! The chunk scanner (the fast path of `Processor::decode`) against the
+//! The chunk scanner (the fast path of `ChatProcessor::decode`) against the
 //! serde path: whenever the scanner accepts a text, serde_json accepts it
 //! too and builds the same chunk, also when the envelope comes from the
 //! scanner's memo of the previous text (mutations share long prefixes). Checked on every data line of the
@@ -9,8 +9,9 @@
 mod common;
 
 use common::Harness;
-use openai_stream::chunk::{scan, Chunk, Field};
-use openai_stream::processor::Options;
+use openai_stream::chat::Options;
+use openai_stream::chat::{scan, Chunk};
+use openai_stream::lenient::Field;
 
 fn serde_path(text: &str) -> Option<Chunk<'_>> {
     match serde_json::from_str::<Field<Chunk>>(text) {

@@ -3,11 +3,11 @@
 //! either is done, and their interleaved deltas, stay apart), each reasoning
 //! item keeps its own summary.
 
-use super::event::{array_at, int_at, str_at, ItemKind, OutputItem, Place, Status};
+use super::in_band::provider_error;
+use super::model::{array_at, int_at, kind_of, str_at, ItemKind, OutputItem, Place, Status};
 use super::Responses;
 use crate::anomaly::{excerpt, Anomaly, AnomalyKind};
 use crate::calls::CallId;
-use crate::chunk::{Field, Kind, PromptTokensDetails, Tokens, Usage};
 use crate::driver::{keep_first, State};
 use crate::error::Error;
 use crate::json::JsonValue;
@@ -567,82 +567,5 @@ fn describe_place(at: Place) -> String {
         (Some(id), None) => format!("{id:?}"),
         (None, Some(i)) => format!("at output_index {i}"),
         (None, None) => "without id or output_index".to_owned(),
-    }
-}
-
-/// The provider error of an `error` event, a failed response's `error`, or
-/// an `event: error` payload: its `message` (also nested in `error`).
-pub(super) fn provider_error(body: &JsonValue) -> Error {
-    let message = str_at(body, "message")
-        .or_else(|| body.get("error").and_then(|e| str_at(e, "message")))
-        .or_else(|| body.get("response").and_then(|r| r.get("error")).and_then(|e| str_at(e, "message")))
-        .map(str::to_owned)
-        .or_else(|| body.as_str().map(str::to_owned))
-        .unwrap_or_else(|| format!("error event: {}", excerpt(&body.to_json())));
-    Error::Provider { message, payload: Some(body.clone()) }
-}
-
-/// A Responses usage object as the shared usage fields.
-pub(super) fn usage_of(usage: &JsonValue) -> Option<Usage> {
-    if !usage.is_object() {
-        return None;
-    }
-    let details = match usage.get("input_tokens_details") {
-        None => Field::Missing,
-        Some(JsonValue::Null) => Field::Null,
-        Some(d @ JsonValue::Object(_)) => Field::Value(PromptTokensDetails {
-            cached_tokens: tokens(d.get("cached_tokens")),
-            cache_write_tokens: tokens(d.get("cache_write_tokens")),
-            ..PromptTokensDetails::default()
-        }),
-        Some(other) => Field::Wrong(kind_of(other)),
-    };
-    Some(Usage {
-        prompt_tokens: tokens(usage.get("input_tokens")),
-        completion_tokens: tokens(usage.get("output_tokens")),
-        prompt_tokens_details: details,
-        ..Usage::default()
-    })
-}
-
-fn tokens(value: Option<&JsonValue>) -> Field<Tokens> {
-    match value {
-        None => Field::Missing,
-        Some(JsonValue::Null) => Field::Null,
-        Some(v @ JsonValue::Number(n)) => match n.as_i64() {
-            Some(count) => Field::Value(Tokens::Count(count)),
-            None => Field::Value(Tokens::Bad(kind_of(v), n.to_string())),
-        },
-        Some(JsonValue::String(s)) => match s.parse::<i64>() {
-            Ok(v) if s.bytes().all(|b| b.is_ascii_digit()) => {
-                Field::Converted(Tokens::Count(v), Kind::String)
-            }
-            _ => Field::Value(Tokens::Bad(Kind::String, excerpt(s))),
-        },
-        Some(other) => Field::Value(Tokens::Bad(kind_of(other), excerpt(&other.to_json()))),
-    }
-}
-
-fn kind_of(value: &JsonValue) -> Kind {
-    match value {
-        JsonValue::Null => Kind::Null,
-        JsonValue::Bool(_) => Kind::Boolean,
-        JsonValue::Number(n) if n.is_integer() => Kind::Integer,
-        JsonValue::Number(_) => Kind::Float,
-        JsonValue::String(_) => Kind::String,
-        JsonValue::Array(_) => Kind::Array,
-        JsonValue::Object(_) => Kind::Object,
-    }
-}
-
-/// The shared usage field names in this protocol's words.
-pub(super) fn responses_field_name(field: &'static str) -> &'static str {
-    match field {
-        "usage.prompt_tokens" => "usage.input_tokens",
-        "usage.completion_tokens" => "usage.output_tokens",
-        "usage.prompt_tokens_details" => "usage.input_tokens_details",
-        "usage.prompt_tokens_details.cached_tokens" => "usage.input_tokens_details.cached_tokens",
-        "usage.prompt_tokens_details.cache_write_tokens" => "usage.input_tokens_details.cache_write_tokens",
-        other => other,
     }
 }

@@ -138,6 +138,7 @@ impl ViewEvents {
     }
 
     fn store(&mut self, text: &str) -> Span {
+        #[cfg(test)]
         crate::work::count(text.len());
         let start = self.text.len();
         self.text.push_str(text);

@@ -23,8 +23,11 @@
 
 use std::borrow::Cow;
 
-use super::{Any, Arguments, Chunk, Content, Field, Id, Int, List, Text, Tokens};
+use super::{Chunk, Content};
+use crate::calls::Arguments;
 use crate::json::short_escape;
+use crate::lenient::{Any, Field, Id, Int, List, Text};
+use crate::usage::Tokens;
 
 /// Deepest nesting of a skipped value the scanner follows (serde_json's
 /// limit, 128, is far above; deeper values go to serde_json).

@@ -28,9 +28,9 @@
 use std::borrow::Cow;
 
 use super::{Absent, EnvelopeFields, Plain, PlainCall, Scanner, TextAt, Varying};
-use crate::chunk::{
-    Arguments, Choice, Chunk, Content, Delta, Field, Function, Id, Int, List, Text, ToolCallDelta,
-};
+use crate::calls::Arguments;
+use crate::chat::{Choice, Chunk, Content, Delta, Function, ToolCallDelta};
+use crate::lenient::{Field, Id, Int, List, Text};
 
 /// Longest prefix, and longest suffix, a template keeps.
 const MAX_PART: usize = 2048;

@@ -1,5 +1,5 @@
-//! Lenient fields: a chunk from a real server (or a Hash from Ruby) may hold
-//! any type in any field. Instead of failing the whole chunk, every field
+//! Lenient fields, the reading both protocols share: a chunk or an event
+//! from a real server (or a Hash from Ruby) may hold any type in any field. Instead of failing the whole chunk, every field
 //! records what it found: missing, null, the expected value, a value converted
 //! from another type, or the wrong type. The processor turns conversions and
 //! wrong types into anomalies, with the call they belong to.
@@ -132,25 +132,6 @@ impl<'de> Deserialize<'de> for Skip {
     }
 }
 
-/// The value of a key no struct reads. serde_json (and any deserializer
-/// that does not know the marker) reads it like [`Skip`], nesting limit
-/// included. A deserializer over values that are already parsed (the
-/// binding's reader of Ruby Hashes) recognizes [`UNREAD`] as the name of
-/// the newtype and does not look at the value at all, as the stock Ruby
-/// processor never looks at the keys it does not read: a `created: Time.now`
-/// or an invalid UTF-8 `model` costs nothing and breaks nothing.
-pub struct Unread;
-
-/// The newtype name that marks [`Unread`] (serde_json marks its raw values
-/// the same way).
-pub const UNREAD: &str = "$openai_stream::private::Unread";
-
-impl<'de> Deserialize<'de> for Unread {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_newtype_struct(UNREAD, SkipVisitor).map(|Skip| Unread)
-    }
-}
-
 struct SkipVisitor;
 
 /// Visitor methods that take a scalar (or nothing) and keep nothing.
@@ -181,9 +162,6 @@ impl<'de> Visitor<'de> for SkipVisitor {
         visit_none()
     );
     fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Skip, D::Error> {
-        Skip::deserialize(d)
-    }
-    fn visit_newtype_struct<D: Deserializer<'de>>(self, d: D) -> Result<Skip, D::Error> {
         Skip::deserialize(d)
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Skip, A::Error> {
@@ -518,34 +496,34 @@ macro_rules! lenient_struct {
 
         // A struct that borrows names its lifetime `'a`, the one these
         // impls read it with.
-        impl<'a> $crate::chunk::lenient::Lenient<'a> for $name $(<$lt>)? {
-            $crate::chunk::lenient::lenient_struct!(@from_map $( $key => $field ),*);
+        impl<'a> $crate::lenient::Lenient<'a> for $name $(<$lt>)? {
+            $crate::lenient::lenient_struct!(@from_map $( $key => $field ),*);
         }
 
-        impl<'a> $crate::chunk::scan::ScanObject<'a> for $name $(<$lt>)? {
-            $crate::chunk::lenient::lenient_struct!(@scan 'a; $( $key => $field ),*);
+        impl<'a> $crate::chat::scan::ScanObject<'a> for $name $(<$lt>)? {
+            $crate::lenient::lenient_struct!(@scan 'a; $( $key => $field ),*);
         }
     };
     (@from_map $( $key:literal => $field:ident ),*) => {
         fn from_map<A: serde::de::MapAccess<'a>>(
             mut map: A,
-        ) -> Result<$crate::chunk::lenient::Got<Self>, A::Error> {
+        ) -> Result<$crate::lenient::Got<Self>, A::Error> {
             let mut out = Self::default();
-            while let Some(key) = map.next_key_seed($crate::chunk::lenient::KeyIn(Self::FIELDS))? {
+            while let Some(key) = map.next_key_seed($crate::lenient::KeyIn(Self::FIELDS))? {
                 match key {
                     $( Some($key) => out.$field = map.next_value()?, )*
                     _ => {
-                        map.next_value::<$crate::chunk::lenient::Unread>()?;
+                        map.next_value::<$crate::lenient::Skip>()?;
                     }
                 }
             }
-            Ok($crate::chunk::lenient::Got::Value(out))
+            Ok($crate::lenient::Got::Value(out))
         }
     };
     (@scan $lt:lifetime; $( $key:literal => $field:ident ),*) => {
-        fn scan_members(s: &mut $crate::chunk::scan::Scanner<$lt>, out: &mut Self) -> Option<()> {
+        fn scan_members(s: &mut $crate::chat::scan::Scanner<$lt>, out: &mut Self) -> Option<()> {
             s.object(|s, key| match &*key {
-                $( $key => $crate::chunk::scan::ScanField::scan(&mut out.$field, s), )*
+                $( $key => $crate::chat::scan::ScanField::scan(&mut out.$field, s), )*
                 _ => s.skip(0),
             })
         }

@@ -17,8 +17,10 @@
 
 use serde::de::IgnoredAny;
 
-use crate::chunk::{Arguments, Chunk, Field, Id, Text};
+use super::Chunk;
+use crate::calls::Arguments;
 use crate::json::JsonValue;
+use crate::lenient::{Field, Id, Text};
 
 /// The calls the legacy processor would have run, in order.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]

@@ -8,9 +8,10 @@ use std::fmt;
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, Visitor};
 
-use crate::chunk::lenient::Skip;
-use crate::chunk::{Field, Text};
+use crate::anomaly::excerpt;
 use crate::json::JsonValue;
+use crate::lenient::{Field, Kind, Skip, Text};
+use crate::usage::{PromptTokensDetails, Tokens, Usage};
 
 /// Where an event belongs: the output item's position and id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -182,5 +183,70 @@ impl<'de> Deserialize<'de> for DeltaEvent<'de> {
             }
         }
         d.deserialize_map(V)
+    }
+}
+
+/// A Responses usage object as the shared usage fields.
+pub(super) fn usage_of(usage: &JsonValue) -> Option<Usage> {
+    if !usage.is_object() {
+        return None;
+    }
+    let details = match usage.get("input_tokens_details") {
+        None => Field::Missing,
+        Some(JsonValue::Null) => Field::Null,
+        Some(d @ JsonValue::Object(_)) => Field::Value(PromptTokensDetails {
+            cached_tokens: tokens(d.get("cached_tokens")),
+            cache_write_tokens: tokens(d.get("cache_write_tokens")),
+            ..PromptTokensDetails::default()
+        }),
+        Some(other) => Field::Wrong(kind_of(other)),
+    };
+    Some(Usage {
+        prompt_tokens: tokens(usage.get("input_tokens")),
+        completion_tokens: tokens(usage.get("output_tokens")),
+        prompt_tokens_details: details,
+        ..Usage::default()
+    })
+}
+
+fn tokens(value: Option<&JsonValue>) -> Field<Tokens> {
+    match value {
+        None => Field::Missing,
+        Some(JsonValue::Null) => Field::Null,
+        Some(v @ JsonValue::Number(n)) => match n.as_i64() {
+            Some(count) => Field::Value(Tokens::Count(count)),
+            None => Field::Value(Tokens::Bad(kind_of(v), n.to_string())),
+        },
+        Some(JsonValue::String(s)) => match s.parse::<i64>() {
+            Ok(v) if s.bytes().all(|b| b.is_ascii_digit()) => {
+                Field::Converted(Tokens::Count(v), Kind::String)
+            }
+            _ => Field::Value(Tokens::Bad(Kind::String, excerpt(s))),
+        },
+        Some(other) => Field::Value(Tokens::Bad(kind_of(other), excerpt(&other.to_json()))),
+    }
+}
+
+pub(super) fn kind_of(value: &JsonValue) -> Kind {
+    match value {
+        JsonValue::Null => Kind::Null,
+        JsonValue::Bool(_) => Kind::Boolean,
+        JsonValue::Number(n) if n.is_integer() => Kind::Integer,
+        JsonValue::Number(_) => Kind::Float,
+        JsonValue::String(_) => Kind::String,
+        JsonValue::Array(_) => Kind::Array,
+        JsonValue::Object(_) => Kind::Object,
+    }
+}
+
+/// The shared usage field names in this protocol's words.
+pub(super) fn responses_field_name(field: &'static str) -> &'static str {
+    match field {
+        "usage.prompt_tokens" => "usage.input_tokens",
+        "usage.completion_tokens" => "usage.output_tokens",
+        "usage.prompt_tokens_details" => "usage.input_tokens_details",
+        "usage.prompt_tokens_details.cached_tokens" => "usage.input_tokens_details.cached_tokens",
+        "usage.prompt_tokens_details.cache_write_tokens" => "usage.input_tokens_details.cache_write_tokens",
+        other => other,
     }
 }
