@@ -68,6 +68,17 @@ impl<T> Field<T> {
             _ => None,
         }
     }
+
+    /// The value made into another type, what the field held kept.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Field<U> {
+        match self {
+            Field::Value(v) => Field::Value(f(v)),
+            Field::Converted(v, k) => Field::Converted(f(v), k),
+            Field::Wrong(k) => Field::Wrong(k),
+            Field::Missing => Field::Missing,
+            Field::Null => Field::Null,
+        }
+    }
 }
 
 /// The result of offering one JSON value to a lenient type.

@@ -3,14 +3,17 @@
 //! either is done, and their interleaved deltas, stay apart), each reasoning
 //! item keeps its own summary.
 
+use serde::Deserialize;
+
 use super::in_band::provider_error;
-use super::model::{array_at, int_at, kind_of, str_at, ItemKind, OutputItem, Place, Status};
+use super::model::{array_at, int_at, str_at, ItemKind, OutputItem, Place, Status};
 use super::Responses;
 use crate::anomaly::{excerpt, Anomaly, AnomalyKind};
 use crate::calls::CallId;
 use crate::driver::{keep_first, State};
 use crate::error::Error;
 use crate::json::JsonValue;
+use crate::lenient::{Field, Text};
 use crate::output::Thinking;
 
 /// What an output item is, as far as the processor follows it.
@@ -101,21 +104,13 @@ impl State<Responses> {
             output_index: int_at(value, "output_index"),
             item_id: str_at(value, "item_id").filter(|s| !s.is_empty()),
         };
-        let delta = match value.get("delta") {
-            Some(JsonValue::String(s)) => s.as_str(),
-            None | Some(JsonValue::Null) => "",
-            Some(d) => {
-                self.anomalies.push(
-                    Anomaly::new(
-                        AnomalyKind::IgnoredField,
-                        format!("delta was {}; ignored", kind_of(d).described()),
-                    )
-                    .field("delta")
-                    .excerpt(&d.to_json()),
-                );
-                ""
-            }
-        };
+        let delta = value.get("delta").map_or(Ok(Field::Missing), Field::<Text>::deserialize);
+        if let (Ok(Field::Wrong(kind)), Some(d)) = (&delta, value.get("delta")) {
+            let message = format!("delta was {}; ignored", kind.described());
+            self.anomalies
+                .push(Anomaly::new(AnomalyKind::IgnoredField, message).field("delta").excerpt(&d.to_json()));
+        }
+        let delta = delta.as_ref().ok().and_then(Field::get).map_or("", |Text(t)| t);
         let item = value.get("item").filter(|i| i.is_object()).map(OutputItem::read);
         let response = value.get("response").filter(|r| r.is_object());
         let kind = str_at(value, "type");

@@ -1,16 +1,15 @@
 //! The Responses API event model: where an event belongs, one output item
-//! (of an `output_item` event or of a whole response's `output`), and the
-//! fast reading of delta events. Fields of the wrong type read as absent;
-//! the accumulator reports what that costs.
+//! (of an `output_item` event or of a whole response's `output`), the fast
+//! reading of delta events, and usage. Fields of the wrong type read as
+//! absent; the processor reports what that costs.
 
 use std::borrow::Cow;
 use std::fmt;
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, Visitor};
 
-use crate::anomaly::excerpt;
 use crate::json::JsonValue;
-use crate::lenient::{Field, Kind, Skip, Text};
+use crate::lenient::{lenient_struct, Field, Skip, Text};
 use crate::usage::{PromptTokensDetails, Tokens, Usage};
 
 /// Where an event belongs: the output item's position and id.
@@ -186,57 +185,37 @@ impl<'de> Deserialize<'de> for DeltaEvent<'de> {
     }
 }
 
-/// A Responses usage object as the shared usage fields.
-pub(super) fn usage_of(usage: &JsonValue) -> Option<Usage> {
-    if !usage.is_object() {
-        return None;
+lenient_struct! {
+    /// A Responses usage object, read as rule 39 reads counts.
+    pub struct ResponsesUsage {
+        "input_tokens" => input_tokens: Field<Tokens>,
+        "output_tokens" => output_tokens: Field<Tokens>,
+        "input_tokens_details" => input_tokens_details: Field<InputTokensDetails>,
     }
-    let details = match usage.get("input_tokens_details") {
-        None => Field::Missing,
-        Some(JsonValue::Null) => Field::Null,
-        Some(d @ JsonValue::Object(_)) => Field::Value(PromptTokensDetails {
-            cached_tokens: tokens(d.get("cached_tokens")),
-            cache_write_tokens: tokens(d.get("cache_write_tokens")),
-            ..PromptTokensDetails::default()
-        }),
-        Some(other) => Field::Wrong(kind_of(other)),
-    };
+}
+
+lenient_struct! {
+    pub struct InputTokensDetails {
+        "cached_tokens" => cached_tokens: Field<Tokens>,
+        "cache_write_tokens" => cache_write_tokens: Field<Tokens>,
+    }
+}
+
+/// A Responses usage object as the shared usage fields (None: not an
+/// object).
+pub(super) fn usage_of(usage: &JsonValue) -> Option<Usage> {
+    let Ok(Field::Value(u)) = Field::<ResponsesUsage>::deserialize(usage) else { return None };
+    let details = u.input_tokens_details.map(|d| PromptTokensDetails {
+        cached_tokens: d.cached_tokens,
+        cache_write_tokens: d.cache_write_tokens,
+        ..PromptTokensDetails::default()
+    });
     Some(Usage {
-        prompt_tokens: tokens(usage.get("input_tokens")),
-        completion_tokens: tokens(usage.get("output_tokens")),
+        prompt_tokens: u.input_tokens,
+        completion_tokens: u.output_tokens,
         prompt_tokens_details: details,
         ..Usage::default()
     })
-}
-
-fn tokens(value: Option<&JsonValue>) -> Field<Tokens> {
-    match value {
-        None => Field::Missing,
-        Some(JsonValue::Null) => Field::Null,
-        Some(v @ JsonValue::Number(n)) => match n.as_i64() {
-            Some(count) => Field::Value(Tokens::Count(count)),
-            None => Field::Value(Tokens::Bad(kind_of(v), n.to_string())),
-        },
-        Some(JsonValue::String(s)) => match s.parse::<i64>() {
-            Ok(v) if s.bytes().all(|b| b.is_ascii_digit()) => {
-                Field::Converted(Tokens::Count(v), Kind::String)
-            }
-            _ => Field::Value(Tokens::Bad(Kind::String, excerpt(s))),
-        },
-        Some(other) => Field::Value(Tokens::Bad(kind_of(other), excerpt(&other.to_json()))),
-    }
-}
-
-pub(super) fn kind_of(value: &JsonValue) -> Kind {
-    match value {
-        JsonValue::Null => Kind::Null,
-        JsonValue::Bool(_) => Kind::Boolean,
-        JsonValue::Number(n) if n.is_integer() => Kind::Integer,
-        JsonValue::Number(_) => Kind::Float,
-        JsonValue::String(_) => Kind::String,
-        JsonValue::Array(_) => Kind::Array,
-        JsonValue::Object(_) => Kind::Object,
-    }
 }
 
 /// The shared usage field names in this protocol's words.

@@ -508,6 +508,33 @@ mod tests {
     }
 
     #[test]
+    fn usage_counts_are_read_as_the_chat_ones() {
+        // Rule 39 for both protocols: a count sent as a string or an
+        // integral float converts, anything else is ignored; each reported
+        // in the Responses API's words.
+        let mut p = ResponsesProcessor::default();
+        let usage =
+            r#"{"input_tokens":" 9","output_tokens":5.0,"input_tokens_details":{"cached_tokens":[1]}}"#;
+        p.process_message(&serde_json::from_str(&format!(r#"{{"output":[],"usage":{usage}}}"#)).unwrap())
+            .unwrap();
+        let u = p.usage();
+        assert_eq!((u.prompt_tokens, u.completion_tokens, u.cache_read_tokens), (Some(9), Some(5), Some(0)));
+        let seen: Vec<(AnomalyKind, Option<&str>)> =
+            p.anomalies().all().iter().map(|a| (a.kind, a.field)).collect();
+        assert_eq!(
+            seen,
+            [
+                (AnomalyKind::ConvertedField, Some("usage.input_tokens")),
+                (AnomalyKind::ConvertedField, Some("usage.output_tokens")),
+                (AnomalyKind::IgnoredField, Some("usage.input_tokens_details.cached_tokens")),
+            ]
+        );
+        let mut p = ResponsesProcessor::default();
+        p.process_message(&serde_json::from_str(r#"{"usage":{"input_tokens_details":7}}"#).unwrap()).unwrap();
+        assert_eq!(p.anomalies().all()[0].field, Some("usage.input_tokens_details"));
+    }
+
+    #[test]
     fn error_events_and_failed_responses_raise_the_providers_message() {
         let (_, _, error) = decode(
             Options::default(),
