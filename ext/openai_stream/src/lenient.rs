@@ -81,53 +81,36 @@ impl<T> Field<T> {
     }
 }
 
-/// The result of offering one JSON value to a lenient type.
-pub enum Got<T> {
-    Value(T),
-    Converted(T, Kind),
-    Wrong(Kind),
-}
-
-impl<T> Got<T> {
-    /// The value made into another type, its conversion kept.
-    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Got<U> {
-        match self {
-            Got::Value(v) => Got::Value(f(v)),
-            Got::Converted(v, k) => Got::Converted(f(v), k),
-            Got::Wrong(k) => Got::Wrong(k),
-        }
-    }
-}
-
 /// A type that can be read leniently. Each method receives one kind of JSON
-/// value; the defaults reject it. Compound values that are rejected must be
+/// value and says what the field holds (`Value`, `Converted` or `Wrong`,
+/// never `Missing` or `Null`); the defaults reject it. Compound values that are rejected must be
 /// consumed, which the defaults do.
 pub trait Lenient<'de>: Sized {
-    fn from_bool(_v: bool) -> Got<Self> {
-        Got::Wrong(Kind::Boolean)
+    fn from_bool(_v: bool) -> Field<Self> {
+        Field::Wrong(Kind::Boolean)
     }
-    fn from_i64(_v: i64) -> Got<Self> {
-        Got::Wrong(Kind::Integer)
+    fn from_i64(_v: i64) -> Field<Self> {
+        Field::Wrong(Kind::Integer)
     }
-    fn from_u64(v: u64) -> Got<Self> {
+    fn from_u64(v: u64) -> Field<Self> {
         match i64::try_from(v) {
             Ok(v) => Self::from_i64(v),
-            Err(_) => Got::Wrong(Kind::Integer),
+            Err(_) => Field::Wrong(Kind::Integer),
         }
     }
-    fn from_f64(_v: f64) -> Got<Self> {
-        Got::Wrong(Kind::Float)
+    fn from_f64(_v: f64) -> Field<Self> {
+        Field::Wrong(Kind::Float)
     }
-    fn from_str(_v: Cow<'de, str>) -> Got<Self> {
-        Got::Wrong(Kind::String)
+    fn from_str(_v: Cow<'de, str>) -> Field<Self> {
+        Field::Wrong(Kind::String)
     }
-    fn from_seq<A: SeqAccess<'de>>(mut seq: A) -> Result<Got<Self>, A::Error> {
+    fn from_seq<A: SeqAccess<'de>>(mut seq: A) -> Result<Field<Self>, A::Error> {
         while seq.next_element::<Skip>()?.is_some() {}
-        Ok(Got::Wrong(Kind::Array))
+        Ok(Field::Wrong(Kind::Array))
     }
-    fn from_map<A: MapAccess<'de>>(mut map: A) -> Result<Got<Self>, A::Error> {
+    fn from_map<A: MapAccess<'de>>(mut map: A) -> Result<Field<Self>, A::Error> {
         while map.next_entry::<Skip, Skip>()?.is_some() {}
-        Ok(Got::Wrong(Kind::Object))
+        Ok(Field::Wrong(Kind::Object))
     }
 }
 
@@ -185,16 +168,6 @@ impl<'de> Visitor<'de> for SkipVisitor {
     }
 }
 
-impl<T> From<Got<T>> for Field<T> {
-    fn from(got: Got<T>) -> Self {
-        match got {
-            Got::Value(v) => Field::Value(v),
-            Got::Converted(v, k) => Field::Converted(v, k),
-            Got::Wrong(k) => Field::Wrong(k),
-        }
-    }
-}
-
 impl<'de, T: Lenient<'de>> Deserialize<'de> for Field<T> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         deserializer.deserialize_any(FieldVisitor(PhantomData))
@@ -219,37 +192,37 @@ impl<'de, T: Lenient<'de>> Visitor<'de> for FieldVisitor<T> {
         Field::deserialize(d)
     }
     fn visit_bool<E>(self, v: bool) -> Result<Field<T>, E> {
-        Ok(T::from_bool(v).into())
+        Ok(T::from_bool(v))
     }
     fn visit_i64<E>(self, v: i64) -> Result<Field<T>, E> {
-        Ok(T::from_i64(v).into())
+        Ok(T::from_i64(v))
     }
     fn visit_u64<E>(self, v: u64) -> Result<Field<T>, E> {
-        Ok(T::from_u64(v).into())
+        Ok(T::from_u64(v))
     }
     fn visit_i128<E>(self, v: i128) -> Result<Field<T>, E> {
         Ok(match i64::try_from(v) {
-            Ok(v) => T::from_i64(v).into(),
+            Ok(v) => T::from_i64(v),
             Err(_) => Field::Wrong(Kind::Integer),
         })
     }
     fn visit_u128<E>(self, v: u128) -> Result<Field<T>, E> {
         Ok(match u64::try_from(v) {
-            Ok(v) => T::from_u64(v).into(),
+            Ok(v) => T::from_u64(v),
             Err(_) => Field::Wrong(Kind::Integer),
         })
     }
     fn visit_f64<E>(self, v: f64) -> Result<Field<T>, E> {
-        Ok(T::from_f64(v).into())
+        Ok(T::from_f64(v))
     }
     fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Field<T>, E> {
-        Ok(T::from_str(Cow::Borrowed(v)).into())
+        Ok(T::from_str(Cow::Borrowed(v)))
     }
     fn visit_str<E>(self, v: &str) -> Result<Field<T>, E> {
-        Ok(T::from_str(Cow::Owned(v.to_owned())).into())
+        Ok(T::from_str(Cow::Owned(v.to_owned())))
     }
     fn visit_string<E>(self, v: String) -> Result<Field<T>, E> {
-        Ok(T::from_str(Cow::Owned(v)).into())
+        Ok(T::from_str(Cow::Owned(v)))
     }
     fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<Field<T>, E> {
         match std::str::from_utf8(v) {
@@ -258,10 +231,10 @@ impl<'de, T: Lenient<'de>> Visitor<'de> for FieldVisitor<T> {
         }
     }
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Field<T>, A::Error> {
-        Ok(T::from_seq(seq)?.into())
+        T::from_seq(seq)
     }
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Field<T>, A::Error> {
-        Ok(T::from_map(map)?.into())
+        T::from_map(map)
     }
 }
 
@@ -270,8 +243,8 @@ impl<'de, T: Lenient<'de>> Visitor<'de> for FieldVisitor<T> {
 pub struct Text<'a>(pub Cow<'a, str>);
 
 impl<'de> Lenient<'de> for Text<'de> {
-    fn from_str(v: Cow<'de, str>) -> Got<Self> {
-        Got::Value(Text(v))
+    fn from_str(v: Cow<'de, str>) -> Field<Self> {
+        Field::Value(Text(v))
     }
 }
 
@@ -281,14 +254,14 @@ impl<'de> Lenient<'de> for Text<'de> {
 pub struct Id<'a>(pub Cow<'a, str>);
 
 impl<'de> Lenient<'de> for Id<'de> {
-    fn from_str(v: Cow<'de, str>) -> Got<Self> {
-        Got::Value(Id(v))
+    fn from_str(v: Cow<'de, str>) -> Field<Self> {
+        Field::Value(Id(v))
     }
-    fn from_i64(v: i64) -> Got<Self> {
-        Got::Converted(Id(Cow::Owned(v.to_string())), Kind::Integer)
+    fn from_i64(v: i64) -> Field<Self> {
+        Field::Converted(Id(Cow::Owned(v.to_string())), Kind::Integer)
     }
-    fn from_u64(v: u64) -> Got<Self> {
-        Got::Converted(Id(Cow::Owned(v.to_string())), Kind::Integer)
+    fn from_u64(v: u64) -> Field<Self> {
+        Field::Converted(Id(Cow::Owned(v.to_string())), Kind::Integer)
     }
 }
 
@@ -298,21 +271,21 @@ impl<'de> Lenient<'de> for Id<'de> {
 pub struct Int(pub i64);
 
 impl<'de> Lenient<'de> for Int {
-    fn from_i64(v: i64) -> Got<Self> {
-        Got::Value(Int(v))
+    fn from_i64(v: i64) -> Field<Self> {
+        Field::Value(Int(v))
     }
-    fn from_f64(v: f64) -> Got<Self> {
+    fn from_f64(v: f64) -> Field<Self> {
         // The range check keeps the cast exact; NaN fails every comparison.
         if v.fract() == 0.0 && (-9.0e15..=9.0e15).contains(&v) {
-            Got::Converted(Int(v as i64), Kind::Float)
+            Field::Converted(Int(v as i64), Kind::Float)
         } else {
-            Got::Wrong(Kind::Float)
+            Field::Wrong(Kind::Float)
         }
     }
-    fn from_str(v: Cow<'de, str>) -> Got<Self> {
+    fn from_str(v: Cow<'de, str>) -> Field<Self> {
         match v.trim().parse::<i64>() {
-            Ok(n) => Got::Converted(Int(n), Kind::String),
-            Err(_) => Got::Wrong(Kind::String),
+            Ok(n) => Field::Converted(Int(n), Kind::String),
+            Err(_) => Field::Wrong(Kind::String),
         }
     }
 }
@@ -322,29 +295,29 @@ impl<'de> Lenient<'de> for Int {
 pub struct Any(pub crate::json::JsonValue);
 
 impl<'de> Lenient<'de> for Any {
-    fn from_bool(v: bool) -> Got<Self> {
-        Got::Value(Any(crate::json::JsonValue::Bool(v)))
+    fn from_bool(v: bool) -> Field<Self> {
+        Field::Value(Any(crate::json::JsonValue::Bool(v)))
     }
-    fn from_i64(v: i64) -> Got<Self> {
-        Got::Value(Any(crate::json::JsonValue::Number(crate::json::Number::from_i64(v))))
+    fn from_i64(v: i64) -> Field<Self> {
+        Field::Value(Any(crate::json::JsonValue::Number(crate::json::Number::from_i64(v))))
     }
-    fn from_u64(v: u64) -> Got<Self> {
-        Got::Value(Any(crate::json::JsonValue::Number(crate::json::Number::from_u64(v))))
+    fn from_u64(v: u64) -> Field<Self> {
+        Field::Value(Any(crate::json::JsonValue::Number(crate::json::Number::from_u64(v))))
     }
-    fn from_f64(v: f64) -> Got<Self> {
+    fn from_f64(v: f64) -> Field<Self> {
         // Infinity (from Ruby, or a number beyond f64's range) is kept.
-        Got::Value(Any(crate::json::JsonValue::Number(crate::json::Number::from_any_f64(v))))
+        Field::Value(Any(crate::json::JsonValue::Number(crate::json::Number::from_any_f64(v))))
     }
-    fn from_str(v: Cow<'de, str>) -> Got<Self> {
-        Got::Value(Any(crate::json::JsonValue::String(v.into_owned())))
+    fn from_str(v: Cow<'de, str>) -> Field<Self> {
+        Field::Value(Any(crate::json::JsonValue::String(v.into_owned())))
     }
-    fn from_seq<A: SeqAccess<'de>>(seq: A) -> Result<Got<Self>, A::Error> {
+    fn from_seq<A: SeqAccess<'de>>(seq: A) -> Result<Field<Self>, A::Error> {
         let v = crate::json::JsonValue::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
-        Ok(Got::Value(Any(v)))
+        Ok(Field::Value(Any(v)))
     }
-    fn from_map<A: MapAccess<'de>>(map: A) -> Result<Got<Self>, A::Error> {
+    fn from_map<A: MapAccess<'de>>(map: A) -> Result<Field<Self>, A::Error> {
         let v = crate::json::JsonValue::deserialize(de::value::MapAccessDeserializer::new(map))?;
-        Ok(Got::Value(Any(v)))
+        Ok(Field::Value(Any(v)))
     }
 }
 
@@ -473,12 +446,12 @@ impl<T: PartialEq> PartialEq for List<T> {
 }
 
 impl<'de, T: Lenient<'de>> Lenient<'de> for List<T> {
-    fn from_seq<A: SeqAccess<'de>>(mut seq: A) -> Result<Got<Self>, A::Error> {
+    fn from_seq<A: SeqAccess<'de>>(mut seq: A) -> Result<Field<Self>, A::Error> {
         let mut items = List::new();
         while let Some(item) = seq.next_element::<Field<T>>()? {
             items.push(item);
         }
-        Ok(Got::Value(items))
+        Ok(Field::Value(items))
     }
 }
 
@@ -518,7 +491,7 @@ macro_rules! lenient_struct {
     (@from_map $( $key:literal => $field:ident ),*) => {
         fn from_map<A: serde::de::MapAccess<'a>>(
             mut map: A,
-        ) -> Result<$crate::lenient::Got<Self>, A::Error> {
+        ) -> Result<$crate::lenient::Field<Self>, A::Error> {
             let mut out = Self::default();
             while let Some(key) = map.next_key_seed($crate::lenient::KeyIn(Self::FIELDS))? {
                 match key {
@@ -528,7 +501,7 @@ macro_rules! lenient_struct {
                     }
                 }
             }
-            Ok($crate::lenient::Got::Value(out))
+            Ok($crate::lenient::Field::Value(out))
         }
     };
     (@scan $lt:lifetime; $( $key:literal => $field:ident ),*) => {

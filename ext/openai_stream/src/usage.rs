@@ -11,7 +11,7 @@ use std::borrow::Cow;
 
 use serde::de::{MapAccess, SeqAccess};
 
-use crate::lenient::{lenient_struct, Any, Field, Got, Int, Kind, Lenient};
+use crate::lenient::{lenient_struct, Any, Field, Int, Kind, Lenient};
 
 lenient_struct! {
     pub struct Usage {
@@ -45,43 +45,43 @@ pub enum Tokens {
 }
 
 impl<'de> Lenient<'de> for Tokens {
-    fn from_bool(v: bool) -> Got<Self> {
-        Got::Value(Tokens::Bad(Kind::Boolean, v.to_string()))
+    fn from_bool(v: bool) -> Field<Self> {
+        Field::Value(Tokens::Bad(Kind::Boolean, v.to_string()))
     }
-    fn from_i64(v: i64) -> Got<Self> {
-        Got::Value(Tokens::Count(v))
+    fn from_i64(v: i64) -> Field<Self> {
+        Field::Value(Tokens::Count(v))
     }
-    fn from_u64(v: u64) -> Got<Self> {
+    fn from_u64(v: u64) -> Field<Self> {
         match i64::try_from(v) {
-            Ok(v) => Got::Value(Tokens::Count(v)),
-            Err(_) => Got::Value(Tokens::Bad(Kind::Integer, v.to_string())),
+            Ok(v) => Field::Value(Tokens::Count(v)),
+            Err(_) => Field::Value(Tokens::Bad(Kind::Integer, v.to_string())),
         }
     }
-    fn from_f64(v: f64) -> Got<Self> {
+    fn from_f64(v: f64) -> Field<Self> {
         match Int::from_f64(v) {
-            Got::Converted(Int(n), k) => Got::Converted(Tokens::Count(n), k),
-            _ => Got::Value(Tokens::Bad(Kind::Float, format!("{v:?}"))),
+            Field::Converted(Int(n), k) => Field::Converted(Tokens::Count(n), k),
+            _ => Field::Value(Tokens::Bad(Kind::Float, format!("{v:?}"))),
         }
     }
-    fn from_str(v: Cow<'de, str>) -> Got<Self> {
+    fn from_str(v: Cow<'de, str>) -> Field<Self> {
         match v.trim().parse::<i64>() {
-            Ok(n) => Got::Converted(Tokens::Count(n), Kind::String),
-            Err(_) => Got::Value(Tokens::Bad(Kind::String, crate::anomaly::excerpt(&format!("{v:?}")))),
+            Ok(n) => Field::Converted(Tokens::Count(n), Kind::String),
+            Err(_) => Field::Value(Tokens::Bad(Kind::String, crate::anomaly::excerpt(&format!("{v:?}")))),
         }
     }
-    fn from_seq<A: SeqAccess<'de>>(seq: A) -> Result<Got<Self>, A::Error> {
-        Ok(Got::Value(Tokens::Bad(Kind::Array, json_excerpt(Any::from_seq(seq)?))))
+    fn from_seq<A: SeqAccess<'de>>(seq: A) -> Result<Field<Self>, A::Error> {
+        Ok(Field::Value(Tokens::Bad(Kind::Array, json_excerpt(Any::from_seq(seq)?))))
     }
-    fn from_map<A: MapAccess<'de>>(map: A) -> Result<Got<Self>, A::Error> {
-        Ok(Got::Value(Tokens::Bad(Kind::Object, json_excerpt(Any::from_map(map)?))))
+    fn from_map<A: MapAccess<'de>>(map: A) -> Result<Field<Self>, A::Error> {
+        Ok(Field::Value(Tokens::Bad(Kind::Object, json_excerpt(Any::from_map(map)?))))
     }
 }
 
 /// An excerpt of a value's JSON text, for a report.
-fn json_excerpt(got: Got<Any>) -> String {
+fn json_excerpt(got: Field<Any>) -> String {
     match got {
-        Got::Value(Any(v)) | Got::Converted(Any(v), _) => crate::anomaly::excerpt(&v.to_json()),
-        Got::Wrong(_) => String::new(),
+        Field::Value(Any(v)) | Field::Converted(Any(v), _) => crate::anomaly::excerpt(&v.to_json()),
+        _ => String::new(),
     }
 }
 

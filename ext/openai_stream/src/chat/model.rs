@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use serde::de::{MapAccess, SeqAccess};
 
 use crate::calls::Arguments;
-use crate::lenient::{lenient_struct, Any, Field, Got, Id, Int, Lenient, List, Text};
+use crate::lenient::{lenient_struct, Any, Field, Id, Int, Lenient, List, Text};
 use crate::usage::Usage;
 
 lenient_struct! {
@@ -90,10 +90,10 @@ pub enum Content<'a> {
 }
 
 impl<'de> Lenient<'de> for Content<'de> {
-    fn from_str(v: Cow<'de, str>) -> Got<Self> {
-        Got::Value(Content::Text(v))
+    fn from_str(v: Cow<'de, str>) -> Field<Self> {
+        Field::Value(Content::Text(v))
     }
-    fn from_seq<A: SeqAccess<'de>>(seq: A) -> Result<Got<Self>, A::Error> {
+    fn from_seq<A: SeqAccess<'de>>(seq: A) -> Result<Field<Self>, A::Error> {
         Ok(List::<ContentPart<'de>>::from_seq(seq)?.map(|parts| Content::Parts(parts.into_vec())))
     }
 }
@@ -101,10 +101,10 @@ impl<'de> Lenient<'de> for Content<'de> {
 /// `function.arguments`: JSON text (the reference shape) or, from TGI and
 /// some proxies, the parameters object itself.
 impl<'de> Lenient<'de> for Arguments<'de> {
-    fn from_str(v: Cow<'de, str>) -> Got<Self> {
-        Got::Value(Arguments::Text(v))
+    fn from_str(v: Cow<'de, str>) -> Field<Self> {
+        Field::Value(Arguments::Text(v))
     }
-    fn from_map<A: MapAccess<'de>>(map: A) -> Result<Got<Self>, A::Error> {
+    fn from_map<A: MapAccess<'de>>(map: A) -> Result<Field<Self>, A::Error> {
         Ok(Any::from_map(map)?.map(|Any(v)| Arguments::Object(v)))
     }
 }
