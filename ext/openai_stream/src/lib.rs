@@ -30,5 +30,3 @@ pub mod sse;
 pub mod usage;
 pub mod utf8;
 mod view;
-#[cfg(test)]
-mod work;

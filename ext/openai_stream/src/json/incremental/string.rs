@@ -75,7 +75,7 @@ pub(super) fn scan(
                     // both are char boundaries.
                     out.push_str(text.get(pos..pos + run).unwrap_or_default());
                     #[cfg(test)]
-                    crate::work::count(run);
+                    super::tests::count(run);
                     pos += run;
                 }
                 match bytes.get(pos) {

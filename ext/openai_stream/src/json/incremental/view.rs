@@ -139,7 +139,7 @@ impl ViewEvents {
 
     fn store(&mut self, text: &str) -> Span {
         #[cfg(test)]
-        crate::work::count(text.len());
+        super::tests::count(text.len());
         let start = self.text.len();
         self.text.push_str(text);
         Span { start, end: self.text.len() }
