@@ -49,10 +49,10 @@ use template::{CallAt, Template};
 /// - The envelope (id, object, created, model, ...): the bytes before the
 ///   first `choices` value and what they held. A chunk that starts with the
 ///   same bytes takes those fields from here instead of scanning them.
-/// - The template: when the last chunk was a plain text or arguments delta,
-///   everything but the one string that changes from event to event. A
-///   chunk with the same bytes before and after that string is the same
-///   chunk with a new string (see `template.rs`).
+/// - The template: when the last chunk was nothing but a text or arguments
+///   delta, everything but the one string that changes from event to
+///   event. A chunk with the same bytes before and after that string is the
+///   same delta with a new string, applied without a chunk (see [`plain`]).
 #[derive(Debug, Default)]
 pub struct ScanMemo {
     envelope: Envelope,
@@ -63,12 +63,6 @@ pub struct ScanMemo {
 /// serde_json must decide (see the module documentation); `out` then holds
 /// a part of the chunk and is to be thrown away.
 pub fn read<'a>(text: &'a str, out: &mut Chunk<'a>, memo: &mut ScanMemo) -> bool {
-    if let Some(template) = &memo.template {
-        if template.read(text, out) {
-            return true;
-        }
-        *out = Chunk::default();
-    }
     let last = &mut memo.envelope;
     let mut s = Scanner::new(text);
     let ok = if !last.prefix.is_empty() && text.as_bytes().starts_with(&last.prefix) {
