@@ -412,27 +412,6 @@ impl<T> std::ops::Deref for List<T> {
     }
 }
 
-impl<T> std::ops::DerefMut for List<T> {
-    fn deref_mut(&mut self) -> &mut [Field<T>] {
-        self.as_mut_slice()
-    }
-}
-
-impl<'l, T> IntoIterator for &'l List<T> {
-    type Item = &'l Field<T>;
-    type IntoIter = std::slice::Iter<'l, Field<T>>;
-
-    fn into_iter(self) -> Self::IntoIter {
-        self.as_slice().iter()
-    }
-}
-
-impl<T> From<Vec<Field<T>>> for List<T> {
-    fn from(items: Vec<Field<T>>) -> Self {
-        List(Items::Many(items))
-    }
-}
-
 impl<T: fmt::Debug> fmt::Debug for List<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_tuple("List").field(&self.as_slice()).finish()
@@ -572,16 +551,18 @@ mod tests {
         list.push(Field::Null);
         list.push(Field::Value(3));
         assert_eq!(ints(&list), [Some(1), None, Some(3)]);
-        if let Some(Field::Value(last)) = list.last_mut() {
+        if let Some(Field::Value(last)) = list.as_mut_slice().last_mut() {
             *last = 4;
         }
         assert_eq!(list.clone().into_vec(), [Field::Value(1), Field::Null, Field::Value(4)]);
+        *list.push_default() = 5;
+        assert_eq!(ints(&list), [Some(1), None, Some(4), Some(5)]);
     }
 
     #[test]
     fn lists_compare_and_print_by_their_elements_whatever_they_hold_them_in() {
         let inline = List::one(Field::Value(7_i64));
-        let spilled = List::from(vec![Field::Value(7_i64)]);
+        let spilled = List(Items::Many(vec![Field::Value(7_i64)]));
         assert_eq!(inline, spilled);
         assert_ne!(inline, List::new());
         assert_eq!(format!("{inline:?}"), format!("{spilled:?}"));

@@ -13,6 +13,12 @@ use openai_stream::chat::Options;
 use openai_stream::chat::{scan, Chunk};
 use openai_stream::lenient::Field;
 
+/// The scanner's chunk, when it reads `text`.
+fn scanned<'a>(text: &'a str, memo: &mut scan::ScanMemo) -> Option<Chunk<'a>> {
+    let mut out = Chunk::default();
+    scan::read(text, &mut out, memo).then_some(out)
+}
+
 fn serde_path(text: &str) -> Option<Chunk<'_>> {
     match serde_json::from_str::<Field<Chunk>>(text) {
         Ok(Field::Value(c)) => Some(c),
@@ -32,12 +38,12 @@ fn check(text: &str) -> bool {
 fn check_after(before: Option<&str>, text: &str) -> bool {
     let mut memo = scan::ScanMemo::default();
     if let Some(before) = before {
-        let _ = scan::chunk(before, &mut memo);
+        let _ = scanned(before, &mut memo);
     }
-    let first = scan::chunk(text, &mut memo);
+    let first = scanned(text, &mut memo);
     // Again: now the envelope of `text` is remembered (when it has one),
     // and read from the memo instead of scanned.
-    let Some(scanned) = scan::chunk(text, &mut memo) else {
+    let Some(scanned) = scanned(text, &mut memo) else {
         assert!(first.is_none(), "read once, then not: {text:?}");
         return false;
     };
@@ -153,7 +159,7 @@ fn hand_written_lines_agree_with_serde() {
     let accepted = LINES.iter().filter(|line| check(line)).count();
     // The common shapes go the fast way.
     for line in &LINES[..5] {
-        assert!(scan::chunk(line, &mut scan::ScanMemo::default()).is_some(), "the scanner gave up on {line}");
+        assert!(scanned(line, &mut scan::ScanMemo::default()).is_some(), "the scanner gave up on {line}");
     }
     assert!(accepted > 15, "only {accepted} lines scanned");
 }
@@ -260,7 +266,7 @@ fn plain_deltas_are_read_as_their_chunks_are() {
     for line in LINES.iter().take(3) {
         mutations(line, |text| {
             let mut memo = scan::ScanMemo::default();
-            let _ = scan::chunk(line, &mut memo);
+            let _ = scanned(line, &mut memo);
             hits += usize::from(scan::plain(text.as_bytes(), &memo).is_some());
             let body = format!("data: {line}\n\ndata: {text}\n\ndata: {text}\n\n");
             plain_path_agrees(body.as_bytes(), 1 << 12);

@@ -346,7 +346,7 @@ mod tests {
                 panic!("no tool_calls in {list}");
             };
             calls.begin_list();
-            for item in items {
+            for item in items.iter() {
                 applied.push(calls.apply(item.get().expect("an object"), anomalies));
             }
         }

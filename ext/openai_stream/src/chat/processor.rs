@@ -496,7 +496,7 @@ impl State<Chat> {
         }
         let mut first_error = Ok(());
         self.calls.begin_list();
-        for item in list {
+        for item in list.iter() {
             let Some(d) = self.field(item, "choices[0].delta.tool_calls[]") else { continue };
             self.apply_call(d, finishing, &mut first_error);
         }
@@ -567,7 +567,7 @@ impl State<Chat> {
         if let Some(message) = self.field(&choice.message, "choices[0].message") {
             self.apply_content(&message.content);
             let list = self.field(&message.tool_calls, "choices[0].message.tool_calls");
-            for item in list.into_iter().flatten() {
+            for item in list.iter().flat_map(|l| l.iter()) {
                 let Some(d) = self.field(item, "choices[0].message.tool_calls[]") else { continue };
                 let Some(call) = self.calls.add_whole(d, &mut self.anomalies) else { continue };
                 keep_first(&mut result, self.complete(call));

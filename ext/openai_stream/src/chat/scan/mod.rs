@@ -237,12 +237,6 @@ impl TextAt {
     }
 }
 
-/// [`read`] into a new chunk.
-pub fn chunk<'a>(text: &'a str, memo: &mut ScanMemo) -> Option<Chunk<'a>> {
-    let mut out = Chunk::default();
-    read(text, &mut out, memo).then_some(out)
-}
-
 /// Bytes that end the fast part of a string: the quote, a backslash, and
 /// control characters (which JSON forbids unescaped).
 static STRING_STOP: [bool; 256] = {
