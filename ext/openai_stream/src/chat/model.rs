@@ -117,16 +117,8 @@ impl<'a> Chunk<'a> {
         Ok(Chunk::from_field(field))
     }
 
-    /// `{"choices":[{"delta":{"content": text}}]}`: a chunk that is
-    /// nothing but a text delta.
-    pub fn text(text: &'a str) -> Chunk<'a> {
-        let delta = Delta { content: Field::Value(Content::Text(Cow::Borrowed(text))), ..Delta::default() };
-        let choice = Choice { delta: Field::Value(delta), ..Choice::default() };
-        Chunk { choices: Field::Value(List::one(Field::Value(choice))), ..Chunk::default() }
-    }
-
     /// True when the processor does with this chunk exactly what it does
-    /// with [`Chunk::text`] of its content: one choice whose delta has text
+    /// with the text of its content alone: one choice whose delta has text
     /// content and no tool calls, no finish_reason, and no other field read
     /// (an `object` other than `"error"` aside; `native_finish_reason` is
     /// read only next to a finish_reason).
@@ -182,15 +174,9 @@ mod tests {
     }
 
     #[test]
-    fn a_text_chunk_is_the_json_one() {
-        let json = r#"{"choices":[{"delta":{"content":"hi"}}]}"#;
-        assert_eq!(Chunk::text("hi"), Chunk::from_json(json).unwrap());
-        assert!(Chunk::text("hi").is_bare_text());
-    }
-
-    #[test]
     fn a_bare_text_chunk_has_nothing_but_its_content() {
         let bare = [
+            r#"{"choices":[{"delta":{"content":"hi"}}]}"#,
             r#"{"id":"x","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}"#,
             r#"{"object":null,"choices":[{"delta":{"content":"x"}}]}"#,
             r#"{"choices":[{"delta":{"content":"x"},"native_finish_reason":"STOP"}]}"#,

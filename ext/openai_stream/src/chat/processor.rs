@@ -827,10 +827,12 @@ mod tests {
                                 let c = Chunk::from_json(json).expect("test JSON");
                                 (chunks.process_chunk(&c).map(|_| ()), texts.process_chunk(&c).map(|_| ()))
                             }
-                            Err(text) => (
-                                chunks.process_chunk(&Chunk::text(text)).map(|_| ()),
-                                texts.process_text(text).map(|_| ()),
-                            ),
+                            Err(text) => {
+                                let json = serde_json::json!({"choices": [{"delta": {"content": text}}]});
+                                let json = json.to_string();
+                                let c = Chunk::from_json(&json).expect("test JSON");
+                                (chunks.process_chunk(&c).map(|_| ()), texts.process_text(text).map(|_| ()))
+                            }
                         };
                         assert_eq!(format!("{a:?}"), format!("{b:?}"), "{step:?}");
                         assert_eq!(
