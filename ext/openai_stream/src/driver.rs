@@ -380,26 +380,16 @@ where
             Line::Field { name: b"id" | b"retry", .. } => Ok(()),
             Line::Field { .. } if line.first() == Some(&b'{') => {
                 if self.first(AnomalyKind::UnprefixedData) {
-                    self.anomalies.push(
-                        Anomaly::new(
-                            AnomalyKind::UnprefixedData,
-                            "a JSON line without \"data:\" was read as data",
-                        )
-                        .excerpt_bytes(line),
-                    );
+                    let what = "a JSON line without \"data:\" was read as data";
+                    self.anomalies.push(Anomaly::new(AnomalyKind::UnprefixedData, what).excerpt_bytes(line));
                 }
                 self.on_data(line)
             }
             Line::Field { name, .. } => {
                 if !self.reported_fields.iter().any(|f| f == name) && self.reported_fields.len() < 16 {
                     self.reported_fields.push(name.to_vec());
-                    self.anomalies.push(
-                        Anomaly::new(
-                            AnomalyKind::UnknownSseField,
-                            format!("SSE field {:?} is not known; skipped", excerpt_bytes(name)),
-                        )
-                        .excerpt_bytes(line),
-                    );
+                    let what = format!("SSE field {:?} is not known; skipped", excerpt_bytes(name));
+                    self.anomalies.push(Anomaly::new(AnomalyKind::UnknownSseField, what).excerpt_bytes(line));
                 }
                 Ok(())
             }
@@ -450,10 +440,8 @@ where
                 Err(Error::Provider { payload: Some(JsonValue::String(message.clone())), message })
             }
             Some(_) => {
-                self.anomalies.push(
-                    Anomaly::new(AnomalyKind::NonJsonData, "a data payload that is not JSON was skipped")
-                        .excerpt_bytes(trimmed),
-                );
+                let what = "a data payload that is not JSON was skipped";
+                self.anomalies.push(Anomaly::new(AnomalyKind::NonJsonData, what).excerpt_bytes(trimmed));
                 Ok(())
             }
         }
@@ -498,13 +486,8 @@ where
             Ok(false) if at_end => {
                 self.calls
                     .note_lost(&format!("an event cut by the end of the stream: {}", excerpt_bytes(&data)));
-                self.anomalies.push(
-                    Anomaly::new(
-                        AnomalyKind::TruncatedEvent,
-                        "the stream ended inside an event whose JSON was not complete; skipped",
-                    )
-                    .excerpt_bytes(&data),
-                );
+                let what = "the stream ended inside an event whose JSON was not complete; skipped";
+                self.anomalies.push(Anomaly::new(AnomalyKind::TruncatedEvent, what).excerpt_bytes(&data));
                 Ok(())
             }
             Ok(false) => Err(self.lost(truncated_event(&data))),

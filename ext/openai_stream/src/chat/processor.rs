@@ -178,13 +178,8 @@ impl Protocol for State<Chat> {
         if self.error_event {
             return Err(Error::Provider { message: excerpt(text), payload: serde_json::from_str(text).ok() });
         }
-        self.anomalies.push(
-            Anomaly::new(
-                AnomalyKind::UnexpectedPayload,
-                format!("a data payload that is a JSON {} was skipped", kind.name()),
-            )
-            .excerpt(text),
-        );
+        let what = format!("a data payload that is a JSON {} was skipped", kind.name());
+        self.anomalies.push(Anomaly::new(AnomalyKind::UnexpectedPayload, what).excerpt(text));
         Ok(true)
     }
 
@@ -199,14 +194,12 @@ impl Protocol for State<Chat> {
     fn close(&mut self) -> Result<(), Error> {
         if self.calls.any_open() && !self.own.saw_finish_reason && !self.saw_done {
             let open = self.open_ids();
-            self.anomalies.push(Anomaly::new(
-                AnomalyKind::Truncated,
-                format!(
-                    "stream ended without finish_reason or [DONE]; completed {} open call(s) from what arrived: {}",
-                    open.len(),
-                    open.join(", ")
-                ),
-            ));
+            let (n, ids) = (open.len(), open.join(", "));
+            let what = format!(
+                "stream ended without finish_reason or [DONE]; completed {n} open call(s) from what \
+                 arrived: {ids}"
+            );
+            self.anomalies.push(Anomaly::new(AnomalyKind::Truncated, what));
         }
         let completed = self.complete_open();
         if let Some(legacy) = self.own.legacy.as_mut() {
@@ -229,24 +222,14 @@ impl State<Chat> {
         let too_many = self.glued_in_line >= MAX_GLUED;
         if too_many {
             self.calls.note_lost(&format!("the rest of a line of glued events: {}", excerpt(rest)));
-            self.anomalies.push(
-                Anomaly::new(
-                    AnomalyKind::UnreadableEvent,
-                    format!(
-                        "more than {MAX_GLUED} events glued onto one line; the rest of the line was skipped"
-                    ),
-                )
-                .excerpt(rest),
-            );
+            let what =
+                format!("more than {MAX_GLUED} events glued onto one line; the rest of the line was skipped");
+            self.anomalies.push(Anomaly::new(AnomalyKind::UnreadableEvent, what).excerpt(rest));
         } else if self.first(AnomalyKind::GluedEvent) {
-            self.anomalies.push(
-                Anomaly::new(
-                    AnomalyKind::GluedEvent,
-                    "an event's JSON was followed by more text on its line; the JSON ended the event and \
-                     the rest was read as the next line",
-                )
-                .excerpt(rest),
-            );
+            let what =
+                "an event's JSON was followed by more text on its line; the JSON ended the event and the \
+                        rest was read as the next line";
+            self.anomalies.push(Anomaly::new(AnomalyKind::GluedEvent, what).excerpt(rest));
         }
         self.own.in_glued = true;
         let applied = self.payload(head.as_bytes());
@@ -330,13 +313,8 @@ impl State<Chat> {
         let list = self.field(choices, "choices")?;
         self.saw_event = true;
         if list.len() > 1 && self.first(AnomalyKind::IgnoredChoices) {
-            self.anomalies.push(
-                Anomaly::new(
-                    AnomalyKind::IgnoredChoices,
-                    format!("{} choices in a chunk; only the first is read", list.len()),
-                )
-                .field("choices"),
-            );
+            let what = format!("{} choices in a chunk; only the first is read", list.len());
+            self.anomalies.push(Anomaly::new(AnomalyKind::IgnoredChoices, what).field("choices"));
         }
         self.field(list.first()?, "choices[0]")
     }
@@ -359,13 +337,9 @@ impl State<Chat> {
             // A streamed chunk with the non-streamed `message` instead of a
             // `delta` (some proxies): read it as the delta, and say so.
             (Field::Missing | Field::Null, Field::Value(_) | Field::Converted(..)) => {
-                self.anomalies.push(
-                    Anomaly::new(
-                        AnomalyKind::ConvertedField,
-                        "a streamed choice carried \"message\" instead of \"delta\"; read as the delta",
-                    )
-                    .field("choices[0].message"),
-                );
+                let what = "a streamed choice carried \"message\" instead of \"delta\"; read as the delta";
+                self.anomalies
+                    .push(Anomaly::new(AnomalyKind::ConvertedField, what).field("choices[0].message"));
                 &choice.message
             }
             (Field::Missing | Field::Null, Field::Wrong(kind)) => {
@@ -412,17 +386,12 @@ impl State<Chat> {
             Field::Value(Content::Text(t)) => excerpt(t),
             _ => String::new(),
         };
-        self.anomalies.push(
-            Anomaly::new(
-                AnomalyKind::EchoedMessage,
-                format!(
-                    "a streamed event with object \"chat.completion\" repeated the whole message \
-                     ({calls} tool call(s)) after its deltas; nothing of it was emitted again"
-                ),
-            )
-            .field("choices[0].message")
-            .excerpt(&text),
+        let what = format!(
+            "a streamed event with object \"chat.completion\" repeated the whole message ({calls} tool \
+             call(s)) after its deltas; nothing of it was emitted again"
         );
+        self.anomalies
+            .push(Anomaly::new(AnomalyKind::EchoedMessage, what).field("choices[0].message").excerpt(&text));
     }
 
     /// The value of a field (a converted one too), or None; one of a wrong
@@ -469,13 +438,9 @@ impl State<Chat> {
                         Some("thinking" | "reasoning") => {}
                         other => {
                             let what = other.map_or("untyped".to_owned(), |t| format!("{t:?}"));
-                            self.anomalies.push(
-                                Anomaly::new(
-                                    AnomalyKind::IgnoredContentPart,
-                                    format!("a content part of type {what} was ignored"),
-                                )
-                                .field("choices[0].delta.content[]"),
-                            );
+                            let what = format!("a content part of type {what} was ignored");
+                            let a = Anomaly::new(AnomalyKind::IgnoredContentPart, what);
+                            self.anomalies.push(a.field("choices[0].delta.content[]"));
                         }
                     }
                 }
@@ -582,10 +547,8 @@ impl State<Chat> {
     }
 
     fn ignored(&mut self, field: &'static str, kind: Kind) {
-        self.anomalies.push(
-            Anomaly::new(AnomalyKind::IgnoredField, format!("{field} was {}; ignored", kind.described()))
-                .field(field),
-        );
+        let what = format!("{field} was {}; ignored", kind.described());
+        self.anomalies.push(Anomaly::new(AnomalyKind::IgnoredField, what).field(field));
     }
 }
 

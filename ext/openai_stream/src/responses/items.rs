@@ -187,20 +187,16 @@ impl State<Responses> {
             _ => "without a type".to_owned(),
         };
         self.own.items.reported_events.push(name);
-        self.anomalies.push(Anomaly::new(
-            AnomalyKind::IgnoredEvent,
-            format!("an {what} {of} carries nothing this processor returns; skipped (reported once)"),
-        ));
+        let what = format!("an {what} {of} carries nothing this processor returns; skipped (reported once)");
+        self.anomalies.push(Anomaly::new(AnomalyKind::IgnoredEvent, what));
     }
 
     fn item_added(&mut self, at: Place, item: &OutputItem) {
         // The same item announced again (a relay that repeats events): the
         // first stays, so no second, empty call appears.
         if let Some(id) = item.id.filter(|id| self.own.items.has_item(id)) {
-            self.anomalies.push(Anomaly::new(
-                AnomalyKind::DuplicateId,
-                format!("output_item.added for item {id:?} came again; the first is kept"),
-            ));
+            let what = format!("output_item.added for item {id:?} came again; the first is kept");
+            self.anomalies.push(Anomaly::new(AnomalyKind::DuplicateId, what));
             return;
         }
         match item.kind {
@@ -227,13 +223,8 @@ impl State<Responses> {
     fn open_call(&mut self, at: Place, item: &OutputItem) -> CallId {
         let name = item.str("name").unwrap_or("");
         if name.is_empty() {
-            self.anomalies.push(
-                Anomaly::new(
-                    AnomalyKind::IgnoredField,
-                    "a function_call item without a name; its name is empty",
-                )
-                .field("item.name"),
-            );
+            let what = "a function_call item without a name; its name is empty";
+            self.anomalies.push(Anomaly::new(AnomalyKind::IgnoredField, what).field("item.name"));
         }
         let call = self.calls.open_call(item.call_id().unwrap_or(""), name, &mut self.anomalies);
         let items = &mut self.own.items.call_items;
@@ -263,14 +254,11 @@ impl State<Responses> {
             Some(call) => self.feed(call, delta),
             None if delta.is_empty() => {}
             None => {
-                let mut a = Anomaly::new(
-                    AnomalyKind::OrphanFragment,
-                    format!(
-                        "an arguments delta for output item {} matched no function_call item; skipped",
-                        describe_place(at)
-                    ),
-                )
-                .excerpt(delta);
+                let what = describe_place(at);
+                let what = format!(
+                    "an arguments delta for output item {what} matched no function_call item; skipped"
+                );
+                let mut a = Anomaly::new(AnomalyKind::OrphanFragment, what).excerpt(delta);
                 a.index = at.output_index;
                 self.anomalies.push(a);
                 // It may have been an open call's: none of them is repaired.
@@ -446,10 +434,8 @@ impl State<Responses> {
             self.stop_reason = reason.map(str::to_owned);
             self.limit_hit = true;
             let what = reason.map_or("no reason given".to_owned(), |r| format!("reason: {r}"));
-            self.anomalies.push(Anomaly::new(
-                AnomalyKind::IncompleteResponse,
-                format!("the response ended incomplete ({what})"),
-            ));
+            let what = format!("the response ended incomplete ({what})");
+            self.anomalies.push(Anomaly::new(AnomalyKind::IncompleteResponse, what));
         }
         Ok(())
     }

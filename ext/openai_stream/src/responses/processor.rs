@@ -168,15 +168,12 @@ impl State<Responses> {
             Some(_) => "the response completed".to_owned(),
             None => "the stream ended before response.completed".to_owned(),
         };
-        self.anomalies.push(Anomaly::new(
-            AnomalyKind::Truncated,
-            format!(
-                "{why} with {} call(s) whose output_item.done never came: {}; each is completed from the \
-                 argument deltas that arrived, unless the output limit drops it",
-                ids.len(),
-                ids.join(", ")
-            ),
-        ));
+        let (n, ids) = (ids.len(), ids.join(", "));
+        let what = format!(
+            "{why} with {n} call(s) whose output_item.done never came: {ids}; each is completed from the \
+             argument deltas that arrived, unless the output limit drops it"
+        );
+        self.anomalies.push(Anomaly::new(AnomalyKind::Truncated, what));
         self.complete_open()
     }
 
@@ -190,13 +187,8 @@ impl State<Responses> {
             });
         }
         if !value.is_object() {
-            self.anomalies.push(
-                Anomaly::new(
-                    AnomalyKind::UnexpectedPayload,
-                    format!("an event that is a JSON {} was skipped", value.kind()),
-                )
-                .excerpt(&value.to_json()),
-            );
+            let what = format!("an event that is a JSON {} was skipped", value.kind());
+            self.anomalies.push(Anomaly::new(AnomalyKind::UnexpectedPayload, what).excerpt(&value.to_json()));
             return Ok(());
         }
         self.apply_event(value)
@@ -210,14 +202,9 @@ impl State<Responses> {
     pub(super) fn apply_usage(&mut self, usage: &JsonValue) {
         let Some(u) = usage_of(usage) else {
             if !matches!(usage, JsonValue::Null) {
-                self.anomalies.push(
-                    Anomaly::new(
-                        AnomalyKind::IgnoredField,
-                        format!("usage is not an object (a JSON {}); ignored", usage.kind()),
-                    )
-                    .field("response.usage")
-                    .excerpt(&usage.to_json()),
-                );
+                let what = format!("usage is not an object (a JSON {}); ignored", usage.kind());
+                let a = Anomaly::new(AnomalyKind::IgnoredField, what).field("response.usage");
+                self.anomalies.push(a.excerpt(&usage.to_json()));
             }
             return;
         };
