@@ -1,6 +1,6 @@
 //! The accumulator driven by arbitrary event sequences: structured chunks
 //! with tool-call deltas (index, id, name, arguments fragments of every
-//! type the servers of stream-shapes.md send, and wrong ones), content and
+//! type the servers of docs/stream-shapes.md send, and wrong ones), content and
 //! finish reasons, rendered to JSON and fed through `Chunk::from_json` and
 //! `process_chunk`, then `finish`. The same chunks run in both modes.
 //!

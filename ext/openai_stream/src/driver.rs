@@ -474,7 +474,7 @@ where
 
     /// The end of an event: data still pending must be complete now. At the
     /// end of the stream an incomplete event is recorded (the stream was
-    /// cut); before it, it is an error (issue 4: data that starts like JSON
+    /// cut); before it, it is an error (rule 53: data that starts like JSON
     /// and does not parse), raised after the rest of the read is decoded.
     fn flush_pending(&mut self, at_end: bool) -> Result<(), Error> {
         if self.pending.is_empty() {

@@ -260,7 +260,7 @@ impl Calls {
         if text.is_empty() {
             return;
         }
-        // Every open call may have lost it (rule: never `{}` or repaired
+        // Every open call may have lost it (rule 23: never `{}` or repaired
         // after dropped fragments, see [`Calls::complete`]).
         self.lose(true, &crate::anomaly::excerpt(&text));
         anomalies.push(h.anomaly(AnomalyKind::OrphanFragment, message).excerpt(&text));
@@ -273,7 +273,7 @@ impl Calls {
     /// - `call`'s arguments are already a complete JSON object and the header
     ///   brings more arguments (Ollama-style index reuse without ids): text
     ///   after a closed object could only make the call invalid. The call is
-    ///   not completed because its text parses (stream-shapes.md: a valid
+    ///   not completed because its text parses (rule 21: a valid
     ///   prefix is not the end); only the new call's arrival ends it.
     fn starts_anew(&self, call: u32, h: &Header) -> bool {
         if h.name.is_none() || h.id.is_some() {

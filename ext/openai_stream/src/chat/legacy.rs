@@ -2,7 +2,7 @@
 //! with a stream: it keeps one tool, reads only `tool_calls[0]` of each
 //! chunk, and drops the rest. Used by the audit to count the calls a site
 //! already lost. Only the tool-call bookkeeping is modelled, from the
-//! behaviour described in discourse-contract.md; nothing else.
+//! behaviour described in docs/discourse-contract.md; nothing else.
 //!
 //! It also raised on the way, which failed the whole request (Discourse
 //! lets the exception out of `decode_chunk`): the arguments of its one tool

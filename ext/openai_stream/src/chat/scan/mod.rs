@@ -14,12 +14,8 @@
 //!
 //! Why it exists: serde's visitor layers, the lenient wrappers and the moves
 //! of the large `Chunk` value between them cost several times the scanning
-//! itself, on every event of every stream. Measured (raw path over the Ruby
-//! floor's throughput, text_2k / tools_4k / tools_4k_partial, `bench/runner.rb
-//! --rounds 2 --time 1` with the scanner switched off by a temporary patch,
-//! 2026-12-04, on Ruby 3.4 + YJIT): with it 12.8x / 24.5x / 13.6x (0.20 /
-//! 0.12 / 0.23 us per event); serde alone 2.9x / 3.2x / 2.7x (0.85 / 0.89 /
-//! 1.03 us), far below issue 8's targets (10x / 15x / 10x).
+//! itself, on every event of every stream. Without it the raw path misses
+//! its targets (docs/decisions.md).
 
 use std::borrow::Cow;
 
