@@ -235,18 +235,19 @@ fn mutated_lines_agree_with_serde() {
 
 /// The processor's shortcut for a delta read through the template
 /// (`scan::plain`, no chunk built) does what the whole chunk does: every
-/// stream decodes to the same items, errors and anomalies as with the
-/// legacy simulator on, which reads every chunk whole.
+/// stream decodes to the same items, errors and anomalies, and the legacy
+/// simulator to the same outcome, as when every chunk is read whole.
 fn plain_path_agrees(body: &[u8], read: usize) {
-    let run = |simulate_legacy: bool| {
-        let mut h = Harness::with(Options {
-            simulate_legacy,
-            partial_tool_calls: read % 2 == 1,
-            ..Options::default()
-        });
+    let run = |whole: bool| {
+        let options =
+            Options { simulate_legacy: true, partial_tool_calls: read % 2 == 1, ..Options::default() };
+        let mut h = Harness::with(options);
+        if whole {
+            h.processor.read_whole_chunks();
+        }
         let mut outs: Vec<_> = body.chunks(read.max(1)).map(|r| h.raw(r)).collect();
         outs.push(h.finish());
-        (outs, h.processor.anomalies().all().to_vec())
+        (outs, h.processor.anomalies().all().to_vec(), h.processor.legacy_outcome().cloned())
     };
     let (fast, whole) = (run(false), run(true));
     assert_eq!(fast, whole, "the plain path differs on {:?}", String::from_utf8_lossy(body));

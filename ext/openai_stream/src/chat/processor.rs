@@ -74,6 +74,19 @@ pub struct Chat {
     legacy: Option<LegacySimulator>,
     /// What the legacy processor would have run in the last finished stream.
     legacy_outcome: Option<LegacyOutcome>,
+    /// See [`ChatProcessor::read_whole_chunks`].
+    #[cfg(feature = "test-hooks")]
+    whole_chunks: bool,
+}
+
+impl Chat {
+    /// Every chunk is read whole (tests compare that with the plain road).
+    fn whole_chunks(&self) -> bool {
+        #[cfg(feature = "test-hooks")]
+        return self.whole_chunks;
+        #[cfg(not(feature = "test-hooks"))]
+        false
+    }
 }
 
 impl Default for ChatProcessor {
@@ -127,6 +140,14 @@ impl ChatProcessor {
     pub fn options(&self) -> Options {
         self.state.own.options
     }
+
+    /// For the crate's tests: every chunk is read whole, also a plain delta
+    /// (which is otherwise applied without a chunk built), so that the two
+    /// roads can be compared.
+    #[cfg(feature = "test-hooks")]
+    pub fn read_whole_chunks(&mut self) {
+        self.state.own.whole_chunks = true;
+    }
 }
 
 impl Protocol for State<Chat> {
@@ -134,9 +155,8 @@ impl Protocol for State<Chat> {
 
     fn payload(&mut self, data: &[u8]) -> Result<bool, Error> {
         // Most events: the last delta with another string, and nothing
-        // else in the chunk. (An error event, and the legacy simulator,
-        // read the whole chunk.)
-        if !self.error_event && self.own.legacy.is_none() {
+        // else in the chunk. (An error event reads the whole chunk.)
+        if !self.error_event && !self.own.whole_chunks() {
             if let Some(plain) = scan::plain(data, &self.own.envelope) {
                 return self.apply_plain(&plain).map(|()| true);
             }
@@ -251,6 +271,9 @@ impl State<Chat> {
                 Ok(())
             }
             Plain::Call(call) => call.with_delta(|call| {
+                if let (Some(legacy), false) = (self.own.legacy.as_mut(), self.own.in_glued) {
+                    legacy.observe_first_call(Some(call));
+                }
                 self.calls.begin_list();
                 let mut first_error = Ok(());
                 self.apply_call(call, false, &mut first_error);
