@@ -434,18 +434,18 @@ impl<'de, T: Lenient<'de>> Lenient<'de> for List<T> {
     }
 }
 
-/// Declares a struct read from a JSON object: known keys are matched (the
+/// Declares structs read from a JSON object: known keys are matched (the
 /// last duplicate wins, as in Ruby's `JSON.parse`), unknown keys skipped,
 /// absent keys left `Missing`. Any other JSON type is `Wrong`. The fast
 /// scanner reads the same keys (`scan::ScanObject`), each field as its type
 /// says (`scan::ScanField`).
 macro_rules! lenient_struct {
-    (
+    ($(
         $(#[$meta:meta])*
         pub struct $name:ident $(<$lt:lifetime>)? {
             $( $(#[$fmeta:meta])* $key:literal => $field:ident : $ty:ty ),* $(,)?
         }
-    ) => {
+    )+) => {$(
         $(#[$meta])*
         #[derive(Debug, Clone, PartialEq, Default)]
         pub struct $name $(<$lt>)? {
@@ -466,7 +466,7 @@ macro_rules! lenient_struct {
         impl<'a> $crate::chat::scan::ScanObject<'a> for $name $(<$lt>)? {
             $crate::lenient::lenient_struct!(@scan 'a; $( $key => $field ),*);
         }
-    };
+    )+};
     (@from_map $( $key:literal => $field:ident ),*) => {
         fn from_map<A: serde::de::MapAccess<'a>>(
             mut map: A,

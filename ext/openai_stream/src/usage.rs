@@ -22,9 +22,7 @@ lenient_struct! {
         "prompt_cache_hit_tokens" => prompt_cache_hit_tokens: Field<Tokens>,
         "cache_creation_tokens" => cache_creation_tokens: Field<Tokens>,
     }
-}
 
-lenient_struct! {
     pub struct PromptTokensDetails {
         "cached_tokens" => cached_tokens: Field<Tokens>,
         "cache_write_tokens" => cache_write_tokens: Field<Tokens>,

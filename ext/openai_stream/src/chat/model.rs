@@ -25,9 +25,7 @@ lenient_struct! {
         /// vLLM's error message (with `object: "error"`).
         "message" => message: Field<Text<'a>>,
     }
-}
 
-lenient_struct! {
     pub struct Choice<'a> {
         "delta" => delta: Field<Delta<'a>>,
         /// The non-streamed response's message; same shape as a delta.
@@ -41,40 +39,30 @@ lenient_struct! {
         /// `MALFORMED_FUNCTION_CALL`); read when `finish_reason` is `"error"`.
         "native_finish_reason" => native_finish_reason: Field<Text<'a>>,
     }
-}
 
-lenient_struct! {
     pub struct Delta<'a> {
         "content" => content: Field<Content<'a>>,
         "tool_calls" => tool_calls: Field<List<ToolCallDelta<'a>>>,
     }
-}
 
-lenient_struct! {
     pub struct ToolCallDelta<'a> {
         "index" => index: Field<Int>,
         "id" => id: Field<Id<'a>>,
         "function" => function: Field<Function<'a>>,
     }
-}
 
-lenient_struct! {
     pub struct Function<'a> {
         "name" => name: Field<Text<'a>>,
         "arguments" => arguments: Field<Arguments<'a>>,
         /// llama.cpp before mid-2025 put the id here.
         "id" => id: Field<Id<'a>>,
     }
-}
 
-lenient_struct! {
     /// Groq's `x_groq` block; its `usage` arrives on the finish chunk.
     pub struct XGroq {
         "usage" => usage: Field<Usage>,
     }
-}
 
-lenient_struct! {
     /// One typed part of an array `content`.
     pub struct ContentPart<'a> {
         "type" => kind: Field<Text<'a>>,

@@ -9,8 +9,8 @@ use std::fmt;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, Visitor};
 
 use crate::json::JsonValue;
-use crate::lenient::{lenient_struct, Field, Skip, Text};
-use crate::usage::{PromptTokensDetails, Tokens, Usage};
+use crate::lenient::{Field, Skip, Text};
+use crate::usage::Usage;
 
 /// Where an event belongs: the output item's position and id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -185,37 +185,18 @@ impl<'de> Deserialize<'de> for DeltaEvent<'de> {
     }
 }
 
-lenient_struct! {
-    /// A Responses usage object, read as rule 39 reads counts.
-    pub struct ResponsesUsage {
-        "input_tokens" => input_tokens: Field<Tokens>,
-        "output_tokens" => output_tokens: Field<Tokens>,
-        "input_tokens_details" => input_tokens_details: Field<InputTokensDetails>,
-    }
-}
-
-lenient_struct! {
-    pub struct InputTokensDetails {
-        "cached_tokens" => cached_tokens: Field<Tokens>,
-        "cache_write_tokens" => cache_write_tokens: Field<Tokens>,
-    }
-}
-
-/// A Responses usage object as the shared usage fields (None: not an
-/// object).
+/// A Responses usage object as the shared usage fields, read by their reader
+/// (rule 39) under this protocol's names (None: not an object).
 pub(super) fn usage_of(usage: &JsonValue) -> Option<Usage> {
-    let Ok(Field::Value(u)) = Field::<ResponsesUsage>::deserialize(usage) else { return None };
-    let details = u.input_tokens_details.map(|d| PromptTokensDetails {
-        cached_tokens: d.cached_tokens,
-        cache_write_tokens: d.cache_write_tokens,
-        ..PromptTokensDetails::default()
-    });
-    Some(Usage {
-        prompt_tokens: u.input_tokens,
-        completion_tokens: u.output_tokens,
-        prompt_tokens_details: details,
-        ..Usage::default()
-    })
+    let JsonValue::Object(pairs) = usage else { return None };
+    let shared = |key: &str| match key {
+        "input_tokens" => Some("prompt_tokens"),
+        "output_tokens" => Some("completion_tokens"),
+        "input_tokens_details" => Some("prompt_tokens_details"),
+        _ => None,
+    };
+    let renamed = pairs.iter().filter_map(|(k, v)| Some((shared(k)?.to_owned(), v.clone()))).collect();
+    Field::<Usage>::deserialize(&JsonValue::Object(renamed)).ok()?.get().cloned()
 }
 
 /// The shared usage field names in this protocol's words.
@@ -226,6 +207,12 @@ pub(super) fn responses_field_name(field: &'static str) -> &'static str {
         "usage.prompt_tokens_details" => "usage.input_tokens_details",
         "usage.prompt_tokens_details.cached_tokens" => "usage.input_tokens_details.cached_tokens",
         "usage.prompt_tokens_details.cache_write_tokens" => "usage.input_tokens_details.cache_write_tokens",
+        "usage.prompt_tokens_details.cache_creation_tokens" => {
+            "usage.input_tokens_details.cache_creation_tokens"
+        }
+        "usage.prompt_tokens_details.cache_creation_input_tokens" => {
+            "usage.input_tokens_details.cache_creation_input_tokens"
+        }
         other => other,
     }
 }

@@ -519,6 +519,16 @@ mod tests {
         let mut p = ResponsesProcessor::default();
         p.process_message(&serde_json::from_str(r#"{"usage":{"input_tokens_details":7}}"#).unwrap()).unwrap();
         assert_eq!(p.anomalies().all()[0].field, Some("usage.input_tokens_details"));
+        // Rule 37's other names of cache writes; the chat names of the
+        // counts themselves are not this protocol's.
+        let usage = r#"{"usage":{"prompt_tokens":100,"input_tokens":9,
+            "input_tokens_details":{"cache_creation_input_tokens":"x","cache_creation_tokens":2}}}"#;
+        let mut p = ResponsesProcessor::default();
+        p.process_message(&serde_json::from_str(usage).unwrap()).unwrap();
+        let u = p.usage();
+        assert_eq!((u.prompt_tokens, u.cache_write_tokens), (Some(7), Some(2)));
+        let field = p.anomalies().all().first().and_then(|a| a.field);
+        assert_eq!(field, Some("usage.input_tokens_details.cache_creation_input_tokens"));
     }
 
     #[test]
