@@ -1,5 +1,5 @@
 //! The chunk scanner (the fast path of `ChatProcessor::decode`) against the
-//! serde path it must agree with: whenever `chunk::scan::read` accepts a
+//! serde path it must agree with: whenever `chat::scan::read` accepts a
 //! text, serde_json reads the same text as an object and builds exactly the
 //! same `Chunk`. (When the scanner gives up, serde_json decides alone, so
 //! there is nothing to compare.)

@@ -1,4 +1,4 @@
-//! What both protocol processors (chat completions, `processor`, and
+//! What both protocol processors (chat completions, `chat`, and
 //! Responses, `responses`) share: the driver over the SSE line reader, the
 //! state of one stream, the framing of data lines into JSON payloads, the
 //! error rules of a read, usage totals and the completion of tool calls.
@@ -30,7 +30,7 @@ pub enum OutputLimit {
 }
 
 /// A processor: raw bytes, or events parsed by the caller, in; items out.
-/// [`crate::processor::Processor`] and
+/// [`crate::chat::ChatProcessor`] and
 /// [`crate::responses::ResponsesProcessor`] are its two protocols.
 #[derive(Debug)]
 pub struct Driver<P> {
@@ -41,7 +41,7 @@ pub struct Driver<P> {
 /// What a protocol reads and decides on its own.
 pub trait Protocol {
     /// What one event of the protocol is, for the anomaly of a stream that
-    /// had none (see [`State::saw_event`]).
+    /// had none (see `State::saw_event`).
     const EVENT: &'static str;
     /// Parses and applies one JSON payload. `Ok(false)`: the JSON is not
     /// complete yet (more data lines may follow); nothing was applied.
