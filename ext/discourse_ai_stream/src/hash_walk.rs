@@ -43,9 +43,9 @@ use std::mem::MaybeUninit;
 use std::os::raw::c_int;
 use std::sync::OnceLock;
 
-use openai_stream::chunk::{
-    Arguments, Choice, Chunk, Content, Delta, Field, Function, Id, Int, List, Text, ToolCallDelta,
-};
+use openai_stream::calls::Arguments;
+use openai_stream::chat::{Choice, Chunk, Content, Delta, Function, ToolCallDelta};
+use openai_stream::lenient::{Field, Id, Int, List, Text};
 use rb_sys::{ruby_special_consts, ruby_value_type, VALUE};
 
 /// The keys the walker knows, as `K` and in `KNOWN` by name; `K::Skipped`
@@ -585,7 +585,7 @@ unsafe fn symbol_name<'s>(sym: VALUE) -> Option<&'s str> {
 /// building a chunk: `{choices: [{delta: {content: "..."}}]}`, with any
 /// keys no struct reads, an `object` that is a UTF-8 String other than
 /// `"error"` (or nil), and a `finish_reason` that is nil. The core's
-/// [`openai_stream::processor::Processor::process_text`] does with it
+/// [`openai_stream::chat::ChatProcessor::process_text`] does with it
 /// exactly what it does with that chunk. None for anything else, which
 /// [`read`] (or the other reader) reads as usual: a key of another field (`usage`,
 /// `error`, `tool_calls`, ... even when nil), another type, a list of

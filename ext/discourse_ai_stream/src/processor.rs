@@ -11,10 +11,10 @@ use magnus::value::ReprValue;
 use magnus::{Error, RArray, RHash, Ruby, Symbol, TryConvert, TypedData, Value};
 use openai_stream::anomaly::Anomalies;
 use openai_stream::calls::Calls;
-use openai_stream::chunk::Chunk;
+use openai_stream::chat::Chunk;
+use openai_stream::chat::{ChatProcessor as Processor, Options};
 use openai_stream::json::JsonValue;
 use openai_stream::output::{Item, Output};
-use openai_stream::processor::{Options, Processor};
 use openai_stream::usage::UsageMode;
 
 use crate::errors;

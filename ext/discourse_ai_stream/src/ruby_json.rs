@@ -24,8 +24,9 @@ use magnus::value::ReprValue;
 use magnus::IntoValue;
 use magnus::{Error, Float, Integer, RArray, RHash, RString, Ruby, Symbol, Value};
 use openai_stream::anomaly::{Anomaly, AnomalyKind};
-use openai_stream::chunk::{Chunk, Field};
+use openai_stream::chat::Chunk;
 use openai_stream::json::{JsonValue, Number};
+use openai_stream::lenient::Field;
 use serde::Deserialize;
 
 use crate::{errors, guard::guard, hash_walk};
