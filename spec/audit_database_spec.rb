@@ -1,7 +1,6 @@
 # frozen_string_literal: true
 
 require "rake"
-require "stringio"
 require_relative "support/audit_database"
 
 # The audit against ai_api_audit_logs in a real PostgreSQL, which this run

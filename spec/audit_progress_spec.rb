@@ -1,7 +1,5 @@
 # frozen_string_literal: true
 
-require "stringio"
-
 RSpec.describe DiscourseAiStream::Audit::Progress do
   let(:io) { StringIO.new }
   let(:time) { [100.0] }

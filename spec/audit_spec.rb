@@ -1,11 +1,8 @@
 # frozen_string_literal: true
 
 require "fileutils"
-require "json"
 require "pathname"
 require "rake"
-require "stringio"
-require "tmpdir"
 require_relative "support/sse_fixtures"
 
 RSpec.describe DiscourseAiStream::Audit do

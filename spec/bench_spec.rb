@@ -1,7 +1,5 @@
 # frozen_string_literal: true
 
-require "stringio"
-
 $LOAD_PATH.unshift(File.expand_path("../bench", __dir__))
 require "workloads"
 require "paths"

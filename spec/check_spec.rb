@@ -3,7 +3,6 @@
 require_relative "spec_helper"
 require "open3"
 require "rake"
-require "stringio"
 require_relative "support/discourse_stand_ins"
 
 # `rake discourse_ai_stream:check` on a site of each Discourse generation

@@ -1,10 +1,7 @@
 # frozen_string_literal: true
 
-require "json"
 require "open3"
 require "rbconfig"
-require "stringio"
-require "tmpdir"
 require "discourse_ai_stream/cli"
 
 RSpec.describe DiscourseAiStream::CLI do

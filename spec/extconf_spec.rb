@@ -3,7 +3,6 @@
 require "fileutils"
 require "open3"
 require "rbconfig"
-require "tmpdir"
 require_relative "support/child_process"
 
 # The Makefile extconf.rb writes: which cargo, which profile and which files

@@ -1,7 +1,6 @@
 # frozen_string_literal: true
 
 require "fileutils"
-require "tmpdir"
 require_relative "support/child_process"
 
 # lib/discourse_ai_stream.rb loads the build for this Ruby's minor version

@@ -1,10 +1,8 @@
 # frozen_string_literal: true
 
 require "fileutils"
-require "json"
 require "rbconfig"
 require "rubygems/package"
-require "tmpdir"
 require "zlib"
 require_relative "support/child_process"
 

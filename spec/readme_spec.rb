@@ -1,7 +1,6 @@
 # frozen_string_literal: true
 
 require_relative "spec_helper"
-require "stringio"
 require_relative "../examples/repro"
 require_relative "support/child_process"
 require_relative "support/audit_database"

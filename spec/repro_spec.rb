@@ -2,7 +2,6 @@
 
 require_relative "spec_helper"
 require "open3"
-require "stringio"
 require_relative "../examples/repro"
 
 RSpec.describe "examples/repro.rb (bin/repro)" do

@@ -3,6 +3,10 @@
 # Specs run against the working copy: lib/ plus the extension that
 # `bundle exec rake compile` put into lib/discourse_ai_stream/.
 $LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
+# The standard library most specs use.
+require "json"
+require "stringio"
+require "tmpdir"
 begin
   require "discourse_ai_stream"
 rescue LoadError => e

@@ -1,6 +1,6 @@
 //! The accumulator driven by arbitrary event sequences: structured chunks
 //! with tool-call deltas (index, id, name, arguments fragments of every
-//! type the servers of stream-shapes.md send, and wrong ones), content and
+//! type the servers of docs/stream-shapes.md send, and wrong ones), content and
 //! finish reasons, rendered to JSON and fed through `Chunk::from_json` and
 //! `process_chunk`, then `finish`. The same chunks run in both modes.
 //!
@@ -23,11 +23,11 @@ use common::{consistent, ruby_view, Mirror};
 use libfuzzer_sys::arbitrary::{self, Arbitrary};
 use libfuzzer_sys::fuzz_target;
 use openai_stream::anomaly::AnomalyKind;
-use openai_stream::chunk::Chunk;
+use openai_stream::chat::Chunk;
 use openai_stream::error::Error;
 use openai_stream::json::JsonValue;
 use openai_stream::output::Item;
-use openai_stream::processor::{Options, Processor};
+use openai_stream::chat::{ChatProcessor, Options};
 use serde_json::{json, Value};
 
 /// Whole argument documents; fragments are slices of them, so fragmented
@@ -310,7 +310,7 @@ fuzz_target!(|input: Input| {
 });
 
 fn drive(partial: bool, chunks: &[String]) -> Run {
-    let mut p = Processor::new(Options { partial_tool_calls: partial, ..Options::default() });
+    let mut p = ChatProcessor::new(Options { partial_tool_calls: partial, ..Options::default() });
     let mut state = State::default();
     for text in chunks {
         let chunk = Chunk::from_json(text).expect("rendered chunks are valid JSON");
@@ -357,7 +357,7 @@ struct State {
 }
 
 impl State {
-    fn observe(&mut self, p: &Processor, result: Result<(), Error>) {
+    fn observe(&mut self, p: &ChatProcessor, result: Result<(), Error>) {
         for item in p.output().items() {
             match item {
                 Item::Text(t) => assert!(!t.is_empty()),

@@ -1,5 +1,5 @@
-//! The chunk scanner (the fast path of `Processor::decode`) against the
-//! serde path it must agree with: whenever `chunk::scan::read` accepts a
+//! The chunk scanner (the fast path of `ChatProcessor::decode`) against the
+//! serde path it must agree with: whenever `chat::scan::read` accepts a
 //! text, serde_json reads the same text as an object and builds exactly the
 //! same `Chunk`. (When the scanner gives up, serde_json decides alone, so
 //! there is nothing to compare.)
@@ -11,7 +11,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use openai_stream::chunk::{scan, Chunk, Field};
+use openai_stream::chat::{scan, Chunk};
+use openai_stream::lenient::Field;
 
 fuzz_target!(|data: &[u8]| {
     let mut memo = scan::ScanMemo::default();

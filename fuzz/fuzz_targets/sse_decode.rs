@@ -1,4 +1,4 @@
-//! Raw bytes through `Processor::decode`, whole and split into reads at
+//! Raw bytes through `ChatProcessor::decode`, whole and split into reads at
 //! fuzzer-chosen points, then `finish`.
 //!
 //! Input: a flags byte (bit 0: a small `max_line_bytes`; bit 1 / bit 2:
@@ -35,7 +35,7 @@ use openai_stream::anomaly::{Anomalies, Anomaly, AnomalyKind};
 use openai_stream::error::Error;
 use openai_stream::json::JsonValue;
 use openai_stream::output::Item;
-use openai_stream::processor::{Options, Processor};
+use openai_stream::chat::{ChatProcessor, Options};
 use openai_stream::usage::UsageReport;
 
 fuzz_target!(|data: &[u8]| run(data));
@@ -75,8 +75,8 @@ fn run(data: &[u8]) {
     };
 
     let reads = split(body, *flags >> 4, *seed);
-    let whole = drive(Processor::new(options(flags & 2 != 0)), &[body]);
-    let split = drive(Processor::new(options(flags & 4 != 0)), &reads);
+    let whole = drive(ChatProcessor::new(options(flags & 2 != 0)), &[body]);
+    let split = drive(ChatProcessor::new(options(flags & 4 != 0)), &reads);
 
     assert_eq!(texts(&whole.seen), texts(&split.seen), "text, whole vs {} reads", reads.len());
     assert_eq!(completions(&whole.seen), completions(&split.seen), "calls, whole vs {} reads", reads.len());
@@ -93,7 +93,7 @@ fn run(data: &[u8]) {
     }
 }
 
-fn drive(mut p: Processor, reads: &[&[u8]]) -> Run {
+fn drive(mut p: ChatProcessor, reads: &[&[u8]]) -> Run {
     let max_line = p.options().max_line_bytes;
     let mut seen = Vec::new();
     let mut completed = HashSet::new();
@@ -141,7 +141,7 @@ fn drive(mut p: Processor, reads: &[&[u8]]) -> Run {
     Run { seen, usage: p.usage(), any_error, reports, anomalies, anomaly_limit }
 }
 
-fn collect(p: &Processor, seen: &mut Vec<Seen>, completed: &mut HashSet<u32>) {
+fn collect(p: &ChatProcessor, seen: &mut Vec<Seen>, completed: &mut HashSet<u32>) {
     for item in p.output().items() {
         match item {
             Item::Text(t) => {

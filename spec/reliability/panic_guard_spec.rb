@@ -1,6 +1,5 @@
 # frozen_string_literal: true
 
-require "json"
 require_relative "../spec_helper"
 require_relative "../support/chunks"
 require_relative "../support/child_process"

@@ -38,8 +38,9 @@ use magnus::rb_sys::{protect, AsRawValue, FromRawValue};
 use magnus::value::ReprValue;
 use magnus::{Error, RString, Ruby, Value};
 use openai_stream::anomaly::{excerpt_bytes, Anomaly, AnomalyKind};
-use openai_stream::chunk::{Chunk, Reads, ReadsOf};
+use openai_stream::chat::Chunk;
 use openai_stream::error::StreamErrorKind;
+use openai_stream::lenient::{Reads, ReadsOf};
 use rb_sys::{ruby_value_type as T, VALUE};
 
 use crate::errors;

@@ -11,9 +11,9 @@ use magnus::gc::Marker;
 use magnus::value::{Opaque, ReprValue};
 use magnus::{Error, RArray, RClass, Ruby, Value};
 use openai_stream::calls::CallId;
+use openai_stream::chat::ChatProcessor as Processor;
 use openai_stream::error::Error as CoreError;
 use openai_stream::output::Item;
-use openai_stream::processor::Processor;
 use openai_stream::responses::ResponsesProcessor;
 use openai_stream::usage::UsageReport;
 

@@ -10,8 +10,8 @@ use magnus::value::ReprValue;
 use magnus::{Error, RArray, Ruby, Symbol, TypedData, Value};
 use openai_stream::anomaly::Anomalies;
 use openai_stream::calls::Calls;
+use openai_stream::chat::{ChatProcessor as Processor, Options};
 use openai_stream::output::{Item, Output};
-use openai_stream::processor::{Options, Processor};
 use openai_stream::usage::UsageMode;
 use rb_sys::VALUE;
 

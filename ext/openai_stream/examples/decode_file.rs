@@ -12,7 +12,7 @@
 
 use std::time::Instant;
 
-use openai_stream::processor::{Options, Processor};
+use openai_stream::chat::{ChatProcessor, Options};
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -24,7 +24,7 @@ fn main() {
     let started = Instant::now();
     let mut items = 0usize;
     for _ in 0..streams {
-        let mut processor = Processor::new(Options { partial_tool_calls: partial, ..Options::default() });
+        let mut processor = ChatProcessor::new(Options { partial_tool_calls: partial, ..Options::default() });
         for read in body.chunks(512) {
             items += processor.decode(read).map(|out| out.len()).unwrap_or(0);
         }

@@ -1,11 +1,12 @@
 //! A tool call's final parameters from its raw arguments text.
 //!
 //! Strict JSON first; when that fails, the repairs real servers make
-//! necessary (see `stream-shapes.md`, "Arguments"): a dropped leading `{` or
-//! `{"`, missing closing brackets of truncated text, both, and arguments
-//! encoded twice (a JSON string holding the object). Each repair is one more
-//! parse, at most three in all. Anything else is an error that says what is
-//! wrong: bad arguments never silently become `{}`.
+//! necessary (rules 20 to 23 of docs/stream-shapes.md; the repairs are
+//! rule 22): a dropped leading `{` or `{"`, missing closing brackets of
+//! truncated text, both, and arguments encoded twice (a JSON string holding
+//! the object). Each repair is one more parse, at most three in all. Anything
+//! else is an error that says what is wrong: bad arguments never silently
+//! become `{}`.
 
 use std::fmt;
 

@@ -1,4 +1,4 @@
-//! What both protocol processors (chat completions, `processor`, and
+//! What both protocol processors (chat completions, `chat`, and
 //! Responses, `responses`) share: the driver over the SSE line reader, the
 //! state of one stream, the framing of data lines into JSON payloads, the
 //! error rules of a read, usage totals and the completion of tool calls.
@@ -6,12 +6,12 @@
 
 use crate::anomaly::{excerpt_bytes, Anomalies, Anomaly, AnomalyKind};
 use crate::calls::{CallId, Calls};
-use crate::chunk::Usage;
 use crate::error::{Error, StreamErrorKind};
 use crate::event_data::{completeness, line_too_long, starts_event, truncated_event, Completeness};
 use crate::json::JsonValue;
 use crate::output::Output;
 use crate::sse::{Event, Line, LineReader};
+use crate::usage::Usage;
 use crate::usage::{UsageMode, UsageReport, UsageTotals};
 
 /// What becomes of the tool calls still open when the output limit stops a
@@ -30,7 +30,7 @@ pub enum OutputLimit {
 }
 
 /// A processor: raw bytes, or events parsed by the caller, in; items out.
-/// [`crate::processor::Processor`] and
+/// [`crate::chat::ChatProcessor`] and
 /// [`crate::responses::ResponsesProcessor`] are its two protocols.
 #[derive(Debug)]
 pub struct Driver<P> {
@@ -41,7 +41,7 @@ pub struct Driver<P> {
 /// What a protocol reads and decides on its own.
 pub trait Protocol {
     /// What one event of the protocol is, for the anomaly of a stream that
-    /// had none (see [`State::saw_event`]).
+    /// had none (see `State::saw_event`).
     const EVENT: &'static str;
     /// Parses and applies one JSON payload. `Ok(false)`: the JSON is not
     /// complete yet (more data lines may follow); nothing was applied.
@@ -314,6 +314,9 @@ where
     /// that cannot be read is skipped and recorded unless the processor is
     /// strict or the error is a limit that protects the process.
     fn note_error(&mut self, e: Error, first_error: &mut Option<Error>, at_end: bool) {
+        // The provider's error (an `event: error` too) is an event of the
+        // protocol: the stream is not another protocol's (rule 75).
+        self.saw_event |= matches!(e, Error::Provider { .. });
         let skipped = match &e {
             Error::Stream { kind, .. } => !self.strict && !kind.is_limit(),
             _ => false,
@@ -368,26 +371,16 @@ where
             Line::Field { name: b"id" | b"retry", .. } => Ok(()),
             Line::Field { .. } if line.first() == Some(&b'{') => {
                 if self.first(AnomalyKind::UnprefixedData) {
-                    self.anomalies.push(
-                        Anomaly::new(
-                            AnomalyKind::UnprefixedData,
-                            "a JSON line without \"data:\" was read as data",
-                        )
-                        .excerpt_bytes(line),
-                    );
+                    let what = "a JSON line without \"data:\" was read as data";
+                    self.anomalies.push(Anomaly::new(AnomalyKind::UnprefixedData, what).excerpt_bytes(line));
                 }
                 self.on_data(line)
             }
             Line::Field { name, .. } => {
                 if !self.reported_fields.iter().any(|f| f == name) && self.reported_fields.len() < 16 {
                     self.reported_fields.push(name.to_vec());
-                    self.anomalies.push(
-                        Anomaly::new(
-                            AnomalyKind::UnknownSseField,
-                            format!("SSE field {:?} is not known; skipped", excerpt_bytes(name)),
-                        )
-                        .excerpt_bytes(line),
-                    );
+                    let what = format!("SSE field {:?} is not known; skipped", excerpt_bytes(name));
+                    self.anomalies.push(Anomaly::new(AnomalyKind::UnknownSseField, what).excerpt_bytes(line));
                 }
                 Ok(())
             }
@@ -438,10 +431,8 @@ where
                 Err(Error::Provider { payload: Some(JsonValue::String(message.clone())), message })
             }
             Some(_) => {
-                self.anomalies.push(
-                    Anomaly::new(AnomalyKind::NonJsonData, "a data payload that is not JSON was skipped")
-                        .excerpt_bytes(trimmed),
-                );
+                let what = "a data payload that is not JSON was skipped";
+                self.anomalies.push(Anomaly::new(AnomalyKind::NonJsonData, what).excerpt_bytes(trimmed));
                 Ok(())
             }
         }
@@ -474,7 +465,7 @@ where
 
     /// The end of an event: data still pending must be complete now. At the
     /// end of the stream an incomplete event is recorded (the stream was
-    /// cut); before it, it is an error (issue 4: data that starts like JSON
+    /// cut); before it, it is an error (rule 53: data that starts like JSON
     /// and does not parse), raised after the rest of the read is decoded.
     fn flush_pending(&mut self, at_end: bool) -> Result<(), Error> {
         if self.pending.is_empty() {
@@ -486,13 +477,8 @@ where
             Ok(false) if at_end => {
                 self.calls
                     .note_lost(&format!("an event cut by the end of the stream: {}", excerpt_bytes(&data)));
-                self.anomalies.push(
-                    Anomaly::new(
-                        AnomalyKind::TruncatedEvent,
-                        "the stream ended inside an event whose JSON was not complete; skipped",
-                    )
-                    .excerpt_bytes(&data),
-                );
+                let what = "the stream ended inside an event whose JSON was not complete; skipped";
+                self.anomalies.push(Anomaly::new(AnomalyKind::TruncatedEvent, what).excerpt_bytes(&data));
                 Ok(())
             }
             Ok(false) => Err(self.lost(truncated_event(&data))),

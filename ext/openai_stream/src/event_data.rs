@@ -35,7 +35,7 @@ pub(crate) fn completeness(data: &[u8]) -> Completeness {
     let Ok(text) = std::str::from_utf8(data) else {
         return Completeness::Invalid;
     };
-    match serde_json::from_str::<crate::chunk::lenient::Skip>(text) {
+    match serde_json::from_str::<crate::lenient::Skip>(text) {
         Ok(_) => Completeness::Complete,
         Err(e) if e.is_eof() => Completeness::Incomplete,
         Err(e) => match crate::json::beyond_f64(text, &e) {
@@ -62,7 +62,7 @@ pub(crate) fn line_too_long(e: &LineTooLong) -> Error {
 /// Where the first JSON value of `text` ends, when more than whitespace
 /// follows it on the same line (`{...}data: [DONE]`).
 pub(crate) fn glued_value_end(text: &str) -> Option<usize> {
-    let mut values = serde_json::Deserializer::from_str(text).into_iter::<crate::chunk::lenient::Skip>();
+    let mut values = serde_json::Deserializer::from_str(text).into_iter::<crate::lenient::Skip>();
     match values.next() {
         Some(Ok(_)) => {
             let end = values.byte_offset();

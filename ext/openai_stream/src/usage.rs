@@ -4,9 +4,86 @@
 //! content chunk, inside the finish chunk's choice (Moonshot Kimi), on every
 //! chunk as a running total (vLLM's `continuous_usage_stats`), or in Groq's
 //! `x_groq.usage`. Each field takes the latest value seen; a later `null` or
-//! absent field never erases one.
+//! absent field never erases one. The usage object is the chat one; the
+//! Responses API's is read into it.
 
-use crate::chunk::{Field, Kind, PromptTokensDetails, Tokens, Usage};
+use std::borrow::Cow;
+
+use serde::de::{MapAccess, SeqAccess};
+
+use crate::lenient::{lenient_struct, Any, Field, Int, Kind, Lenient};
+
+lenient_struct! {
+    pub struct Usage {
+        "prompt_tokens" => prompt_tokens: Field<Tokens>,
+        "completion_tokens" => completion_tokens: Field<Tokens>,
+        "prompt_tokens_details" => prompt_tokens_details: Field<PromptTokensDetails>,
+        /// DeepSeek: the same tokens as `prompt_tokens_details.cached_tokens`.
+        "prompt_cache_hit_tokens" => prompt_cache_hit_tokens: Field<Tokens>,
+        "cache_creation_tokens" => cache_creation_tokens: Field<Tokens>,
+    }
+
+    pub struct PromptTokensDetails {
+        "cached_tokens" => cached_tokens: Field<Tokens>,
+        "cache_write_tokens" => cache_write_tokens: Field<Tokens>,
+        "cache_creation_tokens" => cache_creation_tokens: Field<Tokens>,
+        /// Alibaba DashScope (Qwen): cache writes.
+        "cache_creation_input_tokens" => cache_creation_input_tokens: Field<Tokens>,
+    }
+}
+
+/// A token count as sent: an integer (integral floats and strings of digits
+/// convert, as for [`Int`]), or, so that it can be reported with its value,
+/// what was there instead.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Tokens {
+    Count(i64),
+    /// Not a count: the JSON type and an excerpt of the value.
+    Bad(Kind, String),
+}
+
+impl crate::lenient::ReadsOf for Tokens {}
+
+impl<'de> Lenient<'de> for Tokens {
+    fn from_bool(v: bool) -> Field<Self> {
+        Field::Value(Tokens::Bad(Kind::Boolean, v.to_string()))
+    }
+    fn from_i64(v: i64) -> Field<Self> {
+        Field::Value(Tokens::Count(v))
+    }
+    fn from_u64(v: u64) -> Field<Self> {
+        match i64::try_from(v) {
+            Ok(v) => Field::Value(Tokens::Count(v)),
+            Err(_) => Field::Value(Tokens::Bad(Kind::Integer, v.to_string())),
+        }
+    }
+    fn from_f64(v: f64) -> Field<Self> {
+        match Int::from_f64(v) {
+            Field::Converted(Int(n), k) => Field::Converted(Tokens::Count(n), k),
+            _ => Field::Value(Tokens::Bad(Kind::Float, format!("{v:?}"))),
+        }
+    }
+    fn from_str(v: Cow<'de, str>) -> Field<Self> {
+        match v.trim().parse::<i64>() {
+            Ok(n) => Field::Converted(Tokens::Count(n), Kind::String),
+            Err(_) => Field::Value(Tokens::Bad(Kind::String, crate::anomaly::excerpt(&format!("{v:?}")))),
+        }
+    }
+    fn from_seq<A: SeqAccess<'de>>(seq: A) -> Result<Field<Self>, A::Error> {
+        Ok(Field::Value(Tokens::Bad(Kind::Array, json_excerpt(Any::from_seq(seq)?))))
+    }
+    fn from_map<A: MapAccess<'de>>(map: A) -> Result<Field<Self>, A::Error> {
+        Ok(Field::Value(Tokens::Bad(Kind::Object, json_excerpt(Any::from_map(map)?))))
+    }
+}
+
+/// An excerpt of a value's JSON text, for a report.
+fn json_excerpt(got: Field<Any>) -> String {
+    match got {
+        Field::Value(Any(v)) | Field::Converted(Any(v), _) => crate::anomaly::excerpt(&v.to_json()),
+        _ => String::new(),
+    }
+}
 
 /// How `prompt_tokens` is reported, matching the two Discourse accountings
 /// (named in Ruby for what they do: `:net_of_cache` and `:as_sent`).
@@ -142,7 +219,7 @@ fn count(field: &Field<Tokens>, name: &'static str, bad: &mut impl FnMut(BadUsag
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chunk::Chunk;
+    use crate::chat::Chunk;
 
     fn usage_of(json: &str) -> Usage {
         Chunk::from_json(json).unwrap().usage.get().cloned().unwrap()

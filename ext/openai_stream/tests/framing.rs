@@ -1,11 +1,11 @@
-//! The raw path: SSE framing rules and bad bytes, through Processor::decode.
+//! The raw path: SSE framing rules and bad bytes, through ChatProcessor::decode.
 
 mod common;
 
 use common::*;
 use openai_stream::anomaly::AnomalyKind;
+use openai_stream::chat::Options;
 use openai_stream::error::{Error, StreamErrorKind};
-use openai_stream::processor::Options;
 use serde_json::json;
 
 fn decode_all(h: &mut Harness, reads: &[&[u8]]) -> Vec<Out> {
@@ -419,7 +419,7 @@ fn leading_spaces_before_data_are_not_part_of_the_field_name() {
     assert!(kinds.is_empty(), "{kinds:?}");
 }
 
-/// Issue 17: repairing `{"location":"Sydney"` after `,"unit":"c"}` was lost
+/// Rule 23: repairing `{"location":"Sydney"` after `,"unit":"c"}` was lost
 /// hands the tool plausible but wrong parameters.
 #[test]
 fn a_call_open_when_an_event_was_lost_is_never_repaired() {

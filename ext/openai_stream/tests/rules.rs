@@ -1,6 +1,7 @@
-//! One test per rule of stream-shapes.md, each with its own small stream,
-//! through the Hash path (parsed chunks). The raw path is covered in
-//! `framing.rs` and the equivalence property tests.
+//! The chat rules of docs/stream-shapes.md (1 to 44, and 74), each test with
+//! its own small stream and the rules it checks in its name, through the
+//! Hash path (parsed chunks). The raw path, and the SSE framing rules (45 to
+//! 56), are covered in `framing.rs` and the equivalence property tests.
 
 mod common;
 
@@ -503,7 +504,7 @@ fn rule_14_headers_at_two_indexes_sharing_an_id_are_two_calls() {
 }
 
 #[test]
-fn completion_only_on_a_non_empty_finish_reason() {
+fn rule_15_completion_only_on_a_non_empty_finish_reason() {
     for noise in [r#""finish_reason":null"#, r#""finish_reason":"""#, ""] {
         let mut h = Harness::new(false);
         h.chunk(&tool_chunk(r#"[{"index":0,"id":"a","function":{"name":"f","arguments":"{}"}}]"#, None))
@@ -520,7 +521,7 @@ fn completion_only_on_a_non_empty_finish_reason() {
 }
 
 #[test]
-fn an_empty_tool_calls_list_ends_nothing() {
+fn rule_16_an_empty_tool_calls_list_ends_nothing() {
     let mut h = Harness::new(false);
     h.chunk(&tool_chunk(r#"[{"index":0,"id":"a","function":{"name":"f","arguments":"{\"a\":"}}]"#, None))
         .unwrap();
@@ -531,7 +532,7 @@ fn an_empty_tool_calls_list_ends_nothing() {
 }
 
 #[test]
-fn chunks_after_finish_reason_keep_being_read() {
+fn rule_17_chunks_after_finish_reason_keep_being_read() {
     let mut h = Harness::new(false);
     let items = h.stream(&[
         &tool_chunk(r#"[{"index":0,"id":"a","function":{"name":"f","arguments":"{}"}}]"#, None),
@@ -546,7 +547,7 @@ fn chunks_after_finish_reason_keep_being_read() {
 }
 
 #[test]
-fn finish_completes_every_open_call_in_order() {
+fn rules_18_19_finish_completes_every_open_call_in_order() {
     let mut h = Harness::new(false);
     h.chunks(&[
         &tool_chunk(r#"[{"index":5,"id":"x","function":{"name":"f","arguments":"{\"n\":1}"}}]"#, None),
@@ -559,7 +560,7 @@ fn finish_completes_every_open_call_in_order() {
 }
 
 #[test]
-fn a_valid_prefix_does_not_complete_a_call() {
+fn rule_21_a_valid_prefix_does_not_complete_a_call() {
     let mut h = Harness::new(false);
     let out = h
         .chunk(&tool_chunk(r#"[{"index":0,"id":"a","function":{"name":"f","arguments":"{\"a\":1}"}}]"#, None))
@@ -570,7 +571,7 @@ fn a_valid_prefix_does_not_complete_a_call() {
 }
 
 #[test]
-fn empty_arguments_mean_no_parameters() {
+fn rule_20_empty_arguments_mean_no_parameters() {
     let items = Harness::new(false).stream(&[
         &tool_chunk(r#"[{"index":0,"id":"a","function":{"name":"now","arguments":""}}]"#, None),
         &finish_chunk("tool_calls"),
@@ -579,7 +580,7 @@ fn empty_arguments_mean_no_parameters() {
 }
 
 #[test]
-fn broken_arguments_are_repaired_and_reported() {
+fn rule_22_broken_arguments_are_repaired_and_reported() {
     for (args, expected) in [
         (r#"\"city\": \"Paris\"}"#, json!({"city": "Paris"})),
         (r#"{\"city\": \"Paris\""#, json!({"city": "Paris"})),
@@ -599,7 +600,7 @@ fn broken_arguments_are_repaired_and_reported() {
 }
 
 #[test]
-fn unrepairable_arguments_raise_naming_the_tool_and_keep_the_rest() {
+fn rule_22_unrepairable_arguments_raise_naming_the_tool_and_keep_the_rest() {
     let mut h = Harness::new(false);
     h.chunk(&tool_chunk(
         r#"[{"index":0,"id":"good","function":{"name":"ok","arguments":"{}"}},
@@ -622,7 +623,7 @@ fn unrepairable_arguments_raise_naming_the_tool_and_keep_the_rest() {
 }
 
 #[test]
-fn content_shapes() {
+fn rules_25_27_28_content_shapes() {
     let mut h = Harness::new(false);
     let items = h.stream(&[
         r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":null}}]}"#,
@@ -637,7 +638,7 @@ fn content_shapes() {
 }
 
 #[test]
-fn content_and_tool_calls_in_one_delta_give_the_text_first() {
+fn rule_26_content_and_tool_calls_in_one_delta_give_the_text_first() {
     let items = Harness::new(false).stream(&[
         r#"{"choices":[{"index":0,"delta":{"content":"Let me check.","tool_calls":[{"index":0,"id":"a","function":{"name":"f","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}"#,
     ]);
@@ -646,7 +647,7 @@ fn content_and_tool_calls_in_one_delta_give_the_text_first() {
 }
 
 #[test]
-fn usage_from_any_chunk_and_groq() {
+fn rules_34_35_usage_from_any_chunk_and_groq() {
     let mut h = Harness::new(false);
     h.stream(&[
         r#"{"choices":[{"index":0,"delta":{"content":"a"}}],"usage":null}"#,
@@ -657,7 +658,7 @@ fn usage_from_any_chunk_and_groq() {
 }
 
 #[test]
-fn in_band_errors_raise_with_the_providers_message() {
+fn rules_40_41_42_in_band_errors_raise_with_the_providers_message() {
     let cases = [
         (r#"{"error":{"message":"Rate limit reached","code":429}}"#, "Rate limit reached"),
         (
@@ -696,7 +697,7 @@ fn non_streamed_message_gives_every_call() {
 }
 
 #[test]
-fn wrong_types_never_fail_the_chunk() {
+fn rule_31_wrong_types_never_fail_the_chunk() {
     let mut h = Harness::new(false);
     let items = h.stream(&[
         r#"{"choices":[{"index":0,"delta":{"content":5,"tool_calls":[7,{"index":"0","id":"a","function":{"name":"f","arguments":5}}]}}]}"#,
@@ -711,7 +712,7 @@ fn wrong_types_never_fail_the_chunk() {
 }
 
 #[test]
-fn an_orphan_fragment_is_reported_with_its_text() {
+fn rule_6_an_orphan_fragment_is_reported_with_its_text() {
     let mut h = Harness::new(false);
     h.stream(&[&fragment_chunk(4, r#"{"lost":1}"#)]);
     let a = &h.processor.anomalies().all()[0];
@@ -721,10 +722,10 @@ fn an_orphan_fragment_is_reported_with_its_text() {
 
 /// Arguments: a call that ends with empty arguments while fragments that
 /// matched no call were dropped during its life is an error naming them,
-/// not `{}` (issue 21). Calls whose arguments parse are unaffected, and a
+/// not `{}` (rule 23). Calls whose arguments parse are unaffected, and a
 /// fragment dropped before a call started is not that call's.
 #[test]
-fn arguments_never_empty_after_fragments_were_dropped_while_the_call_was_open() {
+fn rule_23_arguments_never_empty_after_fragments_were_dropped_while_the_call_was_open() {
     // call_a's arguments are complete, so a fragment with an unknown id at
     // its index belongs to no call (rule 8) and is dropped while call_w is
     // open with empty arguments.
@@ -765,7 +766,7 @@ fn arguments_never_empty_after_fragments_were_dropped_while_the_call_was_open() 
 }
 
 #[test]
-fn partial_progress_only_when_the_visible_parameters_change() {
+fn rule_24_partial_progress_only_when_the_visible_parameters_change() {
     let mut h = Harness::new(true);
     let mut visible = Vec::new();
     for piece in [r#"{"s": "abc"#, "\"", r#", "l": ["x"#, "\"", "]", " ", r#", "n": 1"#, "2", "}"] {
@@ -796,7 +797,7 @@ fn partial_progress_only_when_the_visible_parameters_change() {
 }
 
 #[test]
-fn an_empty_tool_calls_list_completes_the_calls_whose_arguments_are_whole() {
+fn rule_16_an_empty_tool_calls_list_completes_the_calls_whose_arguments_are_whole() {
     let header = tool_chunk(
         r#"[{"index":0,"id":"a","function":{"name":"f","arguments":"{\"n\":1}"}},
             {"index":1,"id":"b","function":{"name":"g","arguments":{"o":true}}},
@@ -837,7 +838,7 @@ fn an_empty_tool_calls_list_completes_the_calls_whose_arguments_are_whole() {
 }
 
 #[test]
-fn a_whole_message_after_the_stream_is_an_echo_whose_usage_counts() {
+fn rule_29_a_whole_message_after_the_stream_is_an_echo_whose_usage_counts() {
     let echo = r#"{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant",
         "content":"Checking.","tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{\"n\":1}"}}]},
         "finish_reason":"tool_calls"}],"usage":{"prompt_tokens":30,"completion_tokens":12}}"#;
@@ -872,7 +873,7 @@ fn a_whole_message_after_the_stream_is_an_echo_whose_usage_counts() {
 }
 
 #[test]
-fn usage_inside_the_choice_cache_creation_input_tokens_and_running_totals() {
+fn rules_34_35_37_usage_inside_the_choice_cache_creation_input_tokens_and_running_totals() {
     // Moonshot Kimi: only inside the finish chunk's choice.
     let mut h = Harness::new(false);
     h.stream(&[
@@ -900,7 +901,7 @@ fn usage_inside_the_choice_cache_creation_input_tokens_and_running_totals() {
 }
 
 #[test]
-fn finish_reason_error_names_the_native_reason() {
+fn rule_42_finish_reason_error_names_the_native_reason() {
     let mut h = Harness::new(false);
     h.chunk(&text_chunk("before")).unwrap();
     let chunk = r#"{"choices":[{"index":0,"delta":{},"finish_reason":"error","native_finish_reason":"MALFORMED_FUNCTION_CALL"}]}"#;
@@ -959,9 +960,9 @@ fn rule_14_a_repeated_id_and_name_at_another_index_continue_a_call_not_yet_compl
 }
 
 #[test]
-fn output_limit_decides_the_calls_open_at_a_length_stop() {
+fn rule_74_output_limit_decides_the_calls_open_at_a_length_stop() {
+    use openai_stream::chat::Options;
     use openai_stream::driver::OutputLimit;
-    use openai_stream::processor::Options;
     // "a" has whole arguments, "b" cut ones.
     let calls = tool_chunk(
         r#"[{"index":0,"id":"a","function":{"name":"f","arguments":"{\"q\":1}"}},

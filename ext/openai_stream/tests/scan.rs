@@ -1,4 +1,4 @@
-//! The chunk scanner (the fast path of `Processor::decode`) against the
+//! The chunk scanner (the fast path of `ChatProcessor::decode`) against the
 //! serde path: whenever the scanner accepts a text, serde_json accepts it
 //! too and builds the same chunk, also when the envelope comes from the
 //! scanner's memo of the previous text (mutations share long prefixes). Checked on every data line of the
@@ -9,8 +9,15 @@
 mod common;
 
 use common::Harness;
-use openai_stream::chunk::{scan, Chunk, Field};
-use openai_stream::processor::Options;
+use openai_stream::chat::Options;
+use openai_stream::chat::{scan, Chunk};
+use openai_stream::lenient::Field;
+
+/// The scanner's chunk, when it reads `text`.
+fn scanned<'a>(text: &'a str, memo: &mut scan::ScanMemo) -> Option<Chunk<'a>> {
+    let mut out = Chunk::default();
+    scan::read(text, &mut out, memo).then_some(out)
+}
 
 fn serde_path(text: &str) -> Option<Chunk<'_>> {
     match serde_json::from_str::<Field<Chunk>>(text) {
@@ -31,12 +38,12 @@ fn check(text: &str) -> bool {
 fn check_after(before: Option<&str>, text: &str) -> bool {
     let mut memo = scan::ScanMemo::default();
     if let Some(before) = before {
-        let _ = scan::chunk(before, &mut memo);
+        let _ = scanned(before, &mut memo);
     }
-    let first = scan::chunk(text, &mut memo);
+    let first = scanned(text, &mut memo);
     // Again: now the envelope of `text` is remembered (when it has one),
     // and read from the memo instead of scanned.
-    let Some(scanned) = scan::chunk(text, &mut memo) else {
+    let Some(scanned) = scanned(text, &mut memo) else {
         assert!(first.is_none(), "read once, then not: {text:?}");
         return false;
     };
@@ -152,7 +159,7 @@ fn hand_written_lines_agree_with_serde() {
     let accepted = LINES.iter().filter(|line| check(line)).count();
     // The common shapes go the fast way.
     for line in &LINES[..5] {
-        assert!(scan::chunk(line, &mut scan::ScanMemo::default()).is_some(), "the scanner gave up on {line}");
+        assert!(scanned(line, &mut scan::ScanMemo::default()).is_some(), "the scanner gave up on {line}");
     }
     assert!(accepted > 15, "only {accepted} lines scanned");
 }
@@ -228,18 +235,19 @@ fn mutated_lines_agree_with_serde() {
 
 /// The processor's shortcut for a delta read through the template
 /// (`scan::plain`, no chunk built) does what the whole chunk does: every
-/// stream decodes to the same items, errors and anomalies as with the
-/// legacy simulator on, which reads every chunk whole.
+/// stream decodes to the same items, errors and anomalies, and the legacy
+/// simulator to the same outcome, as when every chunk is read whole.
 fn plain_path_agrees(body: &[u8], read: usize) {
-    let run = |simulate_legacy: bool| {
-        let mut h = Harness::with(Options {
-            simulate_legacy,
-            partial_tool_calls: read % 2 == 1,
-            ..Options::default()
-        });
+    let run = |whole: bool| {
+        let options =
+            Options { simulate_legacy: true, partial_tool_calls: read % 2 == 1, ..Options::default() };
+        let mut h = Harness::with(options);
+        if whole {
+            h.processor.read_whole_chunks();
+        }
         let mut outs: Vec<_> = body.chunks(read.max(1)).map(|r| h.raw(r)).collect();
         outs.push(h.finish());
-        (outs, h.processor.anomalies().all().to_vec())
+        (outs, h.processor.anomalies().all().to_vec(), h.processor.legacy_outcome().cloned())
     };
     let (fast, whole) = (run(false), run(true));
     assert_eq!(fast, whole, "the plain path differs on {:?}", String::from_utf8_lossy(body));
@@ -259,7 +267,7 @@ fn plain_deltas_are_read_as_their_chunks_are() {
     for line in LINES.iter().take(3) {
         mutations(line, |text| {
             let mut memo = scan::ScanMemo::default();
-            let _ = scan::chunk(line, &mut memo);
+            let _ = scanned(line, &mut memo);
             hits += usize::from(scan::plain(text.as_bytes(), &memo).is_some());
             let body = format!("data: {line}\n\ndata: {text}\n\ndata: {text}\n\n");
             plain_path_agrees(body.as_bytes(), 1 << 12);

@@ -3,14 +3,17 @@
 //! either is done, and their interleaved deltas, stay apart), each reasoning
 //! item keeps its own summary.
 
-use super::event::{array_at, int_at, str_at, ItemKind, OutputItem, Place, Status};
+use serde::Deserialize;
+
+use super::in_band::provider_error;
+use super::model::{array_at, int_at, str_at, ItemKind, OutputItem, Place, Status};
 use super::Responses;
 use crate::anomaly::{excerpt, Anomaly, AnomalyKind};
 use crate::calls::CallId;
-use crate::chunk::{Field, Kind, PromptTokensDetails, Tokens, Usage};
 use crate::driver::{keep_first, State};
 use crate::error::Error;
 use crate::json::JsonValue;
+use crate::lenient::{Field, Text};
 use crate::output::Thinking;
 
 /// What an output item is, as far as the processor follows it.
@@ -101,21 +104,13 @@ impl State<Responses> {
             output_index: int_at(value, "output_index"),
             item_id: str_at(value, "item_id").filter(|s| !s.is_empty()),
         };
-        let delta = match value.get("delta") {
-            Some(JsonValue::String(s)) => s.as_str(),
-            None | Some(JsonValue::Null) => "",
-            Some(d) => {
-                self.anomalies.push(
-                    Anomaly::new(
-                        AnomalyKind::IgnoredField,
-                        format!("delta was {}; ignored", kind_of(d).described()),
-                    )
-                    .field("delta")
-                    .excerpt(&d.to_json()),
-                );
-                ""
-            }
-        };
+        let delta = value.get("delta").map_or(Ok(Field::Missing), Field::<Text>::deserialize);
+        if let (Ok(Field::Wrong(kind)), Some(d)) = (&delta, value.get("delta")) {
+            let message = format!("delta was {}; ignored", kind.described());
+            self.anomalies
+                .push(Anomaly::new(AnomalyKind::IgnoredField, message).field("delta").excerpt(&d.to_json()));
+        }
+        let delta = delta.as_ref().ok().and_then(Field::get).map_or("", |Text(t)| t);
         let item = value.get("item").filter(|i| i.is_object()).map(OutputItem::read);
         let response = value.get("response").filter(|r| r.is_object());
         let kind = str_at(value, "type");
@@ -136,17 +131,20 @@ impl State<Responses> {
             }
             ("response.reasoning_summary_text.delta", _) => self.summary_text(at, delta),
             ("response.reasoning_summary_part.done", _) => self.own.items.part_done = true,
-            ("response.completed", _) => result = self.response_status(Status::Completed, response),
-            ("response.incomplete", _) => result = self.response_status(Status::Incomplete, response),
-            ("response.failed", _) => result = self.response_status(Status::Failed, response),
+            ("response.completed", _) => result = self.ended(Status::Completed, response),
+            ("response.incomplete", _) => result = self.ended(Status::Incomplete, response),
+            ("response.failed", _) => result = self.ended(Status::Failed, response),
             ("error", _) => result = Err(provider_error(value)),
             // Events that carry nothing the processor returns: the envelope
             // only, content part bookkeeping, `.done` events that repeat the
-            // deltas.
+            // deltas, the progress of a web search (its item is read).
             (
                 "response.created"
                 | "response.in_progress"
                 | "response.queued"
+                | "response.web_search_call.in_progress"
+                | "response.web_search_call.searching"
+                | "response.web_search_call.completed"
                 | "response.reasoning_summary_part.added"
                 | "response.content_part.added"
                 | "response.content_part.done"
@@ -189,20 +187,16 @@ impl State<Responses> {
             _ => "without a type".to_owned(),
         };
         self.own.items.reported_events.push(name);
-        self.anomalies.push(Anomaly::new(
-            AnomalyKind::IgnoredEvent,
-            format!("an {what} {of} carries nothing this processor returns; skipped (reported once)"),
-        ));
+        let what = format!("an {what} {of} carries nothing this processor returns; skipped (reported once)");
+        self.anomalies.push(Anomaly::new(AnomalyKind::IgnoredEvent, what));
     }
 
     fn item_added(&mut self, at: Place, item: &OutputItem) {
         // The same item announced again (a relay that repeats events): the
         // first stays, so no second, empty call appears.
         if let Some(id) = item.id.filter(|id| self.own.items.has_item(id)) {
-            self.anomalies.push(Anomaly::new(
-                AnomalyKind::DuplicateId,
-                format!("output_item.added for item {id:?} came again; the first is kept"),
-            ));
+            let what = format!("output_item.added for item {id:?} came again; the first is kept");
+            self.anomalies.push(Anomaly::new(AnomalyKind::DuplicateId, what));
             return;
         }
         match item.kind {
@@ -229,13 +223,8 @@ impl State<Responses> {
     fn open_call(&mut self, at: Place, item: &OutputItem) -> CallId {
         let name = item.str("name").unwrap_or("");
         if name.is_empty() {
-            self.anomalies.push(
-                Anomaly::new(
-                    AnomalyKind::IgnoredField,
-                    "a function_call item without a name; its name is empty",
-                )
-                .field("item.name"),
-            );
+            let what = "a function_call item without a name; its name is empty";
+            self.anomalies.push(Anomaly::new(AnomalyKind::IgnoredField, what).field("item.name"));
         }
         let call = self.calls.open_call(item.call_id().unwrap_or(""), name, &mut self.anomalies);
         let items = &mut self.own.items.call_items;
@@ -265,14 +254,11 @@ impl State<Responses> {
             Some(call) => self.feed(call, delta),
             None if delta.is_empty() => {}
             None => {
-                let mut a = Anomaly::new(
-                    AnomalyKind::OrphanFragment,
-                    format!(
-                        "an arguments delta for output item {} matched no function_call item; skipped",
-                        describe_place(at)
-                    ),
-                )
-                .excerpt(delta);
+                let what = describe_place(at);
+                let what = format!(
+                    "an arguments delta for output item {what} matched no function_call item; skipped"
+                );
+                let mut a = Anomaly::new(AnomalyKind::OrphanFragment, what).excerpt(delta);
                 a.index = at.output_index;
                 self.anomalies.push(a);
                 // It may have been an open call's: none of them is repaired.
@@ -418,6 +404,13 @@ impl State<Responses> {
         }
     }
 
+    /// A streamed response's end: its status, then the calls only its
+    /// output lists.
+    fn ended(&mut self, status: Status, response: Option<&JsonValue>) -> Result<(), Error> {
+        self.response_status(status, response)?;
+        self.calls_only_in_output(response)
+    }
+
     /// How the response ended (the reason is only read by an incomplete
     /// one's reports).
     fn response_status(&mut self, status: Status, response: Option<&JsonValue>) -> Result<(), Error> {
@@ -441,12 +434,10 @@ impl State<Responses> {
             self.stop_reason = reason.map(str::to_owned);
             self.limit_hit = true;
             let what = reason.map_or("no reason given".to_owned(), |r| format!("reason: {r}"));
-            self.anomalies.push(Anomaly::new(
-                AnomalyKind::IncompleteResponse,
-                format!("the response ended incomplete ({what})"),
-            ));
+            let what = format!("the response ended incomplete ({what})");
+            self.anomalies.push(Anomaly::new(AnomalyKind::IncompleteResponse, what));
         }
-        self.calls_only_in_output(response)
+        Ok(())
     }
 
     /// The final response lists every output item. A function call in it
@@ -557,82 +548,5 @@ fn describe_place(at: Place) -> String {
         (Some(id), None) => format!("{id:?}"),
         (None, Some(i)) => format!("at output_index {i}"),
         (None, None) => "without id or output_index".to_owned(),
-    }
-}
-
-/// The provider error of an `error` event, a failed response's `error`, or
-/// an `event: error` payload: its `message` (also nested in `error`).
-pub(super) fn provider_error(body: &JsonValue) -> Error {
-    let message = str_at(body, "message")
-        .or_else(|| body.get("error").and_then(|e| str_at(e, "message")))
-        .or_else(|| body.get("response").and_then(|r| r.get("error")).and_then(|e| str_at(e, "message")))
-        .map(str::to_owned)
-        .or_else(|| body.as_str().map(str::to_owned))
-        .unwrap_or_else(|| format!("error event: {}", excerpt(&body.to_json())));
-    Error::Provider { message, payload: Some(body.clone()) }
-}
-
-/// A Responses usage object as the shared usage fields.
-pub(super) fn usage_of(usage: &JsonValue) -> Option<Usage> {
-    if !usage.is_object() {
-        return None;
-    }
-    let details = match usage.get("input_tokens_details") {
-        None => Field::Missing,
-        Some(JsonValue::Null) => Field::Null,
-        Some(d @ JsonValue::Object(_)) => Field::Value(PromptTokensDetails {
-            cached_tokens: tokens(d.get("cached_tokens")),
-            cache_write_tokens: tokens(d.get("cache_write_tokens")),
-            ..PromptTokensDetails::default()
-        }),
-        Some(other) => Field::Wrong(kind_of(other)),
-    };
-    Some(Usage {
-        prompt_tokens: tokens(usage.get("input_tokens")),
-        completion_tokens: tokens(usage.get("output_tokens")),
-        prompt_tokens_details: details,
-        ..Usage::default()
-    })
-}
-
-fn tokens(value: Option<&JsonValue>) -> Field<Tokens> {
-    match value {
-        None => Field::Missing,
-        Some(JsonValue::Null) => Field::Null,
-        Some(v @ JsonValue::Number(n)) => match n.as_i64() {
-            Some(count) => Field::Value(Tokens::Count(count)),
-            None => Field::Value(Tokens::Bad(kind_of(v), n.to_string())),
-        },
-        Some(JsonValue::String(s)) => match s.parse::<i64>() {
-            Ok(v) if s.bytes().all(|b| b.is_ascii_digit()) => {
-                Field::Converted(Tokens::Count(v), Kind::String)
-            }
-            _ => Field::Value(Tokens::Bad(Kind::String, excerpt(s))),
-        },
-        Some(other) => Field::Value(Tokens::Bad(kind_of(other), excerpt(&other.to_json()))),
-    }
-}
-
-fn kind_of(value: &JsonValue) -> Kind {
-    match value {
-        JsonValue::Null => Kind::Null,
-        JsonValue::Bool(_) => Kind::Boolean,
-        JsonValue::Number(n) if n.is_integer() => Kind::Integer,
-        JsonValue::Number(_) => Kind::Float,
-        JsonValue::String(_) => Kind::String,
-        JsonValue::Array(_) => Kind::Array,
-        JsonValue::Object(_) => Kind::Object,
-    }
-}
-
-/// The shared usage field names in this protocol's words.
-pub(super) fn responses_field_name(field: &'static str) -> &'static str {
-    match field {
-        "usage.prompt_tokens" => "usage.input_tokens",
-        "usage.completion_tokens" => "usage.output_tokens",
-        "usage.prompt_tokens_details" => "usage.input_tokens_details",
-        "usage.prompt_tokens_details.cached_tokens" => "usage.input_tokens_details.cached_tokens",
-        "usage.prompt_tokens_details.cache_write_tokens" => "usage.input_tokens_details.cache_write_tokens",
-        other => other,
     }
 }

@@ -1,4 +1,4 @@
-//! Test harness: drives a Processor and mirrors its items the way the Ruby
+//! Test harness: drives a ChatProcessor and mirrors its items the way the Ruby
 //! binding does (one object per call, view events applied in place), so tests
 //! can assert what a Ruby caller would see.
 #![allow(dead_code)]
@@ -7,10 +7,10 @@ use std::collections::HashMap;
 
 use openai_stream::anomaly::AnomalyKind;
 use openai_stream::calls::CallId;
+use openai_stream::chat::{ChatProcessor, Options};
 use openai_stream::error::Error;
 use openai_stream::json::{ContainerKind, JsonValue, ViewEvent};
 use openai_stream::output::Item;
-use openai_stream::processor::{Options, Processor};
 use openai_stream::usage::UsageReport;
 use serde_json::{json, Map, Value};
 
@@ -40,7 +40,7 @@ impl Out {
 }
 
 pub struct Harness {
-    pub processor: Processor,
+    pub processor: ChatProcessor,
     mirrors: HashMap<CallId, Mirror>,
 }
 
@@ -62,7 +62,7 @@ impl Harness {
     }
 
     pub fn with(options: Options) -> Self {
-        Harness { processor: Processor::new(options), mirrors: HashMap::new() }
+        Harness { processor: ChatProcessor::new(options), mirrors: HashMap::new() }
     }
 
     /// The Hash path: one parsed chunk.

@@ -74,7 +74,8 @@ pub(super) fn scan(
                     // The run ends at an ASCII byte or at the end of `text`:
                     // both are char boundaries.
                     out.push_str(text.get(pos..pos + run).unwrap_or_default());
-                    crate::work::count(run);
+                    #[cfg(test)]
+                    super::tests::count(run);
                     pos += run;
                 }
                 match bytes.get(pos) {

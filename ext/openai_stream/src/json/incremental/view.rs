@@ -138,7 +138,8 @@ impl ViewEvents {
     }
 
     fn store(&mut self, text: &str) -> Span {
-        crate::work::count(text.len());
+        #[cfg(test)]
+        super::tests::count(text.len());
         let start = self.text.len();
         self.text.push_str(text);
         Span { start, end: self.text.len() }

@@ -1,10 +1,11 @@
 //! In-band provider errors: an error sent as a chunk after HTTP 200
 //! (`{"error": ...}`, vLLM's `object: "error"`, OpenRouter's choice error).
 
+use super::{Choice, Chunk};
 use crate::anomaly::excerpt;
-use crate::chunk::{Any, Choice, Chunk, Field, Text};
 use crate::error::Error;
 use crate::json::JsonValue;
+use crate::lenient::{Any, Field, Text};
 
 /// An in-band error in a chunk: `{"error": ...}` or vLLM's `object: "error"`.
 #[inline(always)]

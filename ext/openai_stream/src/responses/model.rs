@@ -1,16 +1,16 @@
 //! The Responses API event model: where an event belongs, one output item
-//! (of an `output_item` event or of a whole response's `output`), and the
-//! fast reading of delta events. Fields of the wrong type read as absent;
-//! the accumulator reports what that costs.
+//! (of an `output_item` event or of a whole response's `output`), the fast
+//! reading of delta events, and usage. Fields of the wrong type read as
+//! absent; the processor reports what that costs.
 
 use std::borrow::Cow;
 use std::fmt;
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, Visitor};
 
-use crate::chunk::lenient::Skip;
-use crate::chunk::{Field, Text};
 use crate::json::JsonValue;
+use crate::lenient::{Field, Skip, Text};
+use crate::usage::Usage;
 
 /// Where an event belongs: the output item's position and id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -182,5 +182,37 @@ impl<'de> Deserialize<'de> for DeltaEvent<'de> {
             }
         }
         d.deserialize_map(V)
+    }
+}
+
+/// A Responses usage object as the shared usage fields, read by their reader
+/// (rule 39) under this protocol's names (None: not an object).
+pub(super) fn usage_of(usage: &JsonValue) -> Option<Usage> {
+    let JsonValue::Object(pairs) = usage else { return None };
+    let shared = |key: &str| match key {
+        "input_tokens" => Some("prompt_tokens"),
+        "output_tokens" => Some("completion_tokens"),
+        "input_tokens_details" => Some("prompt_tokens_details"),
+        _ => None,
+    };
+    let renamed = pairs.iter().filter_map(|(k, v)| Some((shared(k)?.to_owned(), v.clone()))).collect();
+    Field::<Usage>::deserialize(&JsonValue::Object(renamed)).ok()?.get().cloned()
+}
+
+/// The shared usage field names in this protocol's words.
+pub(super) fn responses_field_name(field: &'static str) -> &'static str {
+    match field {
+        "usage.prompt_tokens" => "usage.input_tokens",
+        "usage.completion_tokens" => "usage.output_tokens",
+        "usage.prompt_tokens_details" => "usage.input_tokens_details",
+        "usage.prompt_tokens_details.cached_tokens" => "usage.input_tokens_details.cached_tokens",
+        "usage.prompt_tokens_details.cache_write_tokens" => "usage.input_tokens_details.cache_write_tokens",
+        "usage.prompt_tokens_details.cache_creation_tokens" => {
+            "usage.input_tokens_details.cache_creation_tokens"
+        }
+        "usage.prompt_tokens_details.cache_creation_input_tokens" => {
+            "usage.input_tokens_details.cache_creation_input_tokens"
+        }
+        other => other,
     }
 }

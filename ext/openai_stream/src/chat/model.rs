@@ -1,18 +1,16 @@
-//! The chunk model: a typed, lenient view of one chat completion chunk (or a
-//! non-streamed response), read with serde from JSON bytes or, through the
-//! binding, from a Ruby Hash. Only the fields the processor uses are read;
-//! every other key is skipped without being built.
-
-pub mod lenient;
-pub mod scan;
+//! The chat chunk model: a typed, lenient view of one chat completion chunk
+//! (or a non-streamed response), read with serde from JSON bytes or,
+//! through the binding, from a Ruby Hash, and by the scanner (`scan/`) on
+//! the raw path. Only the fields the processor uses are read; every other
+//! key is skipped without being built.
 
 use std::borrow::Cow;
 
 use serde::de::{MapAccess, SeqAccess};
 
-use crate::json::JsonValue;
-use lenient::lenient_struct;
-pub use lenient::{Any, Field, Got, Id, Int, Kind, Lenient, List, Reads, ReadsOf, Text};
+use crate::calls::Arguments;
+use crate::lenient::{lenient_struct, Any, Field, Id, Int, Lenient, List, ReadsOf, Text};
+use crate::usage::Usage;
 
 lenient_struct! {
     /// One chunk (`chat.completion.chunk`) or a whole non-streamed response.
@@ -27,9 +25,7 @@ lenient_struct! {
         /// vLLM's error message (with `object: "error"`).
         "message" => message: Field<Text<'a>>,
     }
-}
 
-lenient_struct! {
     pub struct Choice<'a> {
         "delta" => delta: Field<Delta<'a>>,
         /// The non-streamed response's message; same shape as a delta.
@@ -43,116 +39,30 @@ lenient_struct! {
         /// `MALFORMED_FUNCTION_CALL`); read when `finish_reason` is `"error"`.
         "native_finish_reason" => native_finish_reason: Field<Text<'a>>,
     }
-}
 
-lenient_struct! {
     pub struct Delta<'a> {
         "content" => content: Field<Content<'a>>,
         "tool_calls" => tool_calls: Field<List<ToolCallDelta<'a>>>,
     }
-}
 
-lenient_struct! {
     pub struct ToolCallDelta<'a> {
         "index" => index: Field<Int>,
         "id" => id: Field<Id<'a>>,
         "function" => function: Field<Function<'a>>,
     }
-}
 
-lenient_struct! {
     pub struct Function<'a> {
         "name" => name: Field<Text<'a>>,
         "arguments" => arguments: Field<Arguments<'a>>,
         /// llama.cpp before mid-2025 put the id here.
         "id" => id: Field<Id<'a>>,
     }
-}
 
-lenient_struct! {
-    pub struct Usage {
-        "prompt_tokens" => prompt_tokens: Field<Tokens>,
-        "completion_tokens" => completion_tokens: Field<Tokens>,
-        "prompt_tokens_details" => prompt_tokens_details: Field<PromptTokensDetails>,
-        /// DeepSeek: the same tokens as `prompt_tokens_details.cached_tokens`.
-        "prompt_cache_hit_tokens" => prompt_cache_hit_tokens: Field<Tokens>,
-        "cache_creation_tokens" => cache_creation_tokens: Field<Tokens>,
-    }
-}
-
-lenient_struct! {
-    pub struct PromptTokensDetails {
-        "cached_tokens" => cached_tokens: Field<Tokens>,
-        "cache_write_tokens" => cache_write_tokens: Field<Tokens>,
-        "cache_creation_tokens" => cache_creation_tokens: Field<Tokens>,
-        /// Alibaba DashScope (Qwen): cache writes.
-        "cache_creation_input_tokens" => cache_creation_input_tokens: Field<Tokens>,
-    }
-}
-
-/// A token count as sent: an integer (integral floats and strings of digits
-/// convert, as for [`Int`]), or, so that it can be reported with its value,
-/// what was there instead.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Tokens {
-    Count(i64),
-    /// Not a count: the JSON type and an excerpt of the value.
-    Bad(Kind, String),
-}
-
-impl ReadsOf for Tokens {}
-impl ReadsOf for Content<'_> {}
-impl ReadsOf for Arguments<'_> {}
-
-impl<'de> Lenient<'de> for Tokens {
-    fn from_bool(v: bool) -> Got<Self> {
-        Got::Value(Tokens::Bad(Kind::Boolean, v.to_string()))
-    }
-    fn from_i64(v: i64) -> Got<Self> {
-        Got::Value(Tokens::Count(v))
-    }
-    fn from_u64(v: u64) -> Got<Self> {
-        match i64::try_from(v) {
-            Ok(v) => Got::Value(Tokens::Count(v)),
-            Err(_) => Got::Value(Tokens::Bad(Kind::Integer, v.to_string())),
-        }
-    }
-    fn from_f64(v: f64) -> Got<Self> {
-        match Int::from_f64(v) {
-            Got::Converted(Int(n), k) => Got::Converted(Tokens::Count(n), k),
-            _ => Got::Value(Tokens::Bad(Kind::Float, format!("{v:?}"))),
-        }
-    }
-    fn from_str(v: Cow<'de, str>) -> Got<Self> {
-        match v.trim().parse::<i64>() {
-            Ok(n) => Got::Converted(Tokens::Count(n), Kind::String),
-            Err(_) => Got::Value(Tokens::Bad(Kind::String, crate::anomaly::excerpt(&format!("{v:?}")))),
-        }
-    }
-    fn from_seq<A: SeqAccess<'de>>(seq: A) -> Result<Got<Self>, A::Error> {
-        Ok(Got::Value(Tokens::Bad(Kind::Array, json_excerpt(Any::from_seq(seq)?))))
-    }
-    fn from_map<A: MapAccess<'de>>(map: A) -> Result<Got<Self>, A::Error> {
-        Ok(Got::Value(Tokens::Bad(Kind::Object, json_excerpt(Any::from_map(map)?))))
-    }
-}
-
-/// An excerpt of a value's JSON text, for a report.
-fn json_excerpt(got: Got<Any>) -> String {
-    match got {
-        Got::Value(Any(v)) | Got::Converted(Any(v), _) => crate::anomaly::excerpt(&v.to_json()),
-        Got::Wrong(_) => String::new(),
-    }
-}
-
-lenient_struct! {
     /// Groq's `x_groq` block; its `usage` arrives on the finish chunk.
     pub struct XGroq {
         "usage" => usage: Field<Usage>,
     }
-}
 
-lenient_struct! {
     /// One typed part of an array `content`.
     pub struct ContentPart<'a> {
         "type" => kind: Field<Text<'a>>,
@@ -167,28 +77,25 @@ pub enum Content<'a> {
     Parts(Vec<Field<ContentPart<'a>>>),
 }
 
+impl ReadsOf for Content<'_> {}
+impl ReadsOf for Arguments<'_> {}
+
 impl<'de> Lenient<'de> for Content<'de> {
-    fn from_str(v: Cow<'de, str>) -> Got<Self> {
-        Got::Value(Content::Text(v))
+    fn from_str(v: Cow<'de, str>) -> Field<Self> {
+        Field::Value(Content::Text(v))
     }
-    fn from_seq<A: SeqAccess<'de>>(seq: A) -> Result<Got<Self>, A::Error> {
+    fn from_seq<A: SeqAccess<'de>>(seq: A) -> Result<Field<Self>, A::Error> {
         Ok(List::<ContentPart<'de>>::from_seq(seq)?.map(|parts| Content::Parts(parts.into_vec())))
     }
 }
 
 /// `function.arguments`: JSON text (the reference shape) or, from TGI and
 /// some proxies, the parameters object itself.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Arguments<'a> {
-    Text(Cow<'a, str>),
-    Object(JsonValue),
-}
-
 impl<'de> Lenient<'de> for Arguments<'de> {
-    fn from_str(v: Cow<'de, str>) -> Got<Self> {
-        Got::Value(Arguments::Text(v))
+    fn from_str(v: Cow<'de, str>) -> Field<Self> {
+        Field::Value(Arguments::Text(v))
     }
-    fn from_map<A: MapAccess<'de>>(map: A) -> Result<Got<Self>, A::Error> {
+    fn from_map<A: MapAccess<'de>>(map: A) -> Result<Field<Self>, A::Error> {
         Ok(Any::from_map(map)?.map(|Any(v)| Arguments::Object(v)))
     }
 }
@@ -214,6 +121,7 @@ impl<'a> Chunk<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lenient::Kind;
 
     #[test]
     fn reads_the_reference_shape_and_skips_unknown_fields() {

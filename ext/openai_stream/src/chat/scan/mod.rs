@@ -14,17 +14,16 @@
 //!
 //! Why it exists: serde's visitor layers, the lenient wrappers and the moves
 //! of the large `Chunk` value between them cost several times the scanning
-//! itself, on every event of every stream. Measured (raw path over the Ruby
-//! floor's throughput, text_2k / tools_4k / tools_4k_partial, `bench/runner.rb
-//! --rounds 2 --time 1` with the scanner switched off by a temporary patch,
-//! 2026-12-04, on Ruby 3.4 + YJIT): with it 12.8x / 24.5x / 13.6x (0.20 /
-//! 0.12 / 0.23 us per event); serde alone 2.9x / 3.2x / 2.7x (0.85 / 0.89 /
-//! 1.03 us), far below issue 8's targets (10x / 15x / 10x).
+//! itself, on every event of every stream. Without it the raw path misses
+//! its targets (docs/decisions.md).
 
 use std::borrow::Cow;
 
-use super::{Any, Arguments, Chunk, Content, Field, Id, Int, List, Text, Tokens};
+use super::{Chunk, Content};
+use crate::calls::Arguments;
 use crate::json::short_escape;
+use crate::lenient::{Any, Field, Id, Int, List, Text};
+use crate::usage::Tokens;
 
 /// Deepest nesting of a skipped value the scanner follows (serde_json's
 /// limit, 128, is far above; deeper values go to serde_json).
@@ -46,10 +45,10 @@ use template::{CallAt, Template};
 /// - The envelope (id, object, created, model, ...): the bytes before the
 ///   first `choices` value and what they held. A chunk that starts with the
 ///   same bytes takes those fields from here instead of scanning them.
-/// - The template: when the last chunk was a plain text or arguments delta,
-///   everything but the one string that changes from event to event. A
-///   chunk with the same bytes before and after that string is the same
-///   chunk with a new string (see `template.rs`).
+/// - The template: when the last chunk was nothing but a text or arguments
+///   delta, everything but the one string that changes from event to
+///   event. A chunk with the same bytes before and after that string is the
+///   same delta with a new string, applied without a chunk (see [`plain`]).
 #[derive(Debug, Default)]
 pub struct ScanMemo {
     envelope: Envelope,
@@ -60,12 +59,6 @@ pub struct ScanMemo {
 /// serde_json must decide (see the module documentation); `out` then holds
 /// a part of the chunk and is to be thrown away.
 pub fn read<'a>(text: &'a str, out: &mut Chunk<'a>, memo: &mut ScanMemo) -> bool {
-    if let Some(template) = &memo.template {
-        if template.read(text, out) {
-            return true;
-        }
-        *out = Chunk::default();
-    }
     let last = &mut memo.envelope;
     let mut s = Scanner::new(text);
     let ok = if !last.prefix.is_empty() && text.as_bytes().starts_with(&last.prefix) {
@@ -238,12 +231,6 @@ impl TextAt {
             TextAt::At(start, end) => Field::Value(Text(Cow::Borrowed(&text[start..end]))),
         }
     }
-}
-
-/// [`read`] into a new chunk.
-pub fn chunk<'a>(text: &'a str, memo: &mut ScanMemo) -> Option<Chunk<'a>> {
-    let mut out = Chunk::default();
-    read(text, &mut out, memo).then_some(out)
 }
 
 /// Bytes that end the fast part of a string: the quote, a backslash, and

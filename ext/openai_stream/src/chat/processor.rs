@@ -3,16 +3,17 @@
 //! Responses processor (`driver.rs`) owns the calls of one stream, the usage
 //! totals and the anomalies; what is its own is reading chunks.
 
+use super::in_band::{choice_error, provider_error_of};
+use super::legacy::{LegacyOutcome, LegacySimulator};
+use super::scan::{self, Plain, ScanMemo};
+use super::{Choice, Chunk, Content, Delta, ToolCallDelta};
 use crate::anomaly::{excerpt, Anomaly, AnomalyKind};
 use crate::calls::CallId;
-use crate::chunk::scan::{Plain, ScanMemo};
-use crate::chunk::{Choice, Chunk, Content, Delta, Field, Kind, List, Text, ToolCallDelta};
 use crate::driver::{keep_first, Driver, OutputLimit, Protocol, State};
 use crate::error::{Error, StreamErrorKind};
 use crate::event_data::{glued_value_end, invalid_json};
-use crate::in_band::{choice_error, provider_error_of};
 use crate::json::{parse_complete, JsonValue, Reparsed};
-use crate::legacy::{LegacyOutcome, LegacySimulator};
+use crate::lenient::{Field, Kind, List, Text};
 use crate::output::Output;
 use crate::sse::DEFAULT_MAX_LINE_BYTES;
 use crate::usage::UsageMode;
@@ -28,7 +29,7 @@ pub struct Options {
     /// `partial_tool_calls: true`).
     pub partial_tool_calls: bool,
     pub usage_mode: UsageMode,
-    /// Longest SSE line (and event) accepted by [`Processor::decode`].
+    /// Longest SSE line (and event) accepted by [`ChatProcessor::decode`].
     pub max_line_bytes: usize,
     /// Also follow the stream the way the legacy Discourse processor did,
     /// to count the calls it would have run (for audits).
@@ -57,9 +58,9 @@ impl Default for Options {
 }
 
 /// See the module documentation.
-pub type Processor = Driver<Chat>;
+pub type ChatProcessor = Driver<Chat>;
 
-/// The chat protocol's own state of a [`Processor`].
+/// The chat protocol's own state of a [`ChatProcessor`].
 #[derive(Debug, Default)]
 pub struct Chat {
     options: Options,
@@ -73,15 +74,28 @@ pub struct Chat {
     legacy: Option<LegacySimulator>,
     /// What the legacy processor would have run in the last finished stream.
     legacy_outcome: Option<LegacyOutcome>,
+    /// See [`ChatProcessor::read_whole_chunks`].
+    #[cfg(feature = "test-hooks")]
+    whole_chunks: bool,
 }
 
-impl Default for Processor {
-    fn default() -> Self {
-        Processor::new(Options::default())
+impl Chat {
+    /// Every chunk is read whole (tests compare that with the plain road).
+    fn whole_chunks(&self) -> bool {
+        #[cfg(feature = "test-hooks")]
+        return self.whole_chunks;
+        #[cfg(not(feature = "test-hooks"))]
+        false
     }
 }
 
-impl Processor {
+impl Default for ChatProcessor {
+    fn default() -> Self {
+        ChatProcessor::new(Options::default())
+    }
+}
+
+impl ChatProcessor {
     pub fn new(options: Options) -> Self {
         let own = Chat {
             options,
@@ -93,7 +107,7 @@ impl Processor {
     }
 
     /// A chunk as JSON text: the Hash path, whose reader writes what
-    /// [`crate::chunk::Reads`] names of a parsed chunk back as JSON. Read as
+    /// [`crate::lenient::Reads`] names of a parsed chunk back as JSON. Read as
     /// the raw path reads a payload (the scanner, then the crate's own
     /// parser for the rest); `whole`: a non-streamed response, every tool
     /// call of its message.
@@ -102,8 +116,8 @@ impl Processor {
     }
 
     /// A streamed chunk that is nothing but a text delta,
-    /// `{"choices":[{"delta":{"content": text}}]}` (plus keys no struct
-    /// reads): what [`Processor::process_json`] does with it, without
+    /// `{"choices":[{"delta":{"content": text}}]}` (plus keys no rule
+    /// reads): what [`ChatProcessor::process_json`] does with it, without
     /// reading it. The Hash path reads its commonest event this way.
     pub fn process_text(&mut self, text: &str) -> Result<&Output, Error> {
         // Of that chunk, a read applies only the content: no envelope,
@@ -125,6 +139,14 @@ impl Processor {
     pub fn options(&self) -> Options {
         self.state.own.options
     }
+
+    /// For the crate's tests: every chunk is read whole, also a plain delta
+    /// (which is otherwise applied without a chunk built), so that the two
+    /// roads can be compared.
+    #[cfg(feature = "test-hooks")]
+    pub fn read_whole_chunks(&mut self) {
+        self.state.own.whole_chunks = true;
+    }
 }
 
 impl Protocol for State<Chat> {
@@ -132,10 +154,9 @@ impl Protocol for State<Chat> {
 
     fn payload(&mut self, data: &[u8]) -> Result<bool, Error> {
         // Most events: the last delta with another string, and nothing
-        // else in the chunk. (An error event, and the legacy simulator,
-        // read the whole chunk.)
-        if !self.error_event && self.own.legacy.is_none() {
-            if let Some(plain) = crate::chunk::scan::plain(data, &self.own.envelope) {
+        // else in the chunk. (An error event reads the whole chunk.)
+        if !self.error_event && !self.own.whole_chunks() {
+            if let Some(plain) = scan::plain(data, &self.own.envelope) {
                 return self.apply_plain(&plain).map(|()| true);
             }
         }
@@ -143,7 +164,7 @@ impl Protocol for State<Chat> {
         // The scanner reads the usual shapes (in place: a chunk is large);
         // serde_json decides the rest.
         let mut scanned = Chunk::default();
-        if crate::chunk::scan::read(text, &mut scanned, &mut self.own.envelope) {
+        if scan::read(text, &mut scanned, &mut self.own.envelope) {
             return self.apply_payload(text, &scanned);
         }
         let reparsed: JsonValue;
@@ -176,13 +197,8 @@ impl Protocol for State<Chat> {
         if self.error_event {
             return Err(Error::Provider { message: excerpt(text), payload: serde_json::from_str(text).ok() });
         }
-        self.anomalies.push(
-            Anomaly::new(
-                AnomalyKind::UnexpectedPayload,
-                format!("a data payload that is a JSON {} was skipped", kind.name()),
-            )
-            .excerpt(text),
-        );
+        let what = format!("a data payload that is a JSON {} was skipped", kind.name());
+        self.anomalies.push(Anomaly::new(AnomalyKind::UnexpectedPayload, what).excerpt(text));
         Ok(true)
     }
 
@@ -197,14 +213,12 @@ impl Protocol for State<Chat> {
     fn close(&mut self) -> Result<(), Error> {
         if self.calls.any_open() && !self.own.saw_finish_reason && !self.saw_done {
             let open = self.open_ids();
-            self.anomalies.push(Anomaly::new(
-                AnomalyKind::Truncated,
-                format!(
-                    "stream ended without finish_reason or [DONE]; completed {} open call(s) from what arrived: {}",
-                    open.len(),
-                    open.join(", ")
-                ),
-            ));
+            let (n, ids) = (open.len(), open.join(", "));
+            let what = format!(
+                "stream ended without finish_reason or [DONE]; completed {n} open call(s) from what \
+                 arrived: {ids}"
+            );
+            self.anomalies.push(Anomaly::new(AnomalyKind::Truncated, what));
         }
         let completed = self.complete_open();
         if let Some(legacy) = self.own.legacy.as_mut() {
@@ -227,24 +241,14 @@ impl State<Chat> {
         let too_many = self.glued_in_line >= MAX_GLUED;
         if too_many {
             self.calls.note_lost(&format!("the rest of a line of glued events: {}", excerpt(rest)));
-            self.anomalies.push(
-                Anomaly::new(
-                    AnomalyKind::UnreadableEvent,
-                    format!(
-                        "more than {MAX_GLUED} events glued onto one line; the rest of the line was skipped"
-                    ),
-                )
-                .excerpt(rest),
-            );
+            let what =
+                format!("more than {MAX_GLUED} events glued onto one line; the rest of the line was skipped");
+            self.anomalies.push(Anomaly::new(AnomalyKind::UnreadableEvent, what).excerpt(rest));
         } else if self.first(AnomalyKind::GluedEvent) {
-            self.anomalies.push(
-                Anomaly::new(
-                    AnomalyKind::GluedEvent,
-                    "an event's JSON was followed by more text on its line; the JSON ended the event and \
-                     the rest was read as the next line",
-                )
-                .excerpt(rest),
-            );
+            let what =
+                "an event's JSON was followed by more text on its line; the JSON ended the event and the \
+                        rest was read as the next line";
+            self.anomalies.push(Anomaly::new(AnomalyKind::GluedEvent, what).excerpt(rest));
         }
         self.own.in_glued = true;
         let applied = self.payload(head.as_bytes());
@@ -266,6 +270,9 @@ impl State<Chat> {
                 Ok(())
             }
             Plain::Call(call) => call.with_delta(|call| {
+                if let (Some(legacy), false) = (self.own.legacy.as_mut(), self.own.in_glued) {
+                    legacy.observe_first_call(Some(call));
+                }
                 self.calls.begin_list();
                 let mut first_error = Ok(());
                 self.apply_call(call, false, &mut first_error);
@@ -274,15 +281,15 @@ impl State<Chat> {
         }
     }
 
-    /// See [`Processor::process_json`].
+    /// See [`ChatProcessor::process_json`].
     fn json(&mut self, text: &str, whole: bool) -> Result<(), Error> {
-        if !whole && self.own.legacy.is_none() {
-            if let Some(plain) = crate::chunk::scan::plain(text.as_bytes(), &self.own.envelope) {
+        if !whole && !self.own.whole_chunks() {
+            if let Some(plain) = scan::plain(text.as_bytes(), &self.own.envelope) {
                 return self.apply_plain(&plain);
             }
         }
         let mut scanned = Chunk::default();
-        if crate::chunk::scan::read(text, &mut scanned, &mut self.own.envelope) {
+        if scan::read(text, &mut scanned, &mut self.own.envelope) {
             return self.apply_chunk(&scanned, whole);
         }
         let invalid = |e: String| Error::stream(StreamErrorKind::InvalidChunk, e, excerpt(text));
@@ -346,13 +353,8 @@ impl State<Chat> {
         let list = self.field(choices, "choices")?;
         self.saw_event = true;
         if list.len() > 1 && self.first(AnomalyKind::IgnoredChoices) {
-            self.anomalies.push(
-                Anomaly::new(
-                    AnomalyKind::IgnoredChoices,
-                    format!("{} choices in a chunk; only the first is read", list.len()),
-                )
-                .field("choices"),
-            );
+            let what = format!("{} choices in a chunk; only the first is read", list.len());
+            self.anomalies.push(Anomaly::new(AnomalyKind::IgnoredChoices, what).field("choices"));
         }
         self.field(list.first()?, "choices[0]")
     }
@@ -375,13 +377,9 @@ impl State<Chat> {
             // A streamed chunk with the non-streamed `message` instead of a
             // `delta` (some proxies): read it as the delta, and say so.
             (Field::Missing | Field::Null, Field::Value(_) | Field::Converted(..)) => {
-                self.anomalies.push(
-                    Anomaly::new(
-                        AnomalyKind::ConvertedField,
-                        "a streamed choice carried \"message\" instead of \"delta\"; read as the delta",
-                    )
-                    .field("choices[0].message"),
-                );
+                let what = "a streamed choice carried \"message\" instead of \"delta\"; read as the delta";
+                self.anomalies
+                    .push(Anomaly::new(AnomalyKind::ConvertedField, what).field("choices[0].message"));
                 &choice.message
             }
             (Field::Missing | Field::Null, Field::Wrong(kind)) => {
@@ -428,17 +426,12 @@ impl State<Chat> {
             Field::Value(Content::Text(t)) => excerpt(t),
             _ => String::new(),
         };
-        self.anomalies.push(
-            Anomaly::new(
-                AnomalyKind::EchoedMessage,
-                format!(
-                    "a streamed event with object \"chat.completion\" repeated the whole message \
-                     ({calls} tool call(s)) after its deltas; nothing of it was emitted again"
-                ),
-            )
-            .field("choices[0].message")
-            .excerpt(&text),
+        let what = format!(
+            "a streamed event with object \"chat.completion\" repeated the whole message ({calls} tool \
+             call(s)) after its deltas; nothing of it was emitted again"
         );
+        self.anomalies
+            .push(Anomaly::new(AnomalyKind::EchoedMessage, what).field("choices[0].message").excerpt(&text));
     }
 
     /// The value of a field (a converted one too), or None; one of a wrong
@@ -485,13 +478,9 @@ impl State<Chat> {
                         Some("thinking" | "reasoning") => {}
                         other => {
                             let what = other.map_or("untyped".to_owned(), |t| format!("{t:?}"));
-                            self.anomalies.push(
-                                Anomaly::new(
-                                    AnomalyKind::IgnoredContentPart,
-                                    format!("a content part of type {what} was ignored"),
-                                )
-                                .field("choices[0].delta.content[]"),
-                            );
+                            let what = format!("a content part of type {what} was ignored");
+                            let a = Anomaly::new(AnomalyKind::IgnoredContentPart, what);
+                            self.anomalies.push(a.field("choices[0].delta.content[]"));
                         }
                     }
                 }
@@ -512,7 +501,7 @@ impl State<Chat> {
         }
         let mut first_error = Ok(());
         self.calls.begin_list();
-        for item in list {
+        for item in list.iter() {
             let Some(d) = self.field(item, "choices[0].delta.tool_calls[]") else { continue };
             self.apply_call(d, finishing, &mut first_error);
         }
@@ -583,7 +572,7 @@ impl State<Chat> {
         if let Some(message) = self.field(&choice.message, "choices[0].message") {
             self.apply_content(&message.content);
             let list = self.field(&message.tool_calls, "choices[0].message.tool_calls");
-            for item in list.into_iter().flatten() {
+            for item in list.iter().flat_map(|l| l.iter()) {
                 let Some(d) = self.field(item, "choices[0].message.tool_calls[]") else { continue };
                 let Some(call) = self.calls.add_whole(d, &mut self.anomalies) else { continue };
                 keep_first(&mut result, self.complete(call));
@@ -598,13 +587,345 @@ impl State<Chat> {
     }
 
     fn ignored(&mut self, field: &'static str, kind: Kind) {
-        self.anomalies.push(
-            Anomaly::new(AnomalyKind::IgnoredField, format!("{field} was {}; ignored", kind.described()))
-                .field(field),
-        );
+        let what = format!("{field} was {}; ignored", kind.described());
+        self.anomalies.push(Anomaly::new(AnomalyKind::IgnoredField, what).field(field));
     }
 }
 
 #[cfg(test)]
-#[path = "processor_tests.rs"]
-mod tests;
+mod tests {
+    // Unit tests of the processor: framing decisions and the non-streamed path.
+
+    use super::*;
+    use crate::error::StreamErrorKind;
+    use crate::output::Item;
+
+    const A: &str = r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"f","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}"#;
+    const B: &str = r#"{"choices":[{"delta":{"tool_calls":[{"index":1,"id":"b","function":{"name":"g","arguments":"{\"x\":1}"}}]},"finish_reason":"tool_calls"}]}"#;
+
+    /// Ids of the completed calls in the processor's last output.
+    fn completed(p: &ChatProcessor) -> Vec<String> {
+        p.output()
+            .items()
+            .filter_map(|i| match i {
+                Item::Completed(c, _) => p.calls().get(c).map(|c| c.id.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn texts(p: &ChatProcessor) -> Vec<String> {
+        p.output()
+            .items()
+            .filter_map(|i| match i {
+                Item::Text(t) => Some(t.to_owned()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn kinds(p: &ChatProcessor) -> Vec<AnomalyKind> {
+        p.anomalies().all().iter().map(|a| a.kind).collect()
+    }
+
+    fn message(p: &mut ChatProcessor, json: &str) -> Result<(), Error> {
+        p.process_json(json, true).map(|_| ())
+    }
+
+    fn strict() -> ChatProcessor {
+        ChatProcessor::new(Options { strict: true, ..Options::default() })
+    }
+
+    /// Decodes `stream` by default (the unreadable event is skipped and
+    /// reported) and strictly (it is raised); the processor after each.
+    fn both(stream: &str) -> [(ChatProcessor, Result<(), Error>); 2] {
+        [ChatProcessor::default(), strict()].map(|mut p| {
+            let r = p.decode(stream.as_bytes()).map(|_| ());
+            (p, r)
+        })
+    }
+
+    #[test]
+    fn a_truncated_line_without_a_blank_line_does_not_swallow_the_next_event() {
+        let stream =
+            format!("data: {A}\n\ndata: {{\"choices\":[{{\"delta\":{{\"content\":\"cut\ndata: {B}\n\n");
+        let [(p, skipped), (mut p_strict, raised)] = both(&stream);
+        skipped.expect("skipped by default");
+        assert_eq!(kinds(&p), [AnomalyKind::UnreadableEvent]);
+        assert_eq!(completed(&p), ["a", "b"], "b is read after the truncated line");
+        let err = raised.expect_err("the truncated event is raised when strict");
+        assert!(
+            matches!(err, Error::Stream { kind: StreamErrorKind::InvalidJson, ref message, .. }
+        if message.contains("truncated")),
+            "{err:?}"
+        );
+        assert_eq!(completed(&p_strict), ["a", "b"], "b is read after the truncated line");
+        p_strict.finish().map(|_| ()).expect("nothing left");
+    }
+
+    #[test]
+    fn a_truncated_line_cut_where_the_next_event_could_continue_it() {
+        // Joined, `{"choices":[` + `{...}` is valid so far: the new line alone
+        // being a whole event decides.
+        let stream = format!("data: {A}\n\ndata: {{\"choices\":[\ndata: {B}\n\ndata: [DONE]\n\n");
+        let [(p, skipped), (p_strict, raised)] = both(&stream);
+        assert!(skipped.is_ok() && raised.is_err());
+        assert_eq!(completed(&p), ["a", "b"]);
+        assert_eq!(completed(&p_strict), ["a", "b"]);
+        // [DONE] after a cut line ends the stream too.
+        let stream = format!("data: {A}\n\ndata: {{\"choices\":[{{\"del\ndata: [DONE]\n\n");
+        let [(p, skipped), (p_strict, raised)] = both(&stream);
+        assert!(skipped.is_ok() && raised.is_err());
+        assert!(p.state.saw_done && p_strict.state.saw_done);
+    }
+
+    #[test]
+    fn json_split_over_data_lines_is_still_one_event() {
+        let mut p = ChatProcessor::default();
+        let stream = "data: {\"choices\":\ndata: [{\"delta\":{\"content\":\"a\"}}]}\n\n";
+        p.decode(stream.as_bytes()).map(|_| ()).expect("one event over two lines");
+        assert_eq!(texts(&p), ["a"]);
+        // A continuation line that starts with `{` joins when the joined text
+        // completes the event.
+        let mut p = ChatProcessor::default();
+        let stream = "data: {\"choices\":[{\"delta\":\ndata: {\"content\":\"b\"}}]}\n\n";
+        p.decode(stream.as_bytes()).map(|_| ()).expect("one event over two lines");
+        assert_eq!(texts(&p), ["b"]);
+    }
+
+    #[test]
+    fn an_event_closed_by_a_blank_line_with_incomplete_json_is_skipped_and_loses_nothing() {
+        let stream = format!("data: {A}\n\ndata: {{\"choices\":[{{\"delta\"\n\ndata: {B}\n\n");
+        let [(p, skipped), (p_strict, raised)] = both(&stream);
+        skipped.expect("skipped by default");
+        assert_eq!(kinds(&p), [AnomalyKind::UnreadableEvent]);
+        assert_eq!(completed(&p), ["a", "b"]);
+        let err = raised.expect_err("raised when strict");
+        assert!(matches!(err, Error::Stream { kind: StreamErrorKind::InvalidJson, .. }), "{err:?}");
+        assert_eq!(completed(&p_strict), ["a", "b"]);
+        // At the end of the stream it is recorded, not raised.
+        let mut p = ChatProcessor::default();
+        p.decode(format!("data: {A}\n\ndata: {{\"choices\":[").as_bytes()).map(|_| ()).unwrap();
+        p.finish().map(|_| ()).expect("recorded");
+        assert_eq!(kinds(&p), [AnomalyKind::TruncatedEvent]);
+    }
+
+    #[test]
+    fn process_message_raises_a_choice_error_after_keeping_the_calls() {
+        let mut p = ChatProcessor::default();
+        let json = r#"{"choices":[{"message":{"content":"partial","tool_calls":[{"id":"m","function":{"name":"f","arguments":"{}"}}]},
+        "finish_reason":"error","error":{"message":"upstream died"}}]}"#;
+        match message(&mut p, json) {
+            Err(Error::Provider { message, payload }) => {
+                assert_eq!(message, "upstream died");
+                assert!(payload.is_some());
+            }
+            other => panic!("expected a provider error, got {other:?}"),
+        }
+        assert_eq!(completed(&p), ["m"]);
+        assert_eq!(texts(&p), ["partial"]);
+        // finish_reason "error" alone raises too.
+        let mut p = ChatProcessor::default();
+        let json = r#"{"choices":[{"message":{"content":"x"},"finish_reason":"error"}]}"#;
+        assert!(matches!(message(&mut p, json), Err(Error::Provider { .. })));
+        // A null or empty error is no error.
+        let mut p = ChatProcessor::default();
+        let json = r#"{"choices":[{"message":{"content":"x"},"finish_reason":"stop","error":null}]}"#;
+        message(&mut p, json).expect("no error");
+    }
+
+    fn chunk(p: &mut ChatProcessor, json: &str) -> Result<(), Error> {
+        p.process_json(json, false).map(|_| ())
+    }
+
+    #[test]
+    fn a_streamed_message_instead_of_a_delta_is_read_and_reported() {
+        let mut p = ChatProcessor::default();
+        chunk(&mut p, r#"{"choices":[{"message":{"content":"hi"}}]}"#).unwrap();
+        assert_eq!(texts(&p), ["hi"]);
+        assert_eq!(kinds(&p), [AnomalyKind::ConvertedField]);
+        chunk(&mut p, r#"{"choices":[{"message":{"content":"again"}}]}"#).unwrap();
+        assert_eq!(p.anomalies().all()[0].count, 2, "one entry, counted");
+    }
+
+    #[test]
+    fn content_parts_of_the_wrong_shape_are_reported() {
+        let mut p = ChatProcessor::default();
+        let json = r#"{"choices":[{"delta":{"content":[{"type":"text","text":{"a":1}},{"type":5,"text":"x"},
+        {"type":{"t":"text"}},{"type":"text","text":"ok"}]}}]}"#;
+        chunk(&mut p, json).unwrap();
+        assert_eq!(texts(&p), ["ok"]);
+        let fields: Vec<_> = p.anomalies().all().iter().map(|a| (a.kind, a.field)).collect();
+        assert_eq!(
+            fields,
+            [
+                (AnomalyKind::IgnoredField, Some("choices[0].delta.content[].text")),
+                (AnomalyKind::IgnoredField, Some("choices[0].delta.content[].type")),
+                (AnomalyKind::IgnoredField, Some("choices[0].delta.content[].type")),
+            ]
+        );
+        assert_eq!(p.anomalies().all()[1].count, 1, "an integer and an object type are two anomalies");
+    }
+
+    #[test]
+    fn object_and_message_of_the_wrong_type_are_reported() {
+        let mut p = ChatProcessor::default();
+        chunk(&mut p, r#"{"object":5,"message":{"a":1},"choices":[{"message":7}]}"#).unwrap();
+        let fields: Vec<_> = p.anomalies().all().iter().map(|a| a.field).collect();
+        assert_eq!(fields, [Some("object"), Some("message"), Some("choices[0].message")]);
+    }
+
+    /// What a processor holds after a step, as text to compare.
+    fn snapshot(p: &ChatProcessor) -> String {
+        // Each call (the tables of Calls are HashMaps, whose order varies).
+        let calls: Vec<_> =
+            (0..p.calls().len()).map(|i| format!("{:?}", p.calls().get(CallId(i as u32)))).collect();
+        format!(
+            "{:?}\n{calls:?}\n{:?}\n{:?}\n{:?}",
+            p.output(),
+            p.anomalies().all(),
+            p.usage(),
+            p.legacy_outcome()
+        )
+    }
+
+    #[test]
+    fn process_text_does_what_process_json_does_with_a_text_chunk() {
+        // Text around calls, between argument fragments, empty, after a
+        // finish_reason and after the end of a stream, with usage after it.
+        let call = |i: u32, id: &str, args: &str| {
+            format!(
+                r#"{{"choices":[{{"delta":{{"tool_calls":[{{"index":{i},"id":"{id}","function":{{"name":"f","arguments":"{args}"}}}}]}}}}]}}"#
+            )
+        };
+        let fragment = |i: u32, args: &str| {
+            format!(
+                r#"{{"choices":[{{"delta":{{"tool_calls":[{{"index":{i},"function":{{"arguments":"{args}"}}}}]}}}}]}}"#
+            )
+        };
+        let steps: Vec<Result<String, &str>> = vec![
+            Err("Hel"),
+            Err(""),
+            Err("lo \u{e9}"),
+            Ok(call(0, "a", "{\\\"q\\\":")),
+            Err("between"),
+            Ok(fragment(0, "\\\"x\\\"}")),
+            Ok(call(1, "b", "{}")),
+            Err("after calls"),
+            Ok(r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#.to_owned()),
+            Err("after finish"),
+            Ok(r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4}}"#.to_owned()),
+            Err("late"),
+        ];
+        for partial_tool_calls in [false, true] {
+            for simulate_legacy in [false, true] {
+                let options = Options { partial_tool_calls, simulate_legacy, ..Options::default() };
+                let (mut chunks, mut texts) = (ChatProcessor::new(options), ChatProcessor::new(options));
+                for round in 0..2 {
+                    for step in &steps {
+                        let (a, b) = match step {
+                            Ok(json) => (
+                                chunks.process_json(json, false).map(|_| ()),
+                                texts.process_json(json, false).map(|_| ()),
+                            ),
+                            Err(text) => {
+                                let json = serde_json::json!({"choices": [{"delta": {"content": text}}]});
+                                let json = json.to_string();
+                                (
+                                    chunks.process_json(&json, false).map(|_| ()),
+                                    texts.process_text(text).map(|_| ()),
+                                )
+                            }
+                        };
+                        assert_eq!(format!("{a:?}"), format!("{b:?}"), "{step:?}");
+                        assert_eq!(
+                            snapshot(&chunks),
+                            snapshot(&texts),
+                            "{step:?} (round {round}, {options:?})"
+                        );
+                    }
+                    let (a, b) = (chunks.finish().map(|_| ()), texts.finish().map(|_| ()));
+                    assert_eq!(format!("{a:?}"), format!("{b:?}"));
+                    assert_eq!(snapshot(&chunks), snapshot(&texts));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn an_error_event_name_may_have_trailing_whitespace() {
+        let mut p = ChatProcessor::default();
+        let err = p.decode(b"event: error \ndata: overloaded\n\n").map(|_| ()).expect_err("an error event");
+        assert!(matches!(err, Error::Provider { ref message, .. } if message == "overloaded"), "{err:?}");
+    }
+
+    #[test]
+    fn a_stream_without_one_chat_chunk_is_reported_at_finish_and_only_then() {
+        let responses = "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{}}\n\n\
+                     event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"Hi\"}\n\n";
+        let anthropic = "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"text\":\"Hi\"}}\n\n";
+        for stream in [responses, anthropic, ""] {
+            let mut p = ChatProcessor::default();
+            p.decode(stream.as_bytes()).expect("decoded");
+            assert!(!kinds(&p).contains(&AnomalyKind::WrongProtocol), "{stream:?}: not before finish");
+            p.finish().expect("finished");
+            assert_eq!(kinds(&p).last(), Some(&AnomalyKind::WrongProtocol), "{stream:?}");
+            assert!(p.anomalies().all().last().is_some_and(|a| a.message.contains("chat completion chunk")));
+        }
+        // One chunk is enough: a text delta (fast paths too), a usage chunk with
+        // no choice, a provider's error.
+        for stream in
+            [&format!("data: {A}\n\n"), "data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\n"]
+        {
+            let mut p = ChatProcessor::default();
+            p.decode(stream.as_bytes()).expect("decoded");
+            p.finish().expect("finished");
+            assert!(!kinds(&p).contains(&AnomalyKind::WrongProtocol), "{stream}");
+        }
+        let mut p = ChatProcessor::default();
+        p.process_json(r#"{"choices":[],"usage":{"prompt_tokens":3}}"#, false).expect("read");
+        let _ = p.decode(b"data: {\"error\":{\"message\":\"overloaded\"}}\n\n");
+        p.finish().expect("finished");
+        assert!(!kinds(&p).contains(&AnomalyKind::WrongProtocol));
+        let mut p = ChatProcessor::default();
+        p.process_text("Hi").expect("read");
+        p.finish().expect("finished");
+        assert_eq!(kinds(&p), []);
+    }
+
+    #[test]
+    fn an_error_event_is_an_event_of_the_protocol() {
+        // Raised as a provider error, and not also reported at finish as
+        // another protocol's stream, whatever its data.
+        for stream in
+            ["event: error\ndata: {\"message\":\"overloaded\"}\n\n", "event: error\ndata: overloaded\n\n"]
+        {
+            let mut p = ChatProcessor::default();
+            let err = p.decode(stream.as_bytes()).map(|_| ()).expect_err("an error event");
+            assert!(
+                matches!(err, Error::Provider { ref message, .. } if message.contains("overloaded")),
+                "{err:?}"
+            );
+            p.finish().expect("finished");
+            assert_eq!(kinds(&p), [], "{stream:?}");
+        }
+    }
+
+    #[test]
+    fn input_after_finish_is_a_new_stream_and_reported_while_finish_again_does_nothing() {
+        let mut p = ChatProcessor::default();
+        p.decode(format!("data: {A}\n\n").as_bytes()).expect("decoded");
+        p.finish().expect("finished");
+        p.finish().expect("finished again");
+        assert!(p.output().is_empty());
+        assert_eq!(kinds(&p), [], "finish twice reports nothing");
+        p.decode(format!("data: {B}\n\n").as_bytes()).expect("read as a new stream");
+        assert_eq!(completed(&p), ["b"]);
+        assert_eq!(kinds(&p), [AnomalyKind::InputAfterFinish]);
+        p.finish().expect("finished");
+        p.process_json(A, false).expect("the Hash path too");
+        assert_eq!(kinds(&p), [AnomalyKind::InputAfterFinish], "the same anomaly again is counted");
+        assert_eq!(p.anomalies().all()[0].count, 2);
+        assert_eq!(completed(&p), ["a"]);
+    }
+}

@@ -2,7 +2,7 @@
 //! with a stream: it keeps one tool, reads only `tool_calls[0]` of each
 //! chunk, and drops the rest. Used by the audit to count the calls a site
 //! already lost. Only the tool-call bookkeeping is modelled, from the
-//! behaviour described in discourse-contract.md; nothing else.
+//! behaviour described in docs/discourse-contract.md; nothing else.
 //!
 //! It also raised on the way, which failed the whole request (Discourse
 //! lets the exception out of `decode_chunk`): the arguments of its one tool
@@ -17,8 +17,10 @@
 
 use serde::de::IgnoredAny;
 
-use crate::chunk::{Arguments, Chunk, Field, Id, Text};
+use super::{Chunk, ToolCallDelta};
+use crate::calls::Arguments;
 use crate::json::JsonValue;
+use crate::lenient::{Field, Id, Text};
 
 /// The calls the legacy processor would have run, in order.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -60,37 +62,7 @@ impl LegacySimulator {
         let finished = finish_reason || empty_list;
         match tool_calls {
             Some([Field::Wrong(_), ..]) => self.raise(), // `dig` on a non-Hash
-            Some([first, ..]) => {
-                let first = first.get();
-                // Ruby's `present?` holds for any Integer, so an integer id
-                // (Poolside) starts a tool there as a String id does.
-                let id = first
-                    .and_then(|t| t.id.get())
-                    .filter(|Id(id)| !id.is_empty())
-                    .map(|Id(id)| id.to_string());
-                let name = first
-                    .and_then(|t| t.function.get())
-                    .and_then(|f| f.name.get())
-                    .filter(|Text(n)| !n.trim().is_empty());
-                if let (Some(id), Some(current)) = (&id, &self.tool) {
-                    if id != current {
-                        if !self.process_arguments() {
-                            return self.raise();
-                        }
-                        self.emit();
-                    }
-                }
-                if let (Some(id), Some(_)) = (id, name) {
-                    self.tool = Some(id);
-                    self.arguments.clear();
-                    self.poisoned = false;
-                    self.consumed = false;
-                }
-                if self.consumed {
-                    return self.raise();
-                }
-                self.append(first.and_then(|t| t.function.get()).map(|f| &f.arguments));
-            }
+            Some([first, ..]) => self.observe_first_call(first.get()),
             _ if finished && self.tool.is_some() => {
                 if !self.parses() {
                     return self.raise();
@@ -99,6 +71,39 @@ impl LegacySimulator {
             }
             _ => {}
         }
+    }
+
+    /// `tool_calls[0]` of a chunk, the one call the legacy processor read
+    /// (also of a plain delta, whose chunk is not built).
+    pub fn observe_first_call(&mut self, first: Option<&ToolCallDelta>) {
+        if self.outcome.raised {
+            return;
+        }
+        // Ruby's `present?` holds for any Integer, so an integer id
+        // (Poolside) starts a tool there as a String id does.
+        let id = first.and_then(|t| t.id.get()).filter(|Id(id)| !id.is_empty()).map(|Id(id)| id.to_string());
+        let name = first
+            .and_then(|t| t.function.get())
+            .and_then(|f| f.name.get())
+            .filter(|Text(n)| !n.trim().is_empty());
+        if let (Some(id), Some(current)) = (&id, &self.tool) {
+            if id != current {
+                if !self.process_arguments() {
+                    return self.raise();
+                }
+                self.emit();
+            }
+        }
+        if let (Some(id), Some(_)) = (id, name) {
+            self.tool = Some(id);
+            self.arguments.clear();
+            self.poisoned = false;
+            self.consumed = false;
+        }
+        if self.consumed {
+            return self.raise();
+        }
+        self.append(first.and_then(|t| t.function.get()).map(|f| &f.arguments));
     }
 
     /// End of stream.

@@ -11,26 +11,23 @@
 //! would reach that string in the same state as last time, read it, and
 //! continue over the same bytes to the same end: the chunk is the template's
 //! chunk with the new string. Reading it costs two comparisons and the scan
-//! of that string.
+//! of that string, and no chunk is built: the processor applies the delta
+//! (see [`Plain`]).
 //!
-//! Templates are made only from chunks whose every field can be rebuilt
-//! from the prefix (texts borrowed from it, absent or null fields, an
-//! integer index), with exactly one varying string read in the whole chunk
-//! (so duplicate keys never make one).
-//!
-//! What it pays (raw path over the Ruby floor's throughput, text_2k /
-//! tools_4k / tools_4k_partial, one run each way with templates switched off
-//! by a temporary patch, 2026-12-04): on Ruby 3.4 + YJIT 12.8x / 24.5x /
-//! 13.6x with templates, 8.4x / 10.1x / 7.3x without; on 3.1 23.9x / 34.2x /
-//! 20.7x against 11.9x / 14.4x / 11.2x. Without it the raw path misses issue
-//! 8's targets (10x / 15x / 10x) on the Ruby Discourse runs.
+//! Templates are made only from chunks that are nothing but that delta
+//! (every other field absent or null, an `object` that is not `"error"`, one
+//! choice, no finish_reason) and whose fields beside the varying string can
+//! be rebuilt from the prefix (texts borrowed from it, an integer index),
+//! with exactly one varying string read in the whole chunk (so duplicate
+//! keys never make one). Without templates the raw path misses its targets
+//! (docs/decisions.md).
 
 use std::borrow::Cow;
 
 use super::{Absent, EnvelopeFields, Plain, PlainCall, Scanner, TextAt, Varying};
-use crate::chunk::{
-    Arguments, Choice, Chunk, Content, Delta, Field, Function, Id, Int, List, Text, ToolCallDelta,
-};
+use crate::calls::Arguments;
+use crate::chat::{Chunk, Content, Function, ToolCallDelta};
+use crate::lenient::{Field, Id, Int, Text};
 
 /// Longest prefix, and longest suffix, a template keeps.
 const MAX_PART: usize = 2048;
@@ -39,27 +36,13 @@ const MAX_PART: usize = 2048;
 pub(super) struct Template {
     /// The text before the varying string, its opening quote included.
     /// (Both parts are `String`s: each is valid UTF-8 on its own, which
-    /// [`Template::value`] relies on.)
+    /// [`Template::plain`] relies on.)
     prefix: String,
     /// The text from the varying string's closing quote to the end.
     suffix: String,
-    envelope: EnvelopeFields,
-    finish_reason: Absent,
-    choice_error: Absent,
-    choice_usage: Absent,
-    native_finish_reason: Absent,
-    slot: Slot,
-    /// Nothing but the delta counts (see [`Template::plain`]).
-    plain: bool,
-}
-
-/// What the varying string is, and the fields beside it.
-#[derive(Debug)]
-enum Slot {
-    /// `choices[0].delta.content`.
-    Content { tool_calls: Absent },
-    /// `choices[0].delta.tool_calls[0].function.arguments`.
-    Arguments { content: Absent, call: CallAt },
+    /// The varying string is `choices[0].delta.tool_calls[0].function.arguments`
+    /// of this call (else `choices[0].delta.content`).
+    call: Option<CallAt>,
 }
 
 /// Where the fields of the varying call beside its arguments are.
@@ -82,9 +65,10 @@ impl Template {
         let Field::Value(choices) = &c.choices else { return None };
         let [Field::Value(choice)] = choices.as_slice() else { return None };
         let (Field::Value(delta), Field::Missing) = (&choice.delta, &choice.message) else { return None };
-        let slot = match (&delta.content, &delta.tool_calls) {
+        let call = match (&delta.content, &delta.tool_calls) {
             (Field::Value(Content::Text(_)), tool_calls) => {
-                Slot::Content { tool_calls: Absent::of(tool_calls)? }
+                Absent::of(tool_calls)?;
+                None
             }
             (content, Field::Value(calls)) => {
                 let [Field::Value(call)] = calls.as_slice() else { return None };
@@ -94,47 +78,36 @@ impl Template {
                 {
                     return None;
                 }
-                let call = CallAt {
+                Absent::of(content)?;
+                Some(CallAt {
                     index: call.index.clone(),
                     id: at(&call.id)?,
                     name: TextAt::of(text, start, &function.name, |t| &t.0)?,
                     function_id: at(&function.id)?,
-                };
-                Slot::Arguments { content: Absent::of(content)?, call }
+                })
             }
             _ => return None,
         };
-        let envelope = EnvelopeFields::before(text, start, c)?;
-        // Every other field is absent or null (or an `object`); only vLLM's
+        // Every other field is absent or null (or an `object`); vLLM's
         // `object: "error"` makes the chunk more than its delta.
-        let plain = !matches!(envelope.object.get(text), Field::Value(Text(o)) if o == "error");
-        Some(Template {
-            prefix: text.get(..start)?.to_owned(),
-            suffix: text.get(end..)?.to_owned(),
-            envelope,
-            finish_reason: Absent::of(&choice.finish_reason)?,
-            choice_error: Absent::of(&choice.error)?,
-            choice_usage: Absent::of(&choice.usage)?,
-            native_finish_reason: Absent::of(&choice.native_finish_reason)?,
-            slot,
-            plain,
-        })
+        let envelope = EnvelopeFields::before(text, start, c)?;
+        if matches!(envelope.object.get(text), Field::Value(Text(o)) if o == "error") {
+            return None;
+        }
+        Absent::of(&choice.finish_reason)
+            .and(Absent::of(&choice.native_finish_reason))
+            .and(Absent::of(&choice.error))
+            .and(Absent::of(&choice.usage))?;
+        Some(Template { prefix: text.get(..start)?.to_owned(), suffix: text.get(end..)?.to_owned(), call })
     }
 
-    /// Reads `text` into `out` (a default chunk) when it is this template
-    /// with another string; false (and `out` untouched) when it is not.
-    pub(super) fn read<'a>(&self, text: &'a str, out: &mut Chunk<'a>) -> bool {
-        let Some((text, value)) = self.value(text.as_bytes()) else { return false };
-        self.fill(text, value, out);
-        true
-    }
-
-    /// The bytes as this template with another string: the bytes as text,
-    /// and the string. Only the bytes between prefix and suffix are checked
-    /// for UTF-8: the prefix and suffix are text, so the whole is text when
-    /// they are (and the standard check of a whole payload was a tenth of
-    /// an event).
-    pub(super) fn value<'a>(&self, bytes: &'a [u8]) -> Option<(&'a str, Cow<'a, str>)> {
+    /// The bytes as this template with another string: the chunk is
+    /// nothing but one delta, whose text or one tool call the processor
+    /// applies as it would the chunk, without the chunk being built. Only
+    /// the bytes between prefix and suffix are checked for UTF-8: the prefix
+    /// and suffix are text, so the whole is text when they are (and the
+    /// standard check of a whole payload was a tenth of an event).
+    pub(super) fn plain<'a>(&self, bytes: &'a [u8]) -> Option<Plain<'a>> {
         let value_end = bytes.len().checked_sub(self.suffix.len())?;
         if value_end < self.prefix.len()
             || !bytes.starts_with(self.prefix.as_bytes())
@@ -155,51 +128,10 @@ impl Template {
         if s.pos != value_end + 1 {
             return None;
         }
-        Some((text, value))
-    }
-
-    /// The bytes as this template with another string, when the chunk is
-    /// nothing but its delta: every other field it has is absent or null
-    /// (`object` aside, which is not `"error"`), one choice, no
-    /// finish_reason, and either text content and no tool calls or one
-    /// tool call and no content. The processor does with such a chunk
-    /// exactly what it does with that delta's text or that one call,
-    /// without the chunk being built.
-    pub(super) fn plain<'a>(&self, bytes: &'a [u8]) -> Option<Plain<'a>> {
-        if !self.plain {
-            return None;
-        }
-        let (text, value) = self.value(bytes)?;
-        Some(match &self.slot {
-            Slot::Content { .. } => Plain::Text(value),
-            Slot::Arguments { call, .. } => {
-                Plain::Call(PlainCall { text, arguments: value, call: call.clone() })
-            }
+        Some(match &self.call {
+            None => Plain::Text(value),
+            Some(call) => Plain::Call(PlainCall { text, arguments: value, call: call.clone() }),
         })
-    }
-
-    fn fill<'a>(&self, text: &'a str, value: Cow<'a, str>, out: &mut Chunk<'a>) {
-        let mut delta = Delta::default();
-        match &self.slot {
-            Slot::Content { tool_calls } => {
-                delta.content = Field::Value(Content::Text(value));
-                delta.tool_calls = tool_calls.get();
-            }
-            Slot::Arguments { content, call } => {
-                delta.content = content.get();
-                delta.tool_calls = Field::Value(List::one(Field::Value(call.delta(text, value))));
-            }
-        }
-        let choice = Choice {
-            delta: Field::Value(delta),
-            message: Field::Missing,
-            finish_reason: self.finish_reason.get(),
-            error: self.choice_error.get(),
-            usage: self.choice_usage.get(),
-            native_finish_reason: self.native_finish_reason.get(),
-        };
-        out.choices = Field::Value(List::one(Field::Value(choice)));
-        self.envelope.apply(text, out);
     }
 }
 
@@ -246,6 +178,7 @@ fn id_field(at: TextAt, text: &str) -> Field<Id<'_>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lenient::List;
 
     fn serde(text: &str) -> Chunk<'_> {
         Chunk::from_json(text).expect("valid JSON")
@@ -258,12 +191,21 @@ mod tests {
         memo.template
     }
 
-    /// `next` read through the template of `first`: Some(chunk) when the
-    /// template applied.
-    fn through<'a>(first: &str, next: &'a str) -> Option<Chunk<'a>> {
-        let t = template(first)?;
-        let mut out = Chunk::default();
-        t.read(next, &mut out).then_some(out)
+    /// Whether `next` is read through the template of `first`; when it is,
+    /// the text or call read is serde's of `next` (that the chunk holds
+    /// nothing else the processor reads is checked in `tests/scan.rs`).
+    fn through(first: &str, next: &str) -> bool {
+        let Some(plain) = template(first).and_then(|t| t.plain(next.as_bytes())) else { return false };
+        let chunk = serde(next);
+        let choice = chunk.choices.get().and_then(|c| c.first()).and_then(Field::get);
+        let delta = choice.and_then(|c| c.delta.get()).expect("a delta");
+        match plain {
+            Plain::Text(text) => assert_eq!(delta.content, Field::Value(Content::Text(text))),
+            Plain::Call(call) => call.with_delta(|d| {
+                assert_eq!(delta.tool_calls, Field::Value(List::one(Field::Value(d.clone()))))
+            }),
+        }
+        true
     }
 
     const TEXT: &str = r#"{"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"Hel"},"logprobs":null,"finish_reason":null}]}"#;
@@ -273,7 +215,7 @@ mod tests {
     fn the_next_text_delta_is_read_from_the_template() {
         for value in ["lo", "", " ", "\\\"quoted\\\"", "caf\u{e9} \\u00e9 \\n", "\\\\"] {
             let next = TEXT.replace("Hel", value);
-            assert_eq!(through(TEXT, &next), Some(serde(&next)), "{next}");
+            assert!(through(TEXT, &next), "{next}");
         }
     }
 
@@ -281,7 +223,7 @@ mod tests {
     fn the_next_arguments_fragment_is_read_from_the_template() {
         for value in ["\\\":1}", "x", "", "\\u007b"] {
             let next = ARGS.replace("{\\\"a", value);
-            assert_eq!(through(ARGS, &next), Some(serde(&next)), "{next}");
+            assert!(through(ARGS, &next), "{next}");
         }
     }
 
@@ -289,24 +231,24 @@ mod tests {
     fn a_string_that_ends_before_the_suffix_is_not_the_template() {
         // Same prefix and suffix, but the bytes between are not one string.
         let next = TEXT.replace("Hel", r#"a","content":"b"#);
-        assert_eq!(through(TEXT, &next), None);
+        assert!(!through(TEXT, &next));
         let next = TEXT.replace("Hel", r#"a"},"delta":{"content":"b"#);
-        assert_eq!(through(TEXT, &next), None);
+        assert!(!through(TEXT, &next));
         // An escape left open, a control character, a surrogate pair.
         for value in ["\\", "a\u{1}b", "\\ud83d\\ude00"] {
             let next = TEXT.replace("Hel", value);
-            assert_eq!(through(TEXT, &next), None, "{next}");
+            assert!(!through(TEXT, &next), "{next}");
         }
     }
 
     #[test]
     fn other_bytes_before_or_after_are_not_the_template() {
         let finished = TEXT.replace(r#""finish_reason":null"#, r#""finish_reason":"stop""#);
-        assert_eq!(through(TEXT, &finished), None);
+        assert!(!through(TEXT, &finished));
         let other_index = ARGS.replace(r#""index":1"#, r#""index":2"#);
-        assert_eq!(through(ARGS, &other_index), None);
-        assert_eq!(through(TEXT, "{}"), None);
-        assert_eq!(through(TEXT, ""), None);
+        assert!(!through(ARGS, &other_index));
+        assert!(!through(TEXT, "{}"));
+        assert!(!through(TEXT, ""));
     }
 
     #[test]
@@ -327,12 +269,22 @@ mod tests {
         let escaped_id =
             r#"{"choices":[{"delta":{"tool_calls":[{"id":"c\u0031","function":{"arguments":"x"}}]}}]}"#;
         assert!(template(escaped_id).is_none());
+        // A chunk that is more than its delta makes none either.
+        for more in [
+            TEXT.replace("chat.completion.chunk", "error"),
+            TEXT.replace(r#""finish_reason":null"#, r#""finish_reason":"stop""#),
+            TEXT.replace(r#""logprobs":null"#, r#""usage":{}"#),
+            TEXT.replace(r#""logprobs":null"#, r#""native_finish_reason":"STOP""#),
+            ARGS.replace(r#""tool_calls""#, r#""content":"x","tool_calls""#),
+        ] {
+            assert!(template(&more).is_none(), "{more}");
+        }
     }
 
     #[test]
     fn fields_in_the_prefix_are_rebuilt() {
         let first = r#"{"object":"chat.completion.chunk","choices":[{"delta":{"content":null,"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"get_weather","id":"f1","arguments":"{"}}]},"finish_reason":null,"error":null}],"usage":null,"x_groq":null,"error":null}"#;
         let next = first.replace(r#""arguments":"{""#, r#""arguments":"}""#);
-        assert_eq!(through(first, &next), Some(serde(&next)));
+        assert!(through(first, &next));
     }
 }

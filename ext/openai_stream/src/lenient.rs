@@ -1,5 +1,5 @@
-//! Lenient fields: a chunk from a real server (or a Hash from Ruby) may hold
-//! any type in any field. Instead of failing the whole chunk, every field
+//! Lenient fields, the reading both protocols share: a chunk or an event
+//! from a real server (or a Hash from Ruby) may hold any type in any field. Instead of failing the whole chunk, every field
 //! records what it found: missing, null, the expected value, a value converted
 //! from another type, or the wrong type. The processor turns conversions and
 //! wrong types into anomalies, with the call they belong to.
@@ -68,55 +68,49 @@ impl<T> Field<T> {
             _ => None,
         }
     }
-}
 
-/// The result of offering one JSON value to a lenient type.
-pub enum Got<T> {
-    Value(T),
-    Converted(T, Kind),
-    Wrong(Kind),
-}
-
-impl<T> Got<T> {
-    /// The value made into another type, its conversion kept.
-    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Got<U> {
+    /// The value made into another type, what the field held kept.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Field<U> {
         match self {
-            Got::Value(v) => Got::Value(f(v)),
-            Got::Converted(v, k) => Got::Converted(f(v), k),
-            Got::Wrong(k) => Got::Wrong(k),
+            Field::Value(v) => Field::Value(f(v)),
+            Field::Converted(v, k) => Field::Converted(f(v), k),
+            Field::Wrong(k) => Field::Wrong(k),
+            Field::Missing => Field::Missing,
+            Field::Null => Field::Null,
         }
     }
 }
 
 /// A type that can be read leniently. Each method receives one kind of JSON
-/// value; the defaults reject it. Compound values that are rejected must be
+/// value and says what the field holds (`Value`, `Converted` or `Wrong`,
+/// never `Missing` or `Null`); the defaults reject it. Compound values that are rejected must be
 /// consumed, which the defaults do.
 pub trait Lenient<'de>: Sized {
-    fn from_bool(_v: bool) -> Got<Self> {
-        Got::Wrong(Kind::Boolean)
+    fn from_bool(_v: bool) -> Field<Self> {
+        Field::Wrong(Kind::Boolean)
     }
-    fn from_i64(_v: i64) -> Got<Self> {
-        Got::Wrong(Kind::Integer)
+    fn from_i64(_v: i64) -> Field<Self> {
+        Field::Wrong(Kind::Integer)
     }
-    fn from_u64(v: u64) -> Got<Self> {
+    fn from_u64(v: u64) -> Field<Self> {
         match i64::try_from(v) {
             Ok(v) => Self::from_i64(v),
-            Err(_) => Got::Wrong(Kind::Integer),
+            Err(_) => Field::Wrong(Kind::Integer),
         }
     }
-    fn from_f64(_v: f64) -> Got<Self> {
-        Got::Wrong(Kind::Float)
+    fn from_f64(_v: f64) -> Field<Self> {
+        Field::Wrong(Kind::Float)
     }
-    fn from_str(_v: Cow<'de, str>) -> Got<Self> {
-        Got::Wrong(Kind::String)
+    fn from_str(_v: Cow<'de, str>) -> Field<Self> {
+        Field::Wrong(Kind::String)
     }
-    fn from_seq<A: SeqAccess<'de>>(mut seq: A) -> Result<Got<Self>, A::Error> {
+    fn from_seq<A: SeqAccess<'de>>(mut seq: A) -> Result<Field<Self>, A::Error> {
         while seq.next_element::<Skip>()?.is_some() {}
-        Ok(Got::Wrong(Kind::Array))
+        Ok(Field::Wrong(Kind::Array))
     }
-    fn from_map<A: MapAccess<'de>>(mut map: A) -> Result<Got<Self>, A::Error> {
+    fn from_map<A: MapAccess<'de>>(mut map: A) -> Result<Field<Self>, A::Error> {
         while map.next_entry::<Skip, Skip>()?.is_some() {}
-        Ok(Got::Wrong(Kind::Object))
+        Ok(Field::Wrong(Kind::Object))
     }
 }
 
@@ -129,25 +123,6 @@ pub struct Skip;
 impl<'de> Deserialize<'de> for Skip {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         deserializer.deserialize_any(SkipVisitor)
-    }
-}
-
-/// The value of a key no struct reads. serde_json (and any deserializer
-/// that does not know the marker) reads it like [`Skip`], nesting limit
-/// included. A deserializer over values that are already parsed (the
-/// binding's reader of Ruby Hashes) recognizes [`UNREAD`] as the name of
-/// the newtype and does not look at the value at all, as the stock Ruby
-/// processor never looks at the keys it does not read: a `created: Time.now`
-/// or an invalid UTF-8 `model` costs nothing and breaks nothing.
-pub struct Unread;
-
-/// The newtype name that marks [`Unread`] (serde_json marks its raw values
-/// the same way).
-pub const UNREAD: &str = "$openai_stream::private::Unread";
-
-impl<'de> Deserialize<'de> for Unread {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_newtype_struct(UNREAD, SkipVisitor).map(|Skip| Unread)
     }
 }
 
@@ -183,9 +158,6 @@ impl<'de> Visitor<'de> for SkipVisitor {
     fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Skip, D::Error> {
         Skip::deserialize(d)
     }
-    fn visit_newtype_struct<D: Deserializer<'de>>(self, d: D) -> Result<Skip, D::Error> {
-        Skip::deserialize(d)
-    }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Skip, A::Error> {
         while seq.next_element::<Skip>()?.is_some() {}
         Ok(Skip)
@@ -193,16 +165,6 @@ impl<'de> Visitor<'de> for SkipVisitor {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Skip, A::Error> {
         while map.next_entry::<Skip, Skip>()?.is_some() {}
         Ok(Skip)
-    }
-}
-
-impl<T> From<Got<T>> for Field<T> {
-    fn from(got: Got<T>) -> Self {
-        match got {
-            Got::Value(v) => Field::Value(v),
-            Got::Converted(v, k) => Field::Converted(v, k),
-            Got::Wrong(k) => Field::Wrong(k),
-        }
     }
 }
 
@@ -230,37 +192,37 @@ impl<'de, T: Lenient<'de>> Visitor<'de> for FieldVisitor<T> {
         Field::deserialize(d)
     }
     fn visit_bool<E>(self, v: bool) -> Result<Field<T>, E> {
-        Ok(T::from_bool(v).into())
+        Ok(T::from_bool(v))
     }
     fn visit_i64<E>(self, v: i64) -> Result<Field<T>, E> {
-        Ok(T::from_i64(v).into())
+        Ok(T::from_i64(v))
     }
     fn visit_u64<E>(self, v: u64) -> Result<Field<T>, E> {
-        Ok(T::from_u64(v).into())
+        Ok(T::from_u64(v))
     }
     fn visit_i128<E>(self, v: i128) -> Result<Field<T>, E> {
         Ok(match i64::try_from(v) {
-            Ok(v) => T::from_i64(v).into(),
+            Ok(v) => T::from_i64(v),
             Err(_) => Field::Wrong(Kind::Integer),
         })
     }
     fn visit_u128<E>(self, v: u128) -> Result<Field<T>, E> {
         Ok(match u64::try_from(v) {
-            Ok(v) => T::from_u64(v).into(),
+            Ok(v) => T::from_u64(v),
             Err(_) => Field::Wrong(Kind::Integer),
         })
     }
     fn visit_f64<E>(self, v: f64) -> Result<Field<T>, E> {
-        Ok(T::from_f64(v).into())
+        Ok(T::from_f64(v))
     }
     fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Field<T>, E> {
-        Ok(T::from_str(Cow::Borrowed(v)).into())
+        Ok(T::from_str(Cow::Borrowed(v)))
     }
     fn visit_str<E>(self, v: &str) -> Result<Field<T>, E> {
-        Ok(T::from_str(Cow::Owned(v.to_owned())).into())
+        Ok(T::from_str(Cow::Owned(v.to_owned())))
     }
     fn visit_string<E>(self, v: String) -> Result<Field<T>, E> {
-        Ok(T::from_str(Cow::Owned(v)).into())
+        Ok(T::from_str(Cow::Owned(v)))
     }
     fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<Field<T>, E> {
         match std::str::from_utf8(v) {
@@ -269,10 +231,10 @@ impl<'de, T: Lenient<'de>> Visitor<'de> for FieldVisitor<T> {
         }
     }
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Field<T>, A::Error> {
-        Ok(T::from_seq(seq)?.into())
+        T::from_seq(seq)
     }
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Field<T>, A::Error> {
-        Ok(T::from_map(map)?.into())
+        T::from_map(map)
     }
 }
 
@@ -281,8 +243,8 @@ impl<'de, T: Lenient<'de>> Visitor<'de> for FieldVisitor<T> {
 pub struct Text<'a>(pub Cow<'a, str>);
 
 impl<'de> Lenient<'de> for Text<'de> {
-    fn from_str(v: Cow<'de, str>) -> Got<Self> {
-        Got::Value(Text(v))
+    fn from_str(v: Cow<'de, str>) -> Field<Self> {
+        Field::Value(Text(v))
     }
 }
 
@@ -292,14 +254,14 @@ impl<'de> Lenient<'de> for Text<'de> {
 pub struct Id<'a>(pub Cow<'a, str>);
 
 impl<'de> Lenient<'de> for Id<'de> {
-    fn from_str(v: Cow<'de, str>) -> Got<Self> {
-        Got::Value(Id(v))
+    fn from_str(v: Cow<'de, str>) -> Field<Self> {
+        Field::Value(Id(v))
     }
-    fn from_i64(v: i64) -> Got<Self> {
-        Got::Converted(Id(Cow::Owned(v.to_string())), Kind::Integer)
+    fn from_i64(v: i64) -> Field<Self> {
+        Field::Converted(Id(Cow::Owned(v.to_string())), Kind::Integer)
     }
-    fn from_u64(v: u64) -> Got<Self> {
-        Got::Converted(Id(Cow::Owned(v.to_string())), Kind::Integer)
+    fn from_u64(v: u64) -> Field<Self> {
+        Field::Converted(Id(Cow::Owned(v.to_string())), Kind::Integer)
     }
 }
 
@@ -309,21 +271,21 @@ impl<'de> Lenient<'de> for Id<'de> {
 pub struct Int(pub i64);
 
 impl<'de> Lenient<'de> for Int {
-    fn from_i64(v: i64) -> Got<Self> {
-        Got::Value(Int(v))
+    fn from_i64(v: i64) -> Field<Self> {
+        Field::Value(Int(v))
     }
-    fn from_f64(v: f64) -> Got<Self> {
+    fn from_f64(v: f64) -> Field<Self> {
         // The range check keeps the cast exact; NaN fails every comparison.
         if v.fract() == 0.0 && (-9.0e15..=9.0e15).contains(&v) {
-            Got::Converted(Int(v as i64), Kind::Float)
+            Field::Converted(Int(v as i64), Kind::Float)
         } else {
-            Got::Wrong(Kind::Float)
+            Field::Wrong(Kind::Float)
         }
     }
-    fn from_str(v: Cow<'de, str>) -> Got<Self> {
+    fn from_str(v: Cow<'de, str>) -> Field<Self> {
         match v.trim().parse::<i64>() {
-            Ok(n) => Got::Converted(Int(n), Kind::String),
-            Err(_) => Got::Wrong(Kind::String),
+            Ok(n) => Field::Converted(Int(n), Kind::String),
+            Err(_) => Field::Wrong(Kind::String),
         }
     }
 }
@@ -333,29 +295,29 @@ impl<'de> Lenient<'de> for Int {
 pub struct Any(pub crate::json::JsonValue);
 
 impl<'de> Lenient<'de> for Any {
-    fn from_bool(v: bool) -> Got<Self> {
-        Got::Value(Any(crate::json::JsonValue::Bool(v)))
+    fn from_bool(v: bool) -> Field<Self> {
+        Field::Value(Any(crate::json::JsonValue::Bool(v)))
     }
-    fn from_i64(v: i64) -> Got<Self> {
-        Got::Value(Any(crate::json::JsonValue::Number(crate::json::Number::from_i64(v))))
+    fn from_i64(v: i64) -> Field<Self> {
+        Field::Value(Any(crate::json::JsonValue::Number(crate::json::Number::from_i64(v))))
     }
-    fn from_u64(v: u64) -> Got<Self> {
-        Got::Value(Any(crate::json::JsonValue::Number(crate::json::Number::from_u64(v))))
+    fn from_u64(v: u64) -> Field<Self> {
+        Field::Value(Any(crate::json::JsonValue::Number(crate::json::Number::from_u64(v))))
     }
-    fn from_f64(v: f64) -> Got<Self> {
+    fn from_f64(v: f64) -> Field<Self> {
         // Infinity (from Ruby, or a number beyond f64's range) is kept.
-        Got::Value(Any(crate::json::JsonValue::Number(crate::json::Number::from_any_f64(v))))
+        Field::Value(Any(crate::json::JsonValue::Number(crate::json::Number::from_any_f64(v))))
     }
-    fn from_str(v: Cow<'de, str>) -> Got<Self> {
-        Got::Value(Any(crate::json::JsonValue::String(v.into_owned())))
+    fn from_str(v: Cow<'de, str>) -> Field<Self> {
+        Field::Value(Any(crate::json::JsonValue::String(v.into_owned())))
     }
-    fn from_seq<A: SeqAccess<'de>>(seq: A) -> Result<Got<Self>, A::Error> {
+    fn from_seq<A: SeqAccess<'de>>(seq: A) -> Result<Field<Self>, A::Error> {
         let v = crate::json::JsonValue::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
-        Ok(Got::Value(Any(v)))
+        Ok(Field::Value(Any(v)))
     }
-    fn from_map<A: MapAccess<'de>>(map: A) -> Result<Got<Self>, A::Error> {
+    fn from_map<A: MapAccess<'de>>(map: A) -> Result<Field<Self>, A::Error> {
         let v = crate::json::JsonValue::deserialize(de::value::MapAccessDeserializer::new(map))?;
-        Ok(Got::Value(Any(v)))
+        Ok(Field::Value(Any(v)))
     }
 }
 
@@ -450,27 +412,6 @@ impl<T> std::ops::Deref for List<T> {
     }
 }
 
-impl<T> std::ops::DerefMut for List<T> {
-    fn deref_mut(&mut self) -> &mut [Field<T>] {
-        self.as_mut_slice()
-    }
-}
-
-impl<'l, T> IntoIterator for &'l List<T> {
-    type Item = &'l Field<T>;
-    type IntoIter = std::slice::Iter<'l, Field<T>>;
-
-    fn into_iter(self) -> Self::IntoIter {
-        self.as_slice().iter()
-    }
-}
-
-impl<T> From<Vec<Field<T>>> for List<T> {
-    fn from(items: Vec<Field<T>>) -> Self {
-        List(Items::Many(items))
-    }
-}
-
 impl<T: fmt::Debug> fmt::Debug for List<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_tuple("List").field(&self.as_slice()).finish()
@@ -484,12 +425,12 @@ impl<T: PartialEq> PartialEq for List<T> {
 }
 
 impl<'de, T: Lenient<'de>> Lenient<'de> for List<T> {
-    fn from_seq<A: SeqAccess<'de>>(mut seq: A) -> Result<Got<Self>, A::Error> {
+    fn from_seq<A: SeqAccess<'de>>(mut seq: A) -> Result<Field<Self>, A::Error> {
         let mut items = List::new();
         while let Some(item) = seq.next_element::<Field<T>>()? {
             items.push(item);
         }
-        Ok(Got::Value(items))
+        Ok(Field::Value(items))
     }
 }
 
@@ -521,18 +462,18 @@ impl ReadsOf for Id<'_> {}
 impl ReadsOf for Int {}
 impl ReadsOf for Any {}
 
-/// Declares a struct read from a JSON object: known keys are matched (the
+/// Declares structs read from a JSON object: known keys are matched (the
 /// last duplicate wins, as in Ruby's `JSON.parse`), unknown keys skipped,
 /// absent keys left `Missing`. Any other JSON type is `Wrong`. The fast
 /// scanner reads the same keys (`scan::ScanObject`), each field as its type
 /// says (`scan::ScanField`).
 macro_rules! lenient_struct {
-    (
+    ($(
         $(#[$meta:meta])*
         pub struct $name:ident $(<$lt:lifetime>)? {
             $( $(#[$fmeta:meta])* $key:literal => $field:ident : $ty:ty ),* $(,)?
         }
-    ) => {
+    )+) => {$(
         $(#[$meta])*
         #[derive(Debug, Clone, PartialEq, Default)]
         pub struct $name $(<$lt>)? {
@@ -546,39 +487,39 @@ macro_rules! lenient_struct {
 
         // A struct that borrows names its lifetime `'a`, the one these
         // impls read it with.
-        impl<'a> $crate::chunk::lenient::Lenient<'a> for $name $(<$lt>)? {
-            $crate::chunk::lenient::lenient_struct!(@from_map $( $key => $field ),*);
+        impl<'a> $crate::lenient::Lenient<'a> for $name $(<$lt>)? {
+            $crate::lenient::lenient_struct!(@from_map $( $key => $field ),*);
         }
 
-        impl<'a> $crate::chunk::lenient::ReadsOf for $name $(<$lt>)? {
-            const READS: $crate::chunk::lenient::Reads =
-                $crate::chunk::lenient::Reads::Keys(&[$( ($key, <$ty as $crate::chunk::lenient::ReadsOf>::READS) ),*]);
+        impl<'a> $crate::lenient::ReadsOf for $name $(<$lt>)? {
+            const READS: $crate::lenient::Reads =
+                $crate::lenient::Reads::Keys(&[$( ($key, <$ty as $crate::lenient::ReadsOf>::READS) ),*]);
         }
 
-        impl<'a> $crate::chunk::scan::ScanObject<'a> for $name $(<$lt>)? {
-            $crate::chunk::lenient::lenient_struct!(@scan 'a; $( $key => $field ),*);
+        impl<'a> $crate::chat::scan::ScanObject<'a> for $name $(<$lt>)? {
+            $crate::lenient::lenient_struct!(@scan 'a; $( $key => $field ),*);
         }
-    };
+    )+};
     (@from_map $( $key:literal => $field:ident ),*) => {
         fn from_map<A: serde::de::MapAccess<'a>>(
             mut map: A,
-        ) -> Result<$crate::chunk::lenient::Got<Self>, A::Error> {
+        ) -> Result<$crate::lenient::Field<Self>, A::Error> {
             let mut out = Self::default();
-            while let Some(key) = map.next_key_seed($crate::chunk::lenient::KeyIn(Self::FIELDS))? {
+            while let Some(key) = map.next_key_seed($crate::lenient::KeyIn(Self::FIELDS))? {
                 match key {
                     $( Some($key) => out.$field = map.next_value()?, )*
                     _ => {
-                        map.next_value::<$crate::chunk::lenient::Unread>()?;
+                        map.next_value::<$crate::lenient::Skip>()?;
                     }
                 }
             }
-            Ok($crate::chunk::lenient::Got::Value(out))
+            Ok($crate::lenient::Field::Value(out))
         }
     };
     (@scan $lt:lifetime; $( $key:literal => $field:ident ),*) => {
-        fn scan_members(s: &mut $crate::chunk::scan::Scanner<$lt>, out: &mut Self) -> Option<()> {
+        fn scan_members(s: &mut $crate::chat::scan::Scanner<$lt>, out: &mut Self) -> Option<()> {
             s.object(|s, key| match &*key {
-                $( $key => $crate::chunk::scan::ScanField::scan(&mut out.$field, s), )*
+                $( $key => $crate::chat::scan::ScanField::scan(&mut out.$field, s), )*
                 _ => s.skip(0),
             })
         }
@@ -643,16 +584,18 @@ mod tests {
         list.push(Field::Null);
         list.push(Field::Value(3));
         assert_eq!(ints(&list), [Some(1), None, Some(3)]);
-        if let Some(Field::Value(last)) = list.last_mut() {
+        if let Some(Field::Value(last)) = list.as_mut_slice().last_mut() {
             *last = 4;
         }
         assert_eq!(list.clone().into_vec(), [Field::Value(1), Field::Null, Field::Value(4)]);
+        *list.push_default() = 5;
+        assert_eq!(ints(&list), [Some(1), None, Some(4), Some(5)]);
     }
 
     #[test]
     fn lists_compare_and_print_by_their_elements_whatever_they_hold_them_in() {
         let inline = List::one(Field::Value(7_i64));
-        let spilled = List::from(vec![Field::Value(7_i64)]);
+        let spilled = List(Items::Many(vec![Field::Value(7_i64)]));
         assert_eq!(inline, spilled);
         assert_ne!(inline, List::new());
         assert_eq!(format!("{inline:?}"), format!("{spilled:?}"));

@@ -1,0 +1,815 @@
+//! The Responses API processor: streamed events (parsed by the caller, or
+//! decoded here from raw SSE bytes with `event:` and `data:` lines) in,
+//! items out. The driver it shares with the chat processor (`driver.rs`)
+//! owns the SSE framing, the error rules of a read, the calls of one stream,
+//! the usage totals and the anomalies; what is its own is reading events
+//! (`model.rs`) into the state per output item (`items.rs`).
+
+use super::items::{self, Reasoning};
+use super::model::{responses_field_name, usage_of, DeltaEvent, ItemKind, OutputItem, Place, Status};
+use crate::anomaly::{excerpt, Anomaly, AnomalyKind};
+use crate::calls::CallId;
+use crate::driver::{Driver, OutputLimit, Protocol, State};
+use crate::error::{Error, StreamErrorKind};
+use crate::event_data::invalid_json;
+use crate::json::{parse_complete, JsonValue};
+use crate::output::{Output, Thinking};
+use crate::sse::DEFAULT_MAX_LINE_BYTES;
+use crate::usage::UsageMode;
+
+/// How a Responses processor behaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    /// Report calls while their arguments stream.
+    pub partial_tool_calls: bool,
+    /// Return reasoning summaries as thinking items.
+    pub output_thinking: bool,
+    /// Longest SSE line (and event) accepted by [`ResponsesProcessor::decode`].
+    pub max_line_bytes: usize,
+    /// Raise a stream error for every event that cannot be read, as the
+    /// chat processor's `strict`; by default such an event is skipped and
+    /// reported (`unreadable_event`), and limits raise either way.
+    pub strict: bool,
+    /// The calls still open at `response.incomplete`, and items whose
+    /// status is `"incomplete"`.
+    pub output_limit: OutputLimit,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            partial_tool_calls: false,
+            output_thinking: false,
+            max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+            strict: false,
+            output_limit: OutputLimit::default(),
+        }
+    }
+}
+
+/// See the module documentation.
+pub type ResponsesProcessor = Driver<Responses>;
+
+/// The Responses protocol's own state of a [`ResponsesProcessor`].
+#[derive(Debug, Default)]
+pub struct Responses {
+    pub(super) options: Options,
+    pub(super) items: items::Items,
+}
+
+impl Default for ResponsesProcessor {
+    fn default() -> Self {
+        ResponsesProcessor::new(Options::default())
+    }
+}
+
+impl ResponsesProcessor {
+    pub fn new(options: Options) -> Self {
+        let own = Responses { options, items: items::Items::default() };
+        let Options { partial_tool_calls, max_line_bytes, strict, output_limit, .. } = options;
+        // Usage is reported net of cached input.
+        Driver::build(partial_tool_calls, max_line_bytes, strict, UsageMode::Current, output_limit, own)
+    }
+
+    /// One parsed streamed event (the Hash path).
+    pub fn process_event(&mut self, event: &JsonValue) -> Result<&Output, Error> {
+        self.step(|s| s.apply_value(event, false))
+    }
+
+    /// A whole non-streamed response (`output`, `usage`).
+    pub fn process_message(&mut self, response: &JsonValue) -> Result<&Output, Error> {
+        self.step(|s| s.apply_message(response))
+    }
+
+    /// An event, or (`whole`) a whole response, as JSON text: the Hash
+    /// path, whose reader writes a parsed Hash back as JSON.
+    pub fn process_json(&mut self, text: &str, whole: bool) -> Result<&Output, Error> {
+        self.step(|s| {
+            let value = parse_complete(text)
+                .map_err(|e| Error::stream(StreamErrorKind::InvalidChunk, e.to_string(), excerpt(text)))?;
+            if whole {
+                s.apply_message(&value)
+            } else {
+                s.apply_value(&value, false)
+            }
+        })
+    }
+
+    /// The output item ids of a call: (`id`, `call_id`) as the server sent
+    /// them (`call_id` is also the call's id, unless one was generated).
+    pub fn call_item(&self, call: CallId) -> Option<(Option<&str>, Option<&str>)> {
+        let (id, call_id) = self.state.own.items.call_items.get(call.index())?;
+        Some((id.as_deref(), call_id.as_deref()))
+    }
+
+    /// A finished reasoning item (the number an [`crate::output::Item::Thinking`] names).
+    pub fn reasoning(&self, n: u32) -> Option<&Reasoning> {
+        self.state.own.items.reasonings.get(n as usize)
+    }
+
+    /// The response's output items, with `output_thinking` (the completed
+    /// response's `output`, else the items seen done), for the thinking
+    /// items that carry them.
+    pub fn output_items(&self) -> &[JsonValue] {
+        &self.state.own.items.output_items
+    }
+
+    /// Finished reasoning items that learnt the id of the message after
+    /// them during the last call (their thinking items were returned
+    /// earlier; the caller updates them).
+    pub fn linked_reasonings(&self) -> &[u32] {
+        &self.state.own.items.linked
+    }
+
+    pub fn options(&self) -> Options {
+        self.state.own.options
+    }
+}
+
+impl Protocol for State<Responses> {
+    const EVENT: &'static str = "Responses API event (a JSON object whose \"type\" is \"response.*\")";
+
+    fn payload(&mut self, data: &[u8]) -> Result<bool, Error> {
+        let text = self.utf8(data)?;
+        if !self.error_event {
+            if let Ok(e) = serde_json::from_str::<DeltaEvent>(text) {
+                self.saw_event = true;
+                let item_id = e.item_id.as_deref().filter(|s| !s.is_empty());
+                self.apply_delta(e.arguments, Place { output_index: e.output_index, item_id }, &e.delta);
+                return Ok(true);
+            }
+        }
+        let value: JsonValue = match serde_json::from_str(text) {
+            Ok(value) => value,
+            Err(e) if e.is_eof() => return Ok(false),
+            Err(e) => return Err(self.lost(invalid_json(&e, text))),
+        };
+        self.apply_value(&value, true).map(|()| true)
+    }
+
+    fn begin_output(&mut self) {
+        self.own.items.linked.clear();
+    }
+
+    fn reset(&mut self) {
+        self.own.items = items::Items::default();
+    }
+
+    /// Open calls are completed from what arrived (in order of first
+    /// appearance, as `output_limit` allows after `response.incomplete`),
+    /// reported unless the response said it was done with them. After web
+    /// searches, one thinking item carries the output items (kept only with
+    /// `output_thinking`).
+    fn close(&mut self) -> Result<(), Error> {
+        let result = self.close_calls();
+        if self.own.items.output_items.iter().any(|i| OutputItem::read(i).kind == ItemKind::WebSearch) {
+            self.out.push_thinking("", Thinking::OutputItems);
+        }
+        result
+    }
+}
+
+impl State<Responses> {
+    fn close_calls(&mut self) -> Result<(), Error> {
+        let ids = self.open_ids();
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let why = match self.own.items.ending.as_ref().map(|(s, r)| (*s, r.as_deref())) {
+            Some((Status::Incomplete, Some(reason))) => format!("the response ended incomplete ({reason})"),
+            Some((Status::Incomplete, None)) => "the response ended incomplete".to_owned(),
+            Some((Status::Failed, _)) => "the response failed".to_owned(),
+            Some(_) => "the response completed".to_owned(),
+            None => "the stream ended before response.completed".to_owned(),
+        };
+        let (n, ids) = (ids.len(), ids.join(", "));
+        let what = format!(
+            "{why} with {n} call(s) whose output_item.done never came: {ids}; each is completed from the \
+             argument deltas that arrived, unless the output limit drops it"
+        );
+        self.anomalies.push(Anomaly::new(AnomalyKind::Truncated, what));
+        self.complete_open()
+    }
+
+    /// One event object. `raw`: it came from the SSE stream (where an
+    /// `event: error` line makes it an error).
+    fn apply_value(&mut self, value: &JsonValue, raw: bool) -> Result<(), Error> {
+        if raw && self.error_event {
+            return Err(match value.is_object() {
+                true => super::in_band::provider_error(value),
+                false => Error::Provider { message: excerpt(&value.to_json()), payload: Some(value.clone()) },
+            });
+        }
+        if !value.is_object() {
+            let what = format!("an event that is a JSON {} was skipped", value.kind());
+            self.anomalies.push(Anomaly::new(AnomalyKind::UnexpectedPayload, what).excerpt(&value.to_json()));
+            return Ok(());
+        }
+        self.apply_event(value)
+    }
+
+    // ---- usage -------------------------------------------------------------
+
+    /// Merges a Responses usage object (`input_tokens`, `output_tokens`,
+    /// `input_tokens_details.cached_tokens`): every field takes the latest
+    /// value sent; a missing or bad field keeps the earlier one.
+    pub(super) fn apply_usage(&mut self, usage: &JsonValue) {
+        let Some(u) = usage_of(usage) else {
+            if !matches!(usage, JsonValue::Null) {
+                let what = format!("usage is not an object (a JSON {}); ignored", usage.kind());
+                let a = Anomaly::new(AnomalyKind::IgnoredField, what).field("response.usage");
+                self.anomalies.push(a.excerpt(&usage.to_json()));
+            }
+            return;
+        };
+        self.merge_usage(
+            [(&u, "")],
+            responses_field_name,
+            "cached tokens exceed input_tokens; net prompt tokens reported as 0",
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::{Item, Thinking};
+
+    fn sse(events: &[&str]) -> String {
+        let mut s = String::new();
+        for e in events {
+            let v: serde_json::Value = serde_json::from_str(e).expect("test JSON");
+            s.push_str(&format!("event: {}\ndata: {}\n\n", v["type"].as_str().unwrap_or(""), e));
+        }
+        s
+    }
+
+    /// An arguments delta event of the function call item `item_id`.
+    fn args_delta(output_index: u32, item_id: &str, delta: &str) -> String {
+        let delta = serde_json::to_string(delta).expect("a string");
+        format!(
+            r#"{{"type":"response.function_call_arguments.delta","output_index":{output_index},"item_id":"{item_id}","delta":{delta}}}"#
+        )
+    }
+
+    /// (texts, completed calls as (id, name, params JSON), thinking texts) of one output.
+    #[derive(Debug, Default, PartialEq)]
+    struct Seen {
+        text: String,
+        calls: Vec<(String, String, String)>,
+        thinking: Vec<(String, bool)>,
+        progress: usize,
+    }
+
+    fn collect(p: &ResponsesProcessor, seen: &mut Seen) {
+        for item in p.output().items() {
+            match item {
+                Item::Text(t) => seen.text.push_str(t),
+                Item::Progress(_) => seen.progress += 1,
+                Item::Completed(c, params) => {
+                    let call = p.calls().get(c).expect("a call");
+                    seen.calls.push((call.id.clone(), call.name.clone(), params.to_json()));
+                }
+                Item::Thinking { text, kind } => {
+                    seen.thinking.push((text.to_owned(), kind != Thinking::Delta))
+                }
+            }
+        }
+    }
+
+    /// Decodes `stream` split into reads of `step` bytes, then finishes.
+    fn decode(options: Options, stream: &str, step: usize) -> (ResponsesProcessor, Seen, Option<Error>) {
+        let mut p = ResponsesProcessor::new(options);
+        let mut seen = Seen::default();
+        let mut error = None;
+        for piece in stream.as_bytes().chunks(step.max(1)) {
+            let r = p.decode(piece).err();
+            collect(&p, &mut seen);
+            error = error.or(r);
+        }
+        let r = p.finish().err();
+        collect(&p, &mut seen);
+        (p, seen, error.or(r))
+    }
+
+    fn kinds(p: &ResponsesProcessor) -> Vec<AnomalyKind> {
+        p.anomalies().all().iter().map(|a| a.kind).collect()
+    }
+
+    const ADD_A: &str = r#"{"type":"response.output_item.added","output_index":0,"item":{"id":"fc_a","type":"function_call","call_id":"call_a","name":"search","arguments":""}}"#;
+    const ADD_B: &str = r#"{"type":"response.output_item.added","output_index":1,"item":{"id":"fc_b","type":"function_call","call_id":"call_b","name":"lookup","arguments":""}}"#;
+
+    #[test]
+    fn two_calls_added_before_either_is_done_with_interleaved_deltas_both_come_out_whole() {
+        let stream = sse(&[
+            ADD_A,
+            ADD_B,
+            &args_delta(0, "fc_a", r#"{"q":"#),
+            &args_delta(1, "fc_b", r#"{"id":"#),
+            &args_delta(0, "fc_a", r#""rust"}"#),
+            &args_delta(1, "fc_b", "7}"),
+            r#"{"type":"response.output_item.done","output_index":1,"item":{"id":"fc_b","type":"function_call","call_id":"call_b","name":"lookup","arguments":"{\"id\":7}"}}"#,
+            r#"{"type":"response.output_item.done","output_index":0,"item":{"id":"fc_a","type":"function_call","call_id":"call_a","name":"search","arguments":"{\"q\":\"rust\"}"}}"#,
+            r#"{"type":"response.completed","response":{"usage":{"input_tokens":10,"output_tokens":4,"input_tokens_details":{"cached_tokens":3}}}}"#,
+        ]);
+        for step in [1, 7, stream.len()] {
+            for partial in [false, true] {
+                let options = Options { partial_tool_calls: partial, ..Options::default() };
+                let (p, mut seen, error) = decode(options, &stream, step);
+                assert_eq!(error, None);
+                // (In one read, a call that streamed comes out at its first position.)
+                seen.calls.sort();
+                assert_eq!(
+                    seen.calls,
+                    [
+                        ("call_a".into(), "search".into(), r#"{"q":"rust"}"#.into()),
+                        ("call_b".into(), "lookup".into(), r#"{"id":7}"#.into())
+                    ]
+                );
+                assert_eq!(p.call_item(CallId(0)), Some((Some("fc_a"), Some("call_a"))));
+                assert!(kinds(&p).is_empty(), "{:?}", p.anomalies().all());
+                let usage = p.usage();
+                assert_eq!(
+                    (usage.prompt_tokens, usage.completion_tokens, usage.cache_read_tokens),
+                    (Some(7), Some(4), Some(3))
+                );
+                if partial && step == 1 {
+                    assert!(seen.progress > 0);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_stream_cut_before_done_is_reported_and_unparseable_arguments_raise() {
+        let stream = sse(&[ADD_A, &args_delta(0, "fc_a", r#"{"q":"ru"#)]);
+        let (p, seen, error) = decode(Options::default(), &stream, 5);
+        assert!(seen.calls.is_empty());
+        assert!(matches!(error, Some(Error::Arguments { ref id, .. }) if id == "call_a"), "{error:?}");
+        assert!(kinds(&p).contains(&AnomalyKind::Truncated));
+        assert!(kinds(&p).contains(&AnomalyKind::InvalidArguments));
+    }
+
+    #[test]
+    fn a_cut_call_whose_arguments_are_whole_is_completed_with_an_anomaly() {
+        let stream = sse(&[
+            ADD_A,
+            &args_delta(0, "fc_a", r#"{"q":1}"#),
+            r#"{"type":"response.incomplete","response":{"status":"incomplete","incomplete_details":{"reason":"max_output_tokens"}}}"#,
+        ]);
+        let (p, seen, error) = decode(Options::default(), &stream, 1000);
+        assert_eq!(error, None);
+        assert_eq!(seen.calls, [("call_a".into(), "search".into(), r#"{"q":1}"#.into())]);
+        assert_eq!(kinds(&p), [AnomalyKind::IncompleteResponse, AnomalyKind::Truncated]);
+        assert!(p.anomalies().all()[1].message.contains("max_output_tokens"));
+    }
+
+    const INCOMPLETE: &str = r#"{"type":"response.incomplete","response":{"status":"incomplete","incomplete_details":{"reason":"max_output_tokens"}}}"#;
+
+    #[test]
+    fn output_limit_decides_the_calls_open_at_response_incomplete() {
+        // call_a's arguments are whole, call_b's cut.
+        let stream = sse(&[
+            ADD_A,
+            ADD_B,
+            &args_delta(0, "fc_a", r#"{"q":1}"#),
+            &args_delta(1, "fc_b", r#"{"q":"#),
+            INCOMPLETE,
+        ]);
+        let a = ("call_a".into(), "search".into(), r#"{"q":1}"#.into());
+        for (output_limit, calls, dropped) in [
+            (OutputLimit::Drop, vec![], vec!["call_a", "call_b"]),
+            (OutputLimit::DropCut, vec![a], vec!["call_b"]),
+        ] {
+            let (p, seen, error) = decode(Options { output_limit, ..Options::default() }, &stream, 1000);
+            assert_eq!((error, seen.calls), (None, calls), "{output_limit:?}");
+            assert_eq!(p.stop_reason(), Some("max_output_tokens"));
+            let reported = p.anomalies().all().iter().filter(|a| a.kind == AnomalyKind::DroppedCall);
+            assert_eq!(reported.map(|a| a.call_id.as_deref().unwrap_or("")).collect::<Vec<_>>(), dropped);
+        }
+        // :keep: completed at the end from what arrived, as before; call_b's
+        // arguments do not parse.
+        let (p, seen, error) =
+            decode(Options { output_limit: OutputLimit::Keep, ..Options::default() }, &stream, 1000);
+        assert!(matches!(error, Some(Error::Arguments { ref id, .. }) if id == "call_b"), "{error:?}");
+        assert_eq!(seen.calls.len(), 1);
+        assert!(kinds(&p).contains(&AnomalyKind::Truncated));
+        assert!(p.anomalies().all()[1].message.contains("max_output_tokens"));
+    }
+
+    #[test]
+    fn function_call_items_whose_status_is_incomplete_follow_the_output_limit() {
+        let done = |status: &str| {
+            format!(
+                r#"{{"type":"response.output_item.done","output_index":0,"item":{{"id":"fc_a","type":"function_call","call_id":"call_a","name":"search","arguments":"{{\"q\":","status":"{status}"}}}}"#
+            )
+        };
+        let (p, seen, error) = decode(Options::default(), &sse(&[ADD_A, &done("incomplete")]), 1000);
+        assert_eq!((error, seen.calls), (None, vec![]));
+        assert_eq!(kinds(&p), [AnomalyKind::DroppedCall]);
+        assert_eq!(p.stop_reason(), None);
+        let body = r#"{"status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"output":[
+        {"id":"fc_1","type":"function_call","call_id":"call_1","name":"echo","arguments":"{}","status":"completed"},
+        {"id":"fc_2","type":"function_call","call_id":"call_2","name":"echo","arguments":"{}","status":"incomplete"}]}"#;
+        let body: JsonValue = serde_json::from_str(body).unwrap();
+        for (output_limit, calls) in
+            [(OutputLimit::Drop, 1), (OutputLimit::DropCut, 2), (OutputLimit::Keep, 2)]
+        {
+            let mut p = ResponsesProcessor::new(Options { output_limit, ..Options::default() });
+            p.process_message(&body).unwrap();
+            let mut seen = Seen::default();
+            collect(&p, &mut seen);
+            assert_eq!(seen.calls.len(), calls, "{output_limit:?}");
+            assert_eq!(p.stop_reason(), Some("max_output_tokens"));
+        }
+        // A call without `id` or `call_id` in an incomplete whole response
+        // comes out once, like any other.
+        let body =
+            r#"{"status":"incomplete","output":[{"type":"function_call","name":"echo","arguments":"{}"}]}"#;
+        let mut p = ResponsesProcessor::default();
+        p.process_message(&serde_json::from_str(body).unwrap()).unwrap();
+        let mut seen = Seen::default();
+        collect(&p, &mut seen);
+        assert_eq!(seen.calls.len(), 1);
+        assert_eq!(kinds(&p), [AnomalyKind::GeneratedId, AnomalyKind::IncompleteResponse]);
+    }
+
+    #[test]
+    fn web_searches_are_thinking_items_and_finish_hands_out_the_output_items() {
+        let search = |action: &str| {
+            format!(
+                r#"{{"type":"response.output_item.done","output_index":0,"item":{{"id":"ws","type":"web_search_call","action":{action}}}}}"#
+            )
+        };
+        let actions = [
+            (r#"{"type":"search","queries":["a","b"],"query":"c"}"#, "Web search: a, b"),
+            (r#"{"type":"search","query":"c"}"#, "Web search: c"),
+            (r#"{"type":"search"}"#, "Web search"),
+            (r#"{"type":"open_page","page_url":"u","title":"t"}"#, "Web fetch: u"),
+            (r#"{"type":"open_page"}"#, "Web fetch"),
+            (r#"{"type":"find_in_page","query":"q"}"#, "Web page search: q"),
+            (r#"{"type":"find_in_page"}"#, "Web page search"),
+            (r#"{"type":"screenshot"}"#, "Used native web tool"),
+            ("null", "Used native web tool"),
+        ];
+        for (action, summary) in actions {
+            let done = search(action);
+            // The search's progress events are bookkeeping of the item: skipped
+            // silently (rule 69).
+            let stream = sse(&[
+                r#"{"type":"response.output_item.added","output_index":0,"item":{"id":"ws","type":"web_search_call"}}"#,
+                r#"{"type":"response.web_search_call.in_progress","output_index":0,"item_id":"ws"}"#,
+                r#"{"type":"response.web_search_call.searching","output_index":0,"item_id":"ws"}"#,
+                r#"{"type":"response.web_search_call.completed","output_index":0,"item_id":"ws"}"#,
+                &done,
+                r#"{"type":"response.completed","response":{"output":[{"type":"web_search_call"}]}}"#,
+            ]);
+            let (p, seen, error) =
+                decode(Options { output_thinking: true, ..Options::default() }, &stream, 1000);
+            assert_eq!(error, None);
+            assert_eq!(seen.thinking, [(summary.into(), true), (String::new(), true)], "{action}");
+            // The completed response's output wins over the items seen done.
+            assert_eq!(p.output_items().len(), 1);
+            assert_eq!(p.output_items()[0].get("action"), None);
+            assert!(kinds(&p).is_empty());
+            let (_, off, _) = decode(Options::default(), &stream, 1000);
+            assert_eq!(off, Seen::default());
+        }
+    }
+
+    #[test]
+    fn whole_arguments_of_the_done_item_win_over_different_deltas() {
+        let stream = sse(&[
+            ADD_A,
+            &args_delta(0, "fc_a", r#"{"q":"rus"}"#),
+            r#"{"type":"response.output_item.done","output_index":0,"item":{"id":"fc_a","type":"function_call","call_id":"call_a","name":"search","arguments":"{\"q\":\"rust\"}"}}"#,
+        ]);
+        for partial in [false, true] {
+            let options = Options { partial_tool_calls: partial, ..Options::default() };
+            let (p, seen, error) = decode(options, &stream, 3);
+            assert_eq!(error, None);
+            assert_eq!(seen.calls, [("call_a".into(), "search".into(), r#"{"q":"rust"}"#.into())]);
+            assert_eq!(kinds(&p), [AnomalyKind::ArgumentsMismatch]);
+        }
+    }
+
+    #[test]
+    fn usage_without_input_tokens_is_read_and_the_last_usage_wins() {
+        let mut p = ResponsesProcessor::default();
+        let ev = |s: &str| serde_json::from_str::<JsonValue>(s).expect("json");
+        p.process_event(&ev(r#"{"type":"response.in_progress","response":{"usage":{"output_tokens":2}}}"#))
+            .unwrap();
+        assert_eq!((p.usage().prompt_tokens, p.usage().completion_tokens), (None, Some(2)));
+        p.process_event(&ev(
+        r#"{"type":"response.completed","response":{"usage":{"input_tokens":9,"output_tokens":5,"input_tokens_details":{"cached_tokens":4}}}}"#,
+    ))
+    .unwrap();
+        let u = p.usage();
+        assert_eq!((u.prompt_tokens, u.completion_tokens, u.cache_read_tokens), (Some(5), Some(5), Some(4)));
+    }
+
+    #[test]
+    fn usage_counts_are_read_as_the_chat_ones() {
+        // Rule 39 for both protocols: a count sent as a string or an
+        // integral float converts, anything else is ignored; each reported
+        // in the Responses API's words.
+        let mut p = ResponsesProcessor::default();
+        let usage =
+            r#"{"input_tokens":" 9","output_tokens":5.0,"input_tokens_details":{"cached_tokens":[1]}}"#;
+        p.process_message(&serde_json::from_str(&format!(r#"{{"output":[],"usage":{usage}}}"#)).unwrap())
+            .unwrap();
+        let u = p.usage();
+        assert_eq!((u.prompt_tokens, u.completion_tokens, u.cache_read_tokens), (Some(9), Some(5), Some(0)));
+        let seen: Vec<(AnomalyKind, Option<&str>)> =
+            p.anomalies().all().iter().map(|a| (a.kind, a.field)).collect();
+        assert_eq!(
+            seen,
+            [
+                (AnomalyKind::ConvertedField, Some("usage.input_tokens")),
+                (AnomalyKind::ConvertedField, Some("usage.output_tokens")),
+                (AnomalyKind::IgnoredField, Some("usage.input_tokens_details.cached_tokens")),
+            ]
+        );
+        let mut p = ResponsesProcessor::default();
+        p.process_message(&serde_json::from_str(r#"{"usage":{"input_tokens_details":7}}"#).unwrap()).unwrap();
+        assert_eq!(p.anomalies().all()[0].field, Some("usage.input_tokens_details"));
+        // Rule 37's other names of cache writes; the chat names of the
+        // counts themselves are not this protocol's.
+        let usage = r#"{"usage":{"prompt_tokens":100,"input_tokens":9,
+            "input_tokens_details":{"cache_creation_input_tokens":"x","cache_creation_tokens":2}}}"#;
+        let mut p = ResponsesProcessor::default();
+        p.process_message(&serde_json::from_str(usage).unwrap()).unwrap();
+        let u = p.usage();
+        assert_eq!((u.prompt_tokens, u.cache_write_tokens), (Some(7), Some(2)));
+        let field = p.anomalies().all().first().and_then(|a| a.field);
+        assert_eq!(field, Some("usage.input_tokens_details.cache_creation_input_tokens"));
+    }
+
+    #[test]
+    fn error_events_and_failed_responses_raise_the_providers_message() {
+        let (_, _, error) = decode(
+            Options::default(),
+            "event: error\ndata: {\"type\":\"error\",\"code\":\"rate_limit\",\"message\":\"slow down\"}\n\n",
+            4,
+        );
+        assert!(
+            matches!(error, Some(Error::Provider { ref message, .. }) if message == "slow down"),
+            "{error:?}"
+        );
+        let failed = sse(&[
+            r#"{"type":"response.failed","response":{"status":"failed","error":{"code":"server_error","message":"boom"}}}"#,
+        ]);
+        let (_, _, error) = decode(Options::default(), &failed, 1000);
+        assert!(matches!(error, Some(Error::Provider { ref message, .. }) if message == "boom"), "{error:?}");
+    }
+
+    #[test]
+    fn reasoning_summaries_are_thinking_items_when_asked_for() {
+        let stream = sse(&[
+            r#"{"type":"response.output_item.added","output_index":0,"item":{"id":"rs_1","type":"reasoning","encrypted_content":"ENC","summary":[]}}"#,
+            r#"{"type":"response.reasoning_summary_part.added","item_id":"rs_1","output_index":0,"summary_index":0}"#,
+            r#"{"type":"response.reasoning_summary_text.delta","item_id":"rs_1","output_index":0,"delta":"Think"}"#,
+            r#"{"type":"response.reasoning_summary_part.done","item_id":"rs_1","output_index":0}"#,
+            r#"{"type":"response.reasoning_summary_part.added","item_id":"rs_1","output_index":0,"summary_index":1}"#,
+            r#"{"type":"response.reasoning_summary_text.delta","item_id":"rs_1","output_index":0,"delta":"ing"}"#,
+            r#"{"type":"response.output_item.done","output_index":0,"item":{"id":"rs_1","type":"reasoning","encrypted_content":"ENC","summary":[]}}"#,
+            r#"{"type":"response.output_item.added","output_index":1,"item":{"id":"msg_1","type":"message","content":[]}}"#,
+            r#"{"type":"response.output_text.delta","item_id":"msg_1","output_index":1,"delta":"hi"}"#,
+            r#"{"type":"response.output_item.done","output_index":1,"item":{"id":"msg_1","type":"message","content":[{"type":"output_text","text":"hi"}]}}"#,
+        ]);
+        let (p, seen, error) = decode(Options { output_thinking: true, ..Options::default() }, &stream, 1000);
+        assert_eq!(error, None);
+        assert_eq!(seen.text, "hi");
+        assert_eq!(
+            seen.thinking,
+            [
+                ("Think".into(), false),
+                ("\n\n".into(), false),
+                ("ing".into(), false),
+                ("Think\n\ning".into(), true)
+            ]
+        );
+        let r = p.reasoning(0).expect("reasoning");
+        assert_eq!((r.id.as_deref(), r.encrypted_content.as_deref()), (Some("rs_1"), Some("ENC")));
+        assert_eq!(r.next_message_id.as_deref(), Some("msg_1"));
+        let (_, off, _) = decode(Options::default(), &stream, 1000);
+        assert!(off.thinking.is_empty());
+    }
+
+    #[test]
+    fn a_whole_response_gives_texts_calls_and_thinking_in_order() {
+        let body: JsonValue = serde_json::from_str(
+        r#"{"output":[
+            {"id":"rs_1","type":"reasoning","summary":[{"type":"summary_text","text":"a"},{"type":"summary_text","text":"b"}]},
+            {"id":"fc_1","type":"function_call","call_id":"call_1","name":"echo","arguments":"{\"s\":\"x\"}"},
+            {"id":"msg_1","type":"message","content":[{"type":"output_text","text":"done"}]}
+        ],"usage":{"input_tokens":5,"output_tokens":1}}"#,
+    )
+    .unwrap();
+        let mut p = ResponsesProcessor::new(Options { output_thinking: true, ..Options::default() });
+        p.process_message(&body).unwrap();
+        let mut seen = Seen::default();
+        collect(&p, &mut seen);
+        assert_eq!(seen.thinking, [("a\n\nb".into(), true)]);
+        assert_eq!(seen.calls, [("call_1".into(), "echo".into(), r#"{"s":"x"}"#.into())]);
+        assert_eq!(seen.text, "done");
+        assert_eq!(p.linked_reasonings(), [0]);
+        assert_eq!(p.usage().prompt_tokens, Some(5));
+    }
+
+    #[test]
+    fn a_whole_call_with_bad_arguments_raises() {
+        let body: JsonValue = serde_json::from_str(
+        r#"{"output":[{"id":"fc_1","type":"function_call","call_id":"call_1","name":"echo","arguments":"{\"s\":"}]}"#,
+    )
+    .unwrap();
+        let mut p = ResponsesProcessor::default();
+        assert!(matches!(p.process_message(&body), Err(Error::Arguments { .. })));
+    }
+
+    #[test]
+    fn a_delta_for_no_known_item_is_an_orphan() {
+        let stream = sse(&[&args_delta(3, "fc_x", "{}")]);
+        let (p, _, error) = decode(Options::default(), &stream, 1000);
+        assert_eq!(error, None);
+        assert_eq!(kinds(&p), [AnomalyKind::OrphanFragment]);
+    }
+
+    #[test]
+    fn a_call_only_in_the_final_output_is_not_lost() {
+        let stream = sse(&[
+            r#"{"type":"response.completed","response":{"status":"completed","output":[{"id":"fc_z","type":"function_call","call_id":"call_z","name":"late","arguments":"{\"a\":1}"}]}}"#,
+        ]);
+        let (p, seen, error) = decode(Options::default(), &stream, 1000);
+        assert_eq!(error, None);
+        assert_eq!(seen.calls, [("call_z".into(), "late".into(), r#"{"a":1}"#.into())]);
+        assert_eq!(kinds(&p), [AnomalyKind::Truncated]);
+        // Streamed calls listed again in the final output are not repeated.
+        let stream = sse(&[
+            ADD_A,
+            r#"{"type":"response.output_item.done","output_index":0,"item":{"id":"fc_a","type":"function_call","call_id":"call_a","name":"search","arguments":"{}"}}"#,
+            r#"{"type":"response.completed","response":{"output":[{"id":"fc_a","type":"function_call","call_id":"call_a","name":"search","arguments":"{}"}]}}"#,
+        ]);
+        let (p, seen, _) = decode(Options::default(), &stream, 1000);
+        assert_eq!(seen.calls.len(), 1);
+        assert!(kinds(&p).is_empty());
+    }
+
+    #[test]
+    fn a_call_id_that_comes_only_with_the_done_item_replaces_the_generated_one() {
+        let stream = sse(&[
+            r#"{"type":"response.output_item.added","output_index":0,"item":{"id":"fc_q","type":"function_call","name":"search"}}"#,
+            r#"{"type":"response.function_call_arguments.delta","output_index":0,"delta":"{}"}"#,
+            r#"{"type":"response.output_item.done","output_index":0,"item":{"id":"fc_q","type":"function_call","call_id":"call_q","name":"search","arguments":"{}"}}"#,
+        ]);
+        let (p, seen, _) = decode(Options::default(), &stream, 1000);
+        assert_eq!(seen.calls, [("call_q".into(), "search".into(), "{}".into())]);
+        assert_eq!(p.call_item(CallId(0)), Some((Some("fc_q"), Some("call_q"))));
+        assert_eq!(kinds(&p), [AnomalyKind::GeneratedId]);
+    }
+
+    #[test]
+    fn the_fast_reading_of_delta_events_agrees_with_the_full_one() {
+        fn fast(s: &str) -> Option<DeltaEvent<'_>> {
+            serde_json::from_str(s).ok()
+        }
+        let d = fast(r#"{"type":"response.function_call_arguments.delta","sequence_number":3,"item_id":"fc_a","output_index":0,"delta":"{\"q\\n\":","obfuscation":"x"}"#)
+        .expect("a delta event");
+        assert_eq!(
+            (d.arguments, &*d.delta, d.item_id.as_deref(), d.output_index),
+            (true, "{\"q\\n\":", Some("fc_a"), Some(0))
+        );
+        let t = fast(r#"{"type":"response.output_text.delta","delta":"hi","logprobs":[]}"#)
+            .expect("a text delta");
+        assert_eq!((t.arguments, &*t.delta), (false, "hi"));
+        // Anything else is left to the full reading.
+        for other in [
+            r#"{"type":"response.output_text.delta","delta":{"a":1}}"#,
+            r#"{"type":"response.output_text.delta","delta":null}"#,
+            r#"{"type":"response.output_text.delta","output_index":"1","delta":"x"}"#,
+            r#"{"type":"response.output_text.delta","delta":"x","response":{"usage":{"output_tokens":1}}}"#,
+            r#"{"type":"response.completed","delta":"x"}"#,
+            r#"{"delta":"x"}"#,
+        ] {
+            assert_eq!(fast(other), None, "{other}");
+        }
+        // The same stream decoded (fast) and as parsed events gives the same
+        // calls and anomalies.
+        let stream = [
+            ADD_A,
+            &args_delta(0, "fc_a", r#"{"q":1}"#),
+            r#"{"type":"response.function_call_arguments.delta","output_index":7,"delta":"orphan"}"#,
+            r#"{"type":"response.output_text.delta","delta":"text"}"#,
+        ];
+        let (quick, b, _) = decode(Options::default(), &sse(&stream), 1000);
+        let mut full = ResponsesProcessor::default();
+        let mut a = Seen::default();
+        for e in stream {
+            full.process_event(&serde_json::from_str(e).unwrap()).unwrap();
+            collect(&full, &mut a);
+        }
+        full.finish().unwrap();
+        collect(&full, &mut a);
+        assert_eq!(a, b);
+        assert_eq!(full.anomalies().all(), quick.anomalies().all());
+        assert_eq!(a.calls.len(), 1);
+    }
+
+    #[test]
+    fn an_output_item_of_another_type_is_reported_once() {
+        let stream = sse(&[
+            r#"{"type":"response.output_item.added","output_index":0,"item":{"id":"fs_1","type":"file_search_call","status":"in_progress"}}"#,
+            r#"{"type":"response.output_item.done","output_index":0,"item":{"id":"fs_1","type":"file_search_call","status":"completed"}}"#,
+            r#"{"type":"response.output_item.added","output_index":1,"item":{"id":"fs_2","type":"file_search_call"}}"#,
+        ]);
+        let (p, seen, error) = decode(Options::default(), &stream, 1000);
+        assert_eq!((error, seen), (None, Seen::default()));
+        assert_eq!(kinds(&p), [AnomalyKind::IgnoredEvent]);
+        assert!(p.anomalies().all()[0].message.contains("file_search_call"));
+    }
+
+    #[test]
+    fn an_item_announced_twice_is_one_call() {
+        let stream = sse(&[ADD_A, ADD_A, &args_delta(0, "fc_a", r#"{"q":2}"#)]);
+        let (p, seen, error) = decode(Options::default(), &stream, 1000);
+        assert_eq!(error, None);
+        assert_eq!(seen.calls, [("call_a".into(), "search".into(), r#"{"q":2}"#.into())]);
+        assert_eq!(kinds(&p), [AnomalyKind::DuplicateId, AnomalyKind::Truncated]);
+    }
+
+    #[test]
+    fn an_unreadable_event_is_skipped_and_reported_unless_strict() {
+        let stream = format!(
+        "{}data: {{\"type\":\"response.function_call_arguments.delta\",\"output_index\":0,\"delta\":\"{{\\\"q\\\"\" oops}}\n\n{}",
+        sse(&[ADD_A]),
+        sse(&[r#"{"type":"response.output_text.delta","delta":"after"}"#])
+    );
+        let (p, seen, error) = decode(Options::default(), &stream, 7);
+        // The event was lost: the open call is not repaired into something else.
+        assert!(matches!(error, Some(Error::Arguments { .. })), "{error:?}");
+        assert_eq!(seen.text, "after");
+        assert!(kinds(&p).contains(&AnomalyKind::UnreadableEvent));
+        let (_, _, strict) = decode(Options { strict: true, ..Options::default() }, &stream, 7);
+        assert!(matches!(strict, Some(Error::Stream { .. })), "{strict:?}");
+    }
+
+    #[test]
+    fn a_delta_event_with_a_key_nested_too_deep_raises_as_any_event_does() {
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        let stream =
+            format!("data: {{\"type\":\"response.output_text.delta\",\"delta\":\"hi\",\"x\":{deep}}}\n\n");
+        let (_, seen, error) = decode(Options::default(), &stream, 1000);
+        assert!(
+            matches!(error, Some(Error::Stream { kind: crate::error::StreamErrorKind::TooDeep, .. })),
+            "{error:?}"
+        );
+        assert_eq!(seen.text, "");
+    }
+
+    #[test]
+    fn a_reasoning_left_waiting_by_a_whole_response_links_to_the_next_message_either_way() {
+        let json = |s: &str| -> JsonValue { serde_json::from_str(s).unwrap() };
+        let reasoning = json(r#"{"output":[{"id":"rs_1","type":"reasoning","summary":[]}]}"#);
+        let message = r#"{"id":"msg_2","type":"message","content":[]}"#;
+        // The next response with a reasoning item of its own before its message,
+        // and without: the first reasoning learns the message's id both times,
+        // as it does in a stream.
+        for next in [
+            format!(r#"{{"output":[{{"id":"rs_2","type":"reasoning"}},{message}]}}"#),
+            format!(r#"{{"output":[{message}]}}"#),
+        ] {
+            let mut p = ResponsesProcessor::new(Options { output_thinking: true, ..Options::default() });
+            p.process_message(&reasoning).unwrap();
+            p.process_message(&json(&next)).unwrap();
+            assert!(p.linked_reasonings().contains(&0), "{next}");
+            assert_eq!(p.reasoning(0).and_then(|r| r.next_message_id.as_deref()), Some("msg_2"), "{next}");
+        }
+    }
+
+    #[test]
+    fn a_stream_without_one_responses_event_is_reported_at_finish() {
+        let chat = "data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\ndata: [DONE]\n\n";
+        let (p, seen, error) = decode(Options::default(), chat, 7);
+        assert_eq!((seen.text.as_str(), error.is_none()), ("", true));
+        assert_eq!(kinds(&p).last(), Some(&AnomalyKind::WrongProtocol));
+        assert!(p.anomalies().all().last().is_some_and(|a| a.message.contains("Responses API event")));
+        for stream in [
+            sse(&[r#"{"type":"response.output_text.delta","delta":"Hi"}"#]),
+            sse(&[r#"{"type":"response.created","response":{}}"#]),
+        ] {
+            let (p, _, _) = decode(Options::default(), &stream, 5);
+            assert!(!kinds(&p).contains(&AnomalyKind::WrongProtocol), "{stream}");
+        }
+        // An error event is an event of the protocol: raised, and nothing more.
+        for stream in
+            ["event: error\ndata: {\"message\":\"overloaded\"}\n\n", "event: error\ndata: overloaded\n\n"]
+        {
+            let (p, _, error) = decode(Options::default(), stream, 5);
+            assert!(
+                matches!(error, Some(Error::Provider { ref message, .. }) if message == "overloaded"),
+                "{error:?}"
+            );
+            assert_eq!(kinds(&p), [], "{stream:?}");
+        }
+    }
+}
