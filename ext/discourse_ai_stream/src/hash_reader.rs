@@ -139,11 +139,7 @@ struct Stop;
 type Step = Result<(), Stop>;
 
 impl Writer {
-    fn fail(&mut self, message: String) -> Step {
-        self.fail_as(StreamErrorKind::InvalidChunk, message)
-    }
-
-    fn fail_as(&mut self, kind: StreamErrorKind, message: String) -> Step {
+    fn fail(&mut self, kind: StreamErrorKind, message: String) -> Step {
         self.failure = Some((kind, message, Vec::new()));
         Err(Stop)
     }
@@ -158,6 +154,12 @@ impl Writer {
 
     fn push(&mut self, text: &str) -> Step {
         self.out.extend_from_slice(text.as_bytes());
+        Ok(())
+    }
+
+    fn push_fmt(&mut self, args: std::fmt::Arguments) -> Step {
+        // Writing to a Vec cannot fail.
+        let _ = self.out.write_fmt(args);
         Ok(())
     }
 
@@ -182,20 +184,13 @@ impl Writer {
             T::RUBY_T_NIL => self.push("null"),
             T::RUBY_T_TRUE => self.push("true"),
             T::RUBY_T_FALSE => self.push("false"),
-            T::RUBY_T_FIXNUM => {
-                // Writing to a Vec cannot fail.
-                let _ = write!(self.out, "{}", unsafe { rb_sys::FIX2LONG(v) });
-                Ok(())
-            }
+            T::RUBY_T_FIXNUM => self.push_fmt(format_args!("{}", unsafe { rb_sys::FIX2LONG(v) })),
             T::RUBY_T_BIGNUM => {
                 self.out.extend_from_slice(unsafe { bytes(rb_sys::rb_big2str(v, 10)) });
                 Ok(())
             }
             T::RUBY_T_FLOAT => match unsafe { rb_sys::NUM2DBL(v) } {
-                f if f.is_finite() => {
-                    let _ = write!(self.out, "{f:?}");
-                    Ok(())
-                }
+                f if f.is_finite() => self.push_fmt(format_args!("{f:?}")),
                 // Beyond f64's range: the core reads it as that infinity.
                 f if f > 0.0 => self.push("1e400"),
                 f if f < 0.0 => self.push("-1e400"),
@@ -226,7 +221,7 @@ impl Writer {
 
     #[cold]
     fn too_deep(&mut self, depth: usize) -> Step {
-        self.fail_as(
+        self.fail(
             StreamErrorKind::TooDeep,
             match depth {
                 MAX_DEPTH.. => format!("nested deeper than {MAX_DEPTH} levels"),
@@ -347,7 +342,12 @@ impl Writer {
                 let key = unsafe { Value::from_raw(key) };
                 let text = match key.to_r_string() {
                     Ok(text) => text,
-                    Err(e) => return self.fail(format!("a Hash key could not be read: {e}")),
+                    Err(e) => {
+                        return self.fail(
+                            StreamErrorKind::InvalidChunk,
+                            format!("a Hash key could not be read: {e}"),
+                        )
+                    }
                 };
                 let start = self.out.len();
                 self.string(text.as_raw())?;
@@ -370,7 +370,7 @@ impl Writer {
             None => transcoded(s).map(|t| serde_json::to_writer(&mut self.out, &t)),
         };
         // Writing to a Vec cannot fail.
-        written.map(|_| ()).or_else(|message| self.fail(message))
+        written.map(|_| ()).or_else(|message| self.fail(StreamErrorKind::InvalidChunk, message))
     }
 }
 

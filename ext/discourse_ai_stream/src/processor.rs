@@ -111,7 +111,7 @@ impl RbProcessor {
     }
 
     /// A parsed chunk, or (`whole`) a whole response, read by the Hash
-    /// path's reader.
+    /// path's reader; a bare text delta by its text alone.
     fn read(ruby: &Ruby, rb_self: Me, value: Value, shape: Shape, whole: bool) -> Result<Value, Error> {
         errors::expect_hash(ruby, value, "a parsed chunk")?;
         let bare = !whole && !rb_self.past_text.replace(true);
@@ -123,14 +123,8 @@ impl RbProcessor {
                 core.process_text(text).map(|_| ())
             });
         }
-        let json = hash_reader::read(ruby, value, hash_reader::chunk_keys())?;
-        let hash_reader::Json { text, anomalies } = json;
-        Self::run(ruby, rb_self, shape, Some(value), None, move |core| {
-            for anomaly in anomalies {
-                core.push_anomaly(anomaly);
-            }
-            core.process_json(&text, whole).map(|_| ())
-        })
+        let read = holder::json(ruby, value, "a parsed chunk", hash_reader::chunk_keys(), whole)?;
+        Self::run(ruby, rb_self, shape, Some(value), None, read)
     }
 
     /// Runs `f` on the core and makes its result (see [`holder::run`]).

@@ -14,7 +14,6 @@ use openai_stream::responses::{Options, ResponsesProcessor};
 
 use crate::errors;
 use crate::guard::guard;
-use crate::hash_reader;
 use crate::holder::{self, read, Holder, CALLS};
 use crate::items::{Built, CallSource, Shape};
 
@@ -87,11 +86,13 @@ impl RbResponsesProcessor {
     }
 
     pub fn process_streamed_message(ruby: &Ruby, rb_self: Me, event: Value) -> Result<Value, Error> {
-        Self::read(ruby, rb_self, event, Shape::Streamed, false)
+        let read = holder::json(ruby, event, "a parsed event", None, false)?;
+        Self::run(ruby, rb_self, Shape::Streamed, Some(event), read)
     }
 
     pub fn process_message(ruby: &Ruby, rb_self: Me, response: Value) -> Result<Value, Error> {
-        Self::read(ruby, rb_self, response, Shape::Array, true)
+        let read = holder::json(ruby, response, "a parsed event", None, true)?;
+        Self::run(ruby, rb_self, Shape::Array, Some(response), read)
     }
 
     pub fn decode_chunk(ruby: &Ruby, rb_self: Me, raw: Value) -> Result<Value, Error> {
@@ -105,20 +106,6 @@ impl RbResponsesProcessor {
 
     pub fn finish(ruby: &Ruby, rb_self: Me) -> Result<Value, Error> {
         Self::run(ruby, rb_self, Shape::Finish(&[CALLS, THINKINGS]), None, |core| core.finish().map(|_| ()))
-    }
-
-    /// A parsed event, or (`whole`) a whole response, read by the Hash
-    /// path's reader.
-    fn read(ruby: &Ruby, rb_self: Me, value: Value, shape: Shape, whole: bool) -> Result<Value, Error> {
-        errors::expect_hash(ruby, value, "a parsed event")?;
-        let json = hash_reader::read(ruby, value, None)?;
-        let hash_reader::Json { text, anomalies } = json;
-        Self::run(ruby, rb_self, shape, Some(value), move |core| {
-            for anomaly in anomalies {
-                core.push_anomaly(anomaly);
-            }
-            core.process_json(&text, whole).map(|_| ())
-        })
     }
 
     fn run(
