@@ -122,7 +122,8 @@ RSpec.describe "Hash path: the one reader" do
     expect(chat.process_streamed_message(text_chunk("ok".b))).to eq("ok")
     expect(chat.process_streamed_message(text_chunk("caf\u00e9".b))).to eq("caf\u00e9")
     processor = chat
-    processor.process_streamed_message(tool_chunk([{ index: 0, id: "c", function: { name: "f", arguments: wide_args } }]))
+    call = { index: 0, id: "c", function: { name: "f", arguments: wide_args } }
+    processor.process_streamed_message(tool_chunk([call]))
     expect(processor.finish.first.parameters).to eq(wide_args)
   end
 
@@ -168,7 +169,8 @@ RSpec.describe "Hash path: the one reader" do
     others = [
       text_chunk(+"x").merge(usage: nil), text_chunk(+"x").merge(error: nil), text_chunk(+"x").merge(x_groq: nil),
       text_chunk(+"x").merge(message: "m"), text_chunk(+"x", finish: "stop"), text_chunk(+"x", finish: ""),
-      { choices: [{ delta: { content: +"x", tool_calls: nil } }] }, { choices: [{ delta: { content: +"x" }, error: nil }] },
+      { choices: [{ delta: { content: +"x", tool_calls: nil } }] },
+      { choices: [{ delta: { content: +"x" }, error: nil }] },
       { choices: [{ delta: { content: +"x" }, native_finish_reason: "STOP" }] },
       { "choices" => [{ "delta" => { "content" => +"x" } }] }
     ]

@@ -117,11 +117,9 @@ RSpec.describe "Hash path: the reader" do
         .to raise_error(DiscourseAiStream::StreamError,
                         /\Achoices\[0\]\.delta\.content: a Shift_JIS String that does not convert to UTF-8/)
       calls = [{ index: 0, id: "c", function: { name: "\xFF".b, arguments: "{}" } }]
+      name_error = /\Achoices\[0\]\.delta\.tool_calls\[0\]\.function\.name: invalid UTF-8/
       expect { processor.process_streamed_message(tool_chunk(calls)) }
-        .to raise_error(DiscourseAiStream::StreamError,
-                        /\Achoices\[0\]\.delta\.tool_calls\[0\]\.function\.name: invalid UTF-8/) { |e|
-          expect(e.kind).to eq(:invalid_chunk)
-        }
+        .to raise_error(DiscourseAiStream::StreamError, name_error) { |e| expect(e.kind).to eq(:invalid_chunk) }
       expect(processor.process_streamed_message(text_chunk("after"))).to eq("after")
     end
   end
