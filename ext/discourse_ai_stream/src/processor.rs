@@ -113,7 +113,6 @@ impl RbProcessor {
     /// A parsed chunk, or (`whole`) a whole response, read by the Hash
     /// path's reader; a bare text delta by its text alone.
     fn read(ruby: &Ruby, rb_self: Me, value: Value, shape: Shape, whole: bool) -> Result<Value, Error> {
-        errors::expect_hash(ruby, value, "a parsed chunk")?;
         let bare = !whole && !rb_self.past_text.replace(true);
         // SAFETY: a Hash; the text is read by the core before Ruby code runs.
         if let Some((text, content)) =

@@ -223,11 +223,6 @@ where
     pub fn anomalies_mut(&mut self) -> &mut Anomalies {
         &mut self.state.anomalies
     }
-
-    /// Records an anomaly found by the caller (the binding's conversions).
-    pub fn push_anomaly(&mut self, anomaly: Anomaly) {
-        self.state.anomalies.push(anomaly);
-    }
 }
 
 impl<P> State<P>
