@@ -44,13 +44,11 @@ pub fn object_to_hash(ruby: &Ruby, pairs: &[(String, JsonValue)]) -> Result<RHas
 /// StreamError (see docs/reliability.md).
 fn room(ruby: &Ruby) -> Result<(), Error> {
     // SAFETY: a query of the current thread's stack.
-    match unsafe { rb_sys::ruby_stack_check() } {
-        0 => Ok(()),
-        _ => {
-            let message = "a value nested too deep for this thread's machine stack".to_owned();
-            Err(crate::errors::stream(ruby, openai_stream::error::StreamErrorKind::TooDeep, message))
-        }
+    if unsafe { rb_sys::ruby_stack_check() } == 0 {
+        return Ok(());
     }
+    let message = "a value nested too deep for this thread's machine stack".to_owned();
+    Err(crate::errors::stream(ruby, openai_stream::error::StreamErrorKind::TooDeep, message))
 }
 
 /// What both `__setup`s check: `max_line_bytes` is positive, and the

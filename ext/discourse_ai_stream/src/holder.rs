@@ -310,9 +310,7 @@ pub(crate) fn json<P: CallSource + Readings>(
     errors::expect_hash(ruby, value, what)?;
     let hash_reader::Json { text, anomalies } = hash_reader::read(ruby, value, keys)?;
     Ok(move |core: &mut P| {
-        for anomaly in anomalies {
-            core.anomaly_list().push(anomaly);
-        }
+        anomalies.into_iter().for_each(|anomaly| core.anomaly_list().push(anomaly));
         core.process_json(&text, whole)
     })
 }
