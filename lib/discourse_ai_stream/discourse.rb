@@ -203,5 +203,4 @@ end
 
 require_relative "discourse/reporter"
 require_relative "discourse/session"
-require_relative "discourse/error_delivery"
 require_relative "discourse/patch"

@@ -10,6 +10,14 @@ module DiscourseAiStream
     # endpoint that holds the stock instance is pointed at the gem's
     # processor too, for endpoints that read the ivar directly (older
     # Discourse: `decode_chunk_finish` calls `@processor.finish`).
+    #
+    # Discourse lets an error out of decode_chunk fail the request, so the
+    # items one of the gem's errors carries (what the read produced besides
+    # the error) would never reach the caller. So decode_chunk returns those
+    # items and the session keeps the error; the next decode_chunk or
+    # decode_chunk_finish raises it before doing anything else. The request
+    # still fails, after the caller saw everything the stream produced. An
+    # error without items, or while uninstalled, is raised at once.
     class Session
       IVAR = :@discourse_ai_stream_session
       # The gem's processor for each stock processor class name.
@@ -20,8 +28,6 @@ module DiscourseAiStream
       GEM_PROCESSORS = REPLACED.values.freeze
 
       attr_reader :stock, :processor, :reporter
-      # An error decode_chunk caught, to raise on the next call.
-      attr_accessor :pending_error
 
       class << self
         # What the patched `processor` returns: the gem's processor in place
@@ -46,6 +52,31 @@ module DiscourseAiStream
           processor if GEM_PROCESSORS.any? { |klass| processor.is_a?(klass) }
         end
 
+        # Around decode_chunk: an error of the gem's that carries items is
+        # kept, and its items returned.
+        def decoding(endpoint, &)
+          of(endpoint)&.raise_pending
+          begin
+            reporting(endpoint, &)
+          rescue DiscourseAiStream::Error => e
+            # Looked up now: the block may have built this response's session.
+            session = of(endpoint)
+            raise unless session && Discourse.installed? && !e.items.empty?
+
+            session.defer(e)
+          end
+        end
+
+        # Around decode_chunk_finish: a kept error is raised instead of
+        # finishing. At the end of a response, one line for the anomalies
+        # that were not logged.
+        def finishing(endpoint, &)
+          of(endpoint)&.raise_pending
+          reporting(endpoint, &)
+        ensure
+          of(endpoint)&.reporter&.flush
+        end
+
         # Runs the block; a provider error is logged (once) and raised on.
         def reporting(endpoint)
           yield
@@ -56,9 +87,6 @@ module DiscourseAiStream
           end
           raise
         end
-
-        # End of a response: one line for the anomalies that were not logged.
-        def flush(endpoint) = of(endpoint)&.reporter&.flush
 
         def of(endpoint) = endpoint.instance_variable_get(IVAR)
 
@@ -100,6 +128,20 @@ module DiscourseAiStream
 
           endpoint.instance_variable_set(name, processor)
         end
+      end
+
+      # Keeps `error` to raise on the next call; returns the items it carries.
+      def defer(error)
+        @pending_error = error
+        reporter.deferred(error)
+        Discourse.distinct_calls(error.items)
+      end
+
+      # Raises the error kept by defer, once.
+      def raise_pending
+        error = @pending_error
+        @pending_error = nil
+        raise error if error
       end
 
       private
