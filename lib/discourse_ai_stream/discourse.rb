@@ -118,11 +118,7 @@ module DiscourseAiStream
       # Where warnings go: this when set, else Rails.logger, else stderr.
       attr_writer :logger
 
-      def logger
-        return @logger if @logger
-
-        ::Rails.logger if defined?(::Rails) && ::Rails.respond_to?(:logger)
-      end
+      def logger = @logger || (::Rails.logger if defined?(::Rails) && ::Rails.respond_to?(:logger))
 
       def warn_log(message, level = :warn)
         target = logger
@@ -192,11 +188,7 @@ module DiscourseAiStream
         (found | descendants(base)).select { |klass| Patch.endpoint?(klass) }
       end
 
-      def descendants(klass)
-        return [] unless klass.respond_to?(:subclasses)
-
-        klass.subclasses.flat_map { |sub| [sub, *descendants(sub)] }
-      end
+      def descendants(klass) = klass ? klass.subclasses.flat_map { |sub| [sub, *descendants(sub)] } : []
     end
   end
 end
