@@ -42,7 +42,6 @@ module DiscourseAiStream
           return candidate unless stock?(candidate)
 
           session = new(endpoint, candidate)
-          endpoint.instance_variable_set(IVAR, session)
           session.adopt(endpoint)
           session.processor
         end
@@ -104,11 +103,8 @@ module DiscourseAiStream
         private
 
         def provider_name(endpoint)
-          return unless endpoint.respond_to?(:llm_model, true)
-
-          model = endpoint.send(:llm_model)
-          provider = model.provider if model.respond_to?(:provider)
-          provider&.to_s
+          model = endpoint.send(:llm_model) if endpoint.respond_to?(:llm_model, true)
+          model.provider&.to_s if model.respond_to?(:provider)
         rescue StandardError
           nil
         end
@@ -120,14 +116,14 @@ module DiscourseAiStream
         @processor = build(endpoint, stock)
       end
 
-      # Replaces the stock instance with the gem's processor in every ivar
-      # of `endpoint` that holds it (by identity).
+      # Keeps this session on `endpoint`, and replaces the stock instance
+      # with the gem's processor in every ivar of it that holds it (by
+      # identity).
       def adopt(endpoint)
         endpoint.instance_variables.each do |name|
-          next if name == IVAR || !endpoint.instance_variable_get(name).equal?(stock)
-
-          endpoint.instance_variable_set(name, processor)
+          endpoint.instance_variable_set(name, processor) if endpoint.instance_variable_get(name).equal?(stock)
         end
+        endpoint.instance_variable_set(IVAR, self)
       end
 
       # Keeps `error` to raise on the next call; returns the items it carries.
@@ -149,11 +145,11 @@ module DiscourseAiStream
       def build(endpoint, stock)
         klass = REPLACED.fetch(stock.class.name)
         options = { partial_tool_calls: setting(endpoint, stock, :partial_tool_calls),
-                    tool_call_class: completions_class(:ToolCall, :tool_call_class),
+                    tool_call_class: completions_class(:ToolCall),
                     on_anomaly: @reporter.method(:anomaly) }
         if klass == DiscourseAiStream::OpenAiResponsesMessageProcessor
           options[:output_thinking] = setting(endpoint, stock, :output_thinking)
-          options[:thinking_class] = completions_class(:Thinking, :thinking_class)
+          options[:thinking_class] = completions_class(:Thinking)
         else
           options[:usage] = Discourse.usage_mode(stock.class)
         end
@@ -169,11 +165,13 @@ module DiscourseAiStream
         endpoint.respond_to?(name, true) && endpoint.send(name) ? true : false
       end
 
-      # DiscourseAi::Completions::<name> when it is a class, else the gem's
-      # `reader`: the bot and the endpoints test `is_a?(DiscourseAi::Completions::ToolCall)`.
-      def completions_class(name, reader)
+      # DiscourseAi::Completions::<name> when it is a class, whatever the
+      # gem's setting: the bot and the endpoints test
+      # `is_a?(DiscourseAi::Completions::ToolCall)`. Else nil: the processor's
+      # default, the gem's setting.
+      def completions_class(name)
         klass = Discourse.lookup("#{NAMESPACE}::#{name}")
-        klass.is_a?(Class) ? klass : DiscourseAiStream.public_send(reader)
+        klass if klass.is_a?(Class)
       end
     end
   end
