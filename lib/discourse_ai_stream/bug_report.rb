@@ -51,9 +51,7 @@ module DiscourseAiStream
           { id: "fc_#{i}", type: "function_call", status: "in_progress", arguments: "", call_id: "call_#{i}",
             name: "echo" }
         end
-        added = items.each_with_index.map do |item, i|
-          { type: "response.output_item.added", output_index: i, item: item }
-        end
+        added = items.map.with_index { |item, i| { type: "response.output_item.added", output_index: i, item: item } }
         pieces = items.map { |item| arguments(item) }
         deltas = (0...3).flat_map do |k|
           items.each_with_index.map do |item, i|

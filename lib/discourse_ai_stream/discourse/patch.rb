@@ -71,7 +71,8 @@ module DiscourseAiStream
         @fast_decode = owner ? STOCK_DECODE_OWNERS.include?(owner.name) : false
         methods.each do |name|
           send(:"wrap_#{name}")
-          copy_visibility(klass, name)
+          private name if klass.private_method_defined?(name)
+          protected name if klass.protected_method_defined?(name)
         end
       end
 
@@ -97,14 +98,6 @@ module DiscourseAiStream
       def wrap_decode_chunk_finish = define_method(:decode_chunk_finish) { Session.finishing(self) { super() } }
 
       def wrap_decode = define_method(:decode) { |raw| Session.reporting(self) { super(raw) } }
-
-      def copy_visibility(klass, name)
-        if klass.private_method_defined?(name)
-          private name
-        elsif klass.protected_method_defined?(name)
-          protected name
-        end
-      end
     end
   end
 end
