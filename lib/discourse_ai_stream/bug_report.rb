@@ -35,9 +35,7 @@ module DiscourseAiStream
       ["raised #{e.class}: #{e.message}"]
     end
 
-    def ids(items)
-      items.reject { |item| item.is_a?(String) }.map(&:id).uniq
-    end
+    def ids(items) = items.reject { |item| item.is_a?(String) }.map(&:id).uniq
 
     # How many of `ids` are calls the stream sent.
     def returned(ids) = ids.count { |id| id.start_with?("call_") }
@@ -62,9 +60,7 @@ module DiscourseAiStream
       end
 
       # A call's arguments in three deltas.
-      def arguments(item)
-        ['{"text":', JSON.generate("#{item[:call_id]} text"), "}"]
-      end
+      def arguments(item) = ['{"text":', JSON.generate("#{item[:call_id]} text"), "}"]
 
       def done_events(items)
         items.each_with_index.map do |item, i|

@@ -102,9 +102,7 @@ module DiscourseAiStream
       # class loaded as `stock_name` (the gem's own, when it stands under
       # that name): :drop where it answers stop_reason, as the newest
       # Discourse; :keep under an older one; :drop_cut outside Discourse.
-      def output_limit(stock_name)
-        { newest: :drop, nil => :drop_cut }.fetch(generation(lookup(stock_name)), :keep)
-      end
+      def output_limit(stock_name) = { newest: :drop, nil => :drop_cut }.fetch(generation(lookup(stock_name)), :keep)
 
       # The keywords `klass.new` takes, or nil when it takes any (also a
       # factory that is not a class, and C-defined initializers).

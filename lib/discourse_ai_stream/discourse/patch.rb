@@ -76,9 +76,7 @@ module DiscourseAiStream
         end
       end
 
-      def inspect
-        "#<#{self.class.name} #{target_name} #{wrapped.join(",")}#{" fast_decode" if fast_decode}>"
-      end
+      def inspect = "#<#{self.class.name} #{target_name} #{wrapped.join(",")}#{" fast_decode" if fast_decode}>"
       alias to_s inspect
 
       private

@@ -47,9 +47,7 @@ module DiscourseAiStream
         end
 
         # `processor` when it is the gem's, else nil.
-        def ours(processor)
-          processor if GEM_PROCESSORS.any? { |klass| processor.is_a?(klass) }
-        end
+        def ours(processor) = GEM_PROCESSORS.any? { |klass| processor.is_a?(klass) } ? processor : nil
 
         # Around decode_chunk: an error of the gem's that carries items is
         # kept, and its items returned.
