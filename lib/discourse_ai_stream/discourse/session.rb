@@ -13,7 +13,7 @@ module DiscourseAiStream
     #
     # Discourse lets an error out of decode_chunk fail the request, so the
     # items one of the gem's errors carries (what the read produced besides
-    # the error) would never reach the caller. So decode_chunk returns those
+    # the error) would never reach the caller. Here decode_chunk returns those
     # items and the session keeps the error; the next decode_chunk or
     # decode_chunk_finish raises it before doing anything else. The request
     # still fails, after the caller saw everything the stream produced. An
