@@ -187,12 +187,6 @@ impl Anomaly {
     }
 }
 
-impl fmt::Display for Anomaly {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.kind, self.message)
-    }
-}
-
 /// Most bytes of data quoted in a message or an excerpt.
 pub const EXCERPT_BYTES: usize = 120;
 

@@ -199,7 +199,7 @@ impl Protocol for State<Chat> {
     /// Calls still open are completed from what arrived (reported when
     /// neither a finish_reason nor `[DONE]` said the stream was whole).
     fn close(&mut self) -> Result<(), Error> {
-        if self.calls.any_open() && !self.own.saw_finish_reason && !self.saw_done {
+        if self.calls.open().next().is_some() && !self.own.saw_finish_reason && !self.saw_done {
             let open = self.open_ids();
             let (n, ids) = (open.len(), open.join(", "));
             let what = format!(
