@@ -121,7 +121,7 @@ fn drive(mut p: ChatProcessor, reads: &[&[u8]]) -> Run {
         raised += usize::from(!matches!(e, Error::Arguments { .. }));
     }
     assert_eq!(p.buffered_bytes(), 0, "finish leaves nothing buffered");
-    assert!(!p.calls().any_open(), "finish completes every call");
+    assert!(p.calls().open().next().is_none(), "finish completes every call");
     let all = p.anomalies().all();
     let recorded = |a: &&Anomaly| matches!(a.kind, AnomalyKind::UnreadableEvent | AnomalyKind::ProviderError);
     // Identical anomalies share one entry: count them by their count.

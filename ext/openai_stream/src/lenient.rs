@@ -182,6 +182,9 @@ impl<'de, T: Lenient<'de>> Visitor<'de> for FieldVisitor<T> {
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("any JSON value")
     }
+    // No deserializer of this crate's input hands over 128-bit integers
+    // (serde_json without `arbitrary_precision`, `&JsonValue`): a number
+    // beyond 64 bits arrives as a float.
     fn visit_unit<E>(self) -> Result<Field<T>, E> {
         Ok(Field::Null)
     }
@@ -199,18 +202,6 @@ impl<'de, T: Lenient<'de>> Visitor<'de> for FieldVisitor<T> {
     }
     fn visit_u64<E>(self, v: u64) -> Result<Field<T>, E> {
         Ok(T::from_u64(v))
-    }
-    fn visit_i128<E>(self, v: i128) -> Result<Field<T>, E> {
-        Ok(match i64::try_from(v) {
-            Ok(v) => T::from_i64(v),
-            Err(_) => Field::Wrong(Kind::Integer),
-        })
-    }
-    fn visit_u128<E>(self, v: u128) -> Result<Field<T>, E> {
-        Ok(match u64::try_from(v) {
-            Ok(v) => T::from_u64(v),
-            Err(_) => Field::Wrong(Kind::Integer),
-        })
     }
     fn visit_f64<E>(self, v: f64) -> Result<Field<T>, E> {
         Ok(T::from_f64(v))

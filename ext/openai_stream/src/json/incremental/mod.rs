@@ -802,7 +802,7 @@ mod tests {
                 ViewEvent::Close,
             ]
         );
-        assert_eq!(view.len(), 4);
+        assert_eq!(view.iter().count(), 4);
         view.clear();
         assert!(view.is_empty() && view.iter().next().is_none());
     }
