@@ -147,17 +147,10 @@ impl<'de> Visitor<'de> for SkipVisitor {
         visit_bool(bool),
         visit_i64(i64),
         visit_u64(u64),
-        visit_i128(i128),
-        visit_u128(u128),
         visit_f64(f64),
         visit_str(&str),
-        visit_bytes(&[u8]),
-        visit_unit(),
-        visit_none()
+        visit_unit()
     );
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Skip, D::Error> {
-        Skip::deserialize(d)
-    }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Skip, A::Error> {
         while seq.next_element::<Skip>()?.is_some() {}
         Ok(Skip)
@@ -167,6 +160,12 @@ impl<'de> Visitor<'de> for SkipVisitor {
         Ok(Skip)
     }
 }
+
+// The visitors here get what the crate's two deserializers hand over:
+// serde_json's (`deserialize_any`: unit, bool, i64, u64, f64, a borrowed or
+// escaped string, a sequence, a map; no 128-bit integers without its
+// `arbitrary_precision`) and `&JsonValue`'s (beyond_f64.rs), whose keys are
+// strings.
 
 impl<'de, T: Lenient<'de>> Deserialize<'de> for Field<T> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -182,17 +181,8 @@ impl<'de, T: Lenient<'de>> Visitor<'de> for FieldVisitor<T> {
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("any JSON value")
     }
-    // No deserializer of this crate's input hands over 128-bit integers
-    // (serde_json without `arbitrary_precision`, `&JsonValue`): a number
-    // beyond 64 bits arrives as a float.
     fn visit_unit<E>(self) -> Result<Field<T>, E> {
         Ok(Field::Null)
-    }
-    fn visit_none<E>(self) -> Result<Field<T>, E> {
-        Ok(Field::Null)
-    }
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Field<T>, D::Error> {
-        Field::deserialize(d)
     }
     fn visit_bool<E>(self, v: bool) -> Result<Field<T>, E> {
         Ok(T::from_bool(v))
@@ -211,15 +201,6 @@ impl<'de, T: Lenient<'de>> Visitor<'de> for FieldVisitor<T> {
     }
     fn visit_str<E>(self, v: &str) -> Result<Field<T>, E> {
         Ok(T::from_str(Cow::Owned(v.to_owned())))
-    }
-    fn visit_string<E>(self, v: String) -> Result<Field<T>, E> {
-        Ok(T::from_str(Cow::Owned(v)))
-    }
-    fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<Field<T>, E> {
-        match std::str::from_utf8(v) {
-            Ok(s) => self.visit_str(s),
-            Err(e) => Err(E::custom(format_args!("invalid UTF-8 in string: {e}"))),
-        }
     }
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Field<T>, A::Error> {
         T::from_seq(seq)
@@ -486,9 +467,8 @@ macro_rules! lenient_struct {
 pub(crate) use lenient_struct;
 
 /// Reads an object key as the one of `names` it equals (`None`: a key the
-/// struct does not know, also one that is not a string). Nothing is
-/// allocated, whatever the key's source (serde_json's escaped strings, a
-/// Ruby Symbol).
+/// struct does not know). Nothing is allocated, whatever the key's source
+/// (serde_json's escaped strings, a `&JsonValue`'s keys).
 pub struct KeyIn(pub &'static [&'static str]);
 
 impl<'de> DeserializeSeed<'de> for KeyIn {
@@ -508,20 +488,6 @@ impl<'de> Visitor<'de> for KeyIn {
     // serde's `visit_borrowed_str` and `visit_string` come here.
     fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
         Ok(self.0.iter().copied().find(|name| *name == v))
-    }
-    // Keys that are not strings (a Ruby Hash may have Integer keys) match
-    // no field.
-    fn visit_i64<E>(self, _v: i64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_u64<E>(self, _v: u64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_bool<E>(self, _v: bool) -> Result<Self::Value, E> {
-        Ok(None)
     }
 }
 
