@@ -118,17 +118,6 @@ impl fmt::Display for AnomalyKind {
     }
 }
 
-/// The fields that tell one anomaly from another (see [`Anomaly::identity`]).
-type Identity<'a> = (
-    AnomalyKind,
-    &'a str,
-    &'a Option<String>,
-    &'a Option<String>,
-    Option<i64>,
-    Option<&'static str>,
-    &'a Option<String>,
-);
-
 /// One anomaly.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Anomaly {
@@ -165,7 +154,7 @@ impl Anomaly {
 
     /// Everything that makes two anomalies the same one (all but the count):
     /// what [`Anomalies::push`] compares, found by its hash.
-    fn identity(&self) -> Identity<'_> {
+    fn identity(&self) -> impl Hash + PartialEq + '_ {
         (self.kind, &self.message, &self.call_id, &self.call_name, self.index, self.field, &self.excerpt)
     }
 

@@ -310,11 +310,6 @@ impl<T> List<T> {
         List(Items::Many(Vec::new()))
     }
 
-    /// A list of one element.
-    pub fn one(item: Field<T>) -> Self {
-        List(Items::One(item))
-    }
-
     pub fn push(&mut self, item: Field<T>) {
         if let Items::Many(items) = &mut self.0 {
             if !items.is_empty() {
@@ -518,7 +513,7 @@ mod tests {
 
     #[test]
     fn lists_compare_and_print_by_their_elements_whatever_they_hold_them_in() {
-        let inline = List::one(Field::Value(7_i64));
+        let inline = List(Items::One(Field::Value(7_i64)));
         let spilled = List(Items::Many(vec![Field::Value(7_i64)]));
         assert_eq!(inline, spilled);
         assert_ne!(inline, List::new());
@@ -535,6 +530,6 @@ mod tests {
         assert_eq!(list[1], Field::Null);
         assert_eq!(list[3], Field::Wrong(Kind::String));
         let one: Field<List<Int>> = serde_json::from_str("[5]").unwrap();
-        assert_eq!(one, Field::Value(List::one(Field::Value(Int(5)))));
+        assert_eq!(one, Field::Value(List(Items::One(Field::Value(Int(5))))));
     }
 }
