@@ -4,7 +4,6 @@
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
-use std::fmt;
 use std::hash::{Hash, Hasher};
 
 /// Declares [`AnomalyKind`] with each kind's snake_case name.
@@ -110,12 +109,6 @@ anomaly_kinds! {
     /// An exception from Ruby interrupted a read after the core had read
     /// it: its items are returned by the next read or `finish`.
     Interrupted = "interrupted",
-}
-
-impl fmt::Display for AnomalyKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
 }
 
 /// One anomaly.
@@ -258,7 +251,7 @@ impl Anomalies {
                 self.dropped += 1;
                 // Past the overall limit its own entry says enough.
                 if *n == Self::NOISE_LIMIT + 1 && self.list.len() < Self::LIMIT {
-                    self.note_limit(Self::NOISE_LIMIT, &format!("{} ", anomaly.kind));
+                    self.note_limit(Self::NOISE_LIMIT, &format!("{} ", anomaly.kind.name()));
                 }
                 return;
             }
