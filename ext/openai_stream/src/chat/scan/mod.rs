@@ -182,8 +182,8 @@ impl EnvelopeFields {
 
     #[inline]
     fn apply<'a>(self, text: &'a str, c: &mut Chunk<'a>) {
-        c.object = self.object.get(text);
-        c.message = self.message.get(text);
+        c.object = self.object.get(text, Text);
+        c.message = self.message.get(text, Text);
         c.error = self.error.get();
         c.usage = self.usage.get();
         c.x_groq = self.x_groq.get();
@@ -224,11 +224,13 @@ impl TextAt {
         }
     }
 
-    fn get<'a>(self, text: &'a str) -> Field<Text<'a>> {
+    /// The field read from `text`, its text wrapped as `T` (`Text`, `Id`).
+    #[inline(always)]
+    fn get<'a, T>(self, text: &'a str, wrap: fn(Cow<'a, str>) -> T) -> Field<T> {
         match self {
             TextAt::Missing => Field::Missing,
             TextAt::Null => Field::Null,
-            TextAt::At(start, end) => Field::Value(Text(Cow::Borrowed(&text[start..end]))),
+            TextAt::At(start, end) => Field::Value(wrap(Cow::Borrowed(&text[start..end]))),
         }
     }
 }
