@@ -10,6 +10,8 @@ use std::marker::PhantomData;
 
 use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
+use crate::json::JsonValue;
+
 /// The JSON type a field actually held.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -262,34 +264,30 @@ impl<'de> Lenient<'de> for Int {
     }
 }
 
-/// Any JSON value, kept whole (error payloads).
+/// Any JSON value, kept whole (error payloads), as the value's own reader
+/// reads it (Infinity, from a number beyond f64's range, is kept); `null`
+/// is a `Null` field.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Any(pub crate::json::JsonValue);
+pub struct Any(pub JsonValue);
 
-impl<'de> Lenient<'de> for Any {
-    fn from_bool(v: bool) -> Field<Self> {
-        Field::Value(Any(crate::json::JsonValue::Bool(v)))
+impl<'de> Deserialize<'de> for Field<Any> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Ok(match JsonValue::deserialize(deserializer)? {
+            JsonValue::Null => Field::Null,
+            v => Field::Value(Any(v)),
+        })
     }
-    fn from_i64(v: i64) -> Field<Self> {
-        Field::Value(Any(crate::json::JsonValue::Number(crate::json::Number::from_i64(v))))
+}
+
+impl Any {
+    /// An array a visitor was handed, read whole.
+    pub(crate) fn from_seq<'de, A: SeqAccess<'de>>(seq: A) -> Result<Field<Self>, A::Error> {
+        Ok(Field::Value(Any(JsonValue::deserialize(de::value::SeqAccessDeserializer::new(seq))?)))
     }
-    fn from_u64(v: u64) -> Field<Self> {
-        Field::Value(Any(crate::json::JsonValue::Number(crate::json::Number::from_u64(v))))
-    }
-    fn from_f64(v: f64) -> Field<Self> {
-        // Infinity (from Ruby, or a number beyond f64's range) is kept.
-        Field::Value(Any(crate::json::JsonValue::Number(crate::json::Number::from_any_f64(v))))
-    }
-    fn from_str(v: Cow<'de, str>) -> Field<Self> {
-        Field::Value(Any(crate::json::JsonValue::String(v.into_owned())))
-    }
-    fn from_seq<A: SeqAccess<'de>>(seq: A) -> Result<Field<Self>, A::Error> {
-        let v = crate::json::JsonValue::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
-        Ok(Field::Value(Any(v)))
-    }
-    fn from_map<A: MapAccess<'de>>(map: A) -> Result<Field<Self>, A::Error> {
-        let v = crate::json::JsonValue::deserialize(de::value::MapAccessDeserializer::new(map))?;
-        Ok(Field::Value(Any(v)))
+
+    /// An object a visitor was handed, read whole.
+    pub(crate) fn from_map<'de, A: MapAccess<'de>>(map: A) -> Result<Field<Self>, A::Error> {
+        Ok(Field::Value(Any(JsonValue::deserialize(de::value::MapAccessDeserializer::new(map))?)))
     }
 }
 
