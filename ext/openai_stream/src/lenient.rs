@@ -281,13 +281,13 @@ impl<'de> Deserialize<'de> for Field<Any> {
 
 impl Any {
     /// An array a visitor was handed, read whole.
-    pub(crate) fn from_seq<'de, A: SeqAccess<'de>>(seq: A) -> Result<Field<Self>, A::Error> {
-        Ok(Field::Value(Any(JsonValue::deserialize(de::value::SeqAccessDeserializer::new(seq))?)))
+    pub(crate) fn seq<'de, A: SeqAccess<'de>>(seq: A) -> Result<JsonValue, A::Error> {
+        JsonValue::deserialize(de::value::SeqAccessDeserializer::new(seq))
     }
 
     /// An object a visitor was handed, read whole.
-    pub(crate) fn from_map<'de, A: MapAccess<'de>>(map: A) -> Result<Field<Self>, A::Error> {
-        Ok(Field::Value(Any(JsonValue::deserialize(de::value::MapAccessDeserializer::new(map))?)))
+    pub(crate) fn map<'de, A: MapAccess<'de>>(map: A) -> Result<JsonValue, A::Error> {
+        JsonValue::deserialize(de::value::MapAccessDeserializer::new(map))
     }
 }
 
