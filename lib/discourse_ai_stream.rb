@@ -25,6 +25,13 @@ module DiscourseAiStream
                      "(#{RUBY_PLATFORM}, #{glibc || "no glibc"}); the precompiled builds need glibc 2.34 or newer. " \
                      "Tried:\n#{failures.join("\n")}\nSee #{DOCS}/troubleshooting.md"
   end
+
+  # Loaded when first used: a Discourse process never needs them, only the
+  # rake tasks, bin/repro and the command do.
+  autoload :Audit, File.expand_path("discourse_ai_stream/audit", __dir__)
+  autoload :BugReport, File.expand_path("discourse_ai_stream/bug_report", __dir__)
+  autoload :Check, File.expand_path("discourse_ai_stream/check", __dir__)
+  autoload :CLI, File.expand_path("discourse_ai_stream/cli", __dir__)
 end
 DiscourseAiStream.load_native
 
@@ -38,12 +45,3 @@ require_relative "discourse_ai_stream/open_ai_message_processor"
 require_relative "discourse_ai_stream/open_ai_responses_message_processor"
 require_relative "discourse_ai_stream/discourse"
 require_relative "discourse_ai_stream/railtie" if defined?(::Rails::Railtie)
-
-# Loaded when first used: a Discourse process never needs them, only the
-# rake tasks, bin/repro and the command do.
-module DiscourseAiStream
-  autoload :Audit, File.expand_path("discourse_ai_stream/audit", __dir__)
-  autoload :BugReport, File.expand_path("discourse_ai_stream/bug_report", __dir__)
-  autoload :Check, File.expand_path("discourse_ai_stream/check", __dir__)
-  autoload :CLI, File.expand_path("discourse_ai_stream/cli", __dir__)
-end

@@ -35,6 +35,7 @@ use openai_stream::anomaly::{Anomalies, Anomaly, AnomalyKind};
 use openai_stream::error::Error;
 use openai_stream::json::JsonValue;
 use openai_stream::output::Item;
+use openai_stream::sse::MaxLineBytes;
 use openai_stream::chat::{ChatProcessor, Options};
 use openai_stream::usage::UsageReport;
 
@@ -69,7 +70,7 @@ fn run(data: &[u8]) {
     let max_line = if flags & 1 != 0 { 1 + usize::from(*limit) } else { 1 << 20 };
     let options = |partial: bool| Options {
         partial_tool_calls: partial,
-        max_line_bytes: max_line,
+        max_line_bytes: MaxLineBytes(max_line),
         strict: flags & 8 != 0,
         ..Options::default()
     };
@@ -94,7 +95,7 @@ fn run(data: &[u8]) {
 }
 
 fn drive(mut p: ChatProcessor, reads: &[&[u8]]) -> Run {
-    let max_line = p.options().max_line_bytes;
+    let max_line = p.options().max_line_bytes.0;
     let mut seen = Vec::new();
     let mut completed = HashSet::new();
     let mut any_error = false;
@@ -120,7 +121,7 @@ fn drive(mut p: ChatProcessor, reads: &[&[u8]]) -> Run {
         raised += usize::from(!matches!(e, Error::Arguments { .. }));
     }
     assert_eq!(p.buffered_bytes(), 0, "finish leaves nothing buffered");
-    assert!(!p.calls().any_open(), "finish completes every call");
+    assert!(p.calls().open().next().is_none(), "finish completes every call");
     let all = p.anomalies().all();
     let recorded = |a: &&Anomaly| matches!(a.kind, AnomalyKind::UnreadableEvent | AnomalyKind::ProviderError);
     // Identical anomalies share one entry: count them by their count.

@@ -87,9 +87,7 @@ module DiscourseAiStream
       result.errors << "#{e.class.name.split("::").last}: #{e.message}"
     end
 
-    def call_ids(items)
-      items.filter_map { |item| item.id.to_s if item.respond_to?(:parameters) && !item.partial? }
-    end
+    def call_ids(items) = items.filter_map { |item| item.id.to_s if item.respond_to?(:parameters) && !item.partial? }
 
     # Walks `scope` (an Audit::Table, an ActiveRecord relation, or anything
     # with find_each, in_batches or each) and adds every row to a Report;

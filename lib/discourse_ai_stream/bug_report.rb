@@ -35,9 +35,7 @@ module DiscourseAiStream
       ["raised #{e.class}: #{e.message}"]
     end
 
-    def ids(items)
-      items.reject { |item| item.is_a?(String) }.map(&:id).uniq
-    end
+    def ids(items) = items.reject { |item| item.is_a?(String) }.map(&:id).uniq
 
     # How many of `ids` are calls the stream sent.
     def returned(ids) = ids.count { |id| id.start_with?("call_") }
@@ -51,9 +49,7 @@ module DiscourseAiStream
           { id: "fc_#{i}", type: "function_call", status: "in_progress", arguments: "", call_id: "call_#{i}",
             name: "echo" }
         end
-        added = items.each_with_index.map do |item, i|
-          { type: "response.output_item.added", output_index: i, item: item }
-        end
+        added = items.map.with_index { |item, i| { type: "response.output_item.added", output_index: i, item: item } }
         pieces = items.map { |item| arguments(item) }
         deltas = (0...3).flat_map do |k|
           items.each_with_index.map do |item, i|
@@ -64,9 +60,7 @@ module DiscourseAiStream
       end
 
       # A call's arguments in three deltas.
-      def arguments(item)
-        ['{"text":', JSON.generate("#{item[:call_id]} text"), "}"]
-      end
+      def arguments(item) = ['{"text":', JSON.generate("#{item[:call_id]} text"), "}"]
 
       def done_events(items)
         items.each_with_index.map do |item, i|

@@ -31,8 +31,7 @@ module DiscourseAiStream
       io.puts "discourse_ai_stream #{VERSION} on this site",
               "Discourse AI generation: #{GENERATIONS.fetch(Discourse.generation, "none (no stock processor loaded)")}"
       every_call = calls(io)
-      in_use = installed(io)
-      status = in_use ? IN_USE : NOT_IN_USE
+      status = installed(io) ? IN_USE : NOT_IN_USE
       status = LOST unless every_call
       io.puts "", VERDICTS.fetch(status)
       status

@@ -42,7 +42,13 @@ module DiscourseAiStream
 
     def run(argv)
       command, *args = argv
-      dispatch(args.intersect?(%w[-h --help]) ? "help" : command, args)
+      case args.intersect?(%w[-h --help]) ? "help" : command
+      when "replay" then Replay.new(self).run(args)
+      when "audit" then AuditCommand.new(self).run(args)
+      when "help", "-h", "--help" then say(USAGE) || 0
+      when "version", "--version" then say("discourse-ai-stream #{VERSION}") || 0
+      else raise UsageError, command ? "unknown command #{command.inspect}" : "no command given"
+      end
     rescue UsageError, OptionParser::ParseError => e
       @stderr.puts "discourse-ai-stream: #{e.message}"
       @stderr.puts "Try `discourse-ai-stream help`."
@@ -54,20 +60,8 @@ module DiscourseAiStream
 
     attr_reader :stdin
 
-    def dispatch(command, args)
-      case command
-      when "replay" then Replay.new(self).run(args)
-      when "audit" then AuditCommand.new(self).run(args)
-      when "help", "-h", "--help" then say(USAGE) || 0
-      when "version", "--version" then say("discourse-ai-stream #{VERSION}") || 0
-      else raise UsageError, command ? "unknown command #{command.inspect}" : "no command given"
-      end
-    end
-
-    def say(text)
-      @stdout.puts(text)
-      nil
-    end
+    # Prints `text`; nil.
+    def say(text) = @stdout.puts(text)
 
     # The bytes of FILE, or of stdin for "-".
     def read_input(name)

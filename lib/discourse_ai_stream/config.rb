@@ -10,16 +10,10 @@ module DiscourseAiStream
     # autoloads its classes after this gem is required.
     def tool_call_class = @tool_call_class || discourse_or_own(:ToolCall)
 
-    # nil restores the automatic choice.
-    attr_writer :tool_call_class
-
     # The Thinking class for new Responses processors, resolved as the
     # ToolCall class is: set explicitly, else DiscourseAi::Completions::Thinking
     # when Discourse has defined it, else DiscourseAiStream::Thinking.
     def thinking_class = @thinking_class || discourse_or_own(:Thinking)
-
-    # nil restores the automatic choice.
-    attr_writer :thinking_class
 
     # Receives every anomaly of every processor without its own hook.
     attr_accessor :on_anomaly
@@ -30,7 +24,8 @@ module DiscourseAiStream
     # installed or not); elsewhere the server's own count.
     def default_usage = @default_usage || (defined?(::DiscourseAi::Completions) ? Discourse.usage_mode : :as_sent)
 
-    attr_writer :default_usage
+    # Setting one of these to nil restores its automatic choice.
+    attr_writer :tool_call_class, :thinking_class, :default_usage
 
     private
 

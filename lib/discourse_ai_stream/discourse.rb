@@ -102,9 +102,7 @@ module DiscourseAiStream
       # class loaded as `stock_name` (the gem's own, when it stands under
       # that name): :drop where it answers stop_reason, as the newest
       # Discourse; :keep under an older one; :drop_cut outside Discourse.
-      def output_limit(stock_name)
-        { newest: :drop, nil => :drop_cut }.fetch(generation(lookup(stock_name)), :keep)
-      end
+      def output_limit(stock_name) = { newest: :drop, nil => :drop_cut }.fetch(generation(lookup(stock_name)), :keep)
 
       # The keywords `klass.new` takes, or nil when it takes any (also a
       # factory that is not a class, and C-defined initializers).
@@ -118,11 +116,7 @@ module DiscourseAiStream
       # Where warnings go: this when set, else Rails.logger, else stderr.
       attr_writer :logger
 
-      def logger
-        return @logger if @logger
-
-        ::Rails.logger if defined?(::Rails) && ::Rails.respond_to?(:logger)
-      end
+      def logger = @logger || (::Rails.logger if defined?(::Rails) && ::Rails.respond_to?(:logger))
 
       def warn_log(message, level = :warn)
         target = logger
@@ -192,16 +186,11 @@ module DiscourseAiStream
         (found | descendants(base)).select { |klass| Patch.endpoint?(klass) }
       end
 
-      def descendants(klass)
-        return [] unless klass.respond_to?(:subclasses)
-
-        klass.subclasses.flat_map { |sub| [sub, *descendants(sub)] }
-      end
+      def descendants(klass) = klass ? klass.subclasses.flat_map { |sub| [sub, *descendants(sub)] } : []
     end
   end
 end
 
 require_relative "discourse/reporter"
 require_relative "discourse/session"
-require_relative "discourse/error_delivery"
 require_relative "discourse/patch"

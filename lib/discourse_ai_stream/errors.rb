@@ -8,10 +8,22 @@ module DiscourseAiStream
   # JSON::ParserError so that code written for the stock processor (which
   # raised JSON::ParserError on bad arguments) keeps working.
   #
-  # Each class names its default MESSAGE and the FIELDS it takes as keywords
-  # (nil when not given) besides `items`.
+  # Each class declares its default MESSAGE and the FIELDS it takes as
+  # keywords (nil when not given) besides `items`.
   module Error
     FIELDS = [].freeze
+
+    def self.included(klass) = klass.extend(Declaration)
+
+    # `declare "invalid stream", :kind, :excerpt`: the class's MESSAGE, its
+    # FIELDS and their readers.
+    module Declaration
+      def declare(message, *fields)
+        const_set(:MESSAGE, message)
+        const_set(:FIELDS, fields.freeze)
+        attr_reader(*fields)
+      end
+    end
 
     # Items (Strings and ToolCalls) the failing call had already produced.
     # They were not returned because the call raised; nothing is lost.
@@ -31,31 +43,22 @@ module DiscourseAiStream
   # The provider reported an error inside the stream (after HTTP 200).
   class ProviderError < StandardError
     include Error
-
-    MESSAGE = "provider error"
     # payload: the provider's error object (or the whole event), symbol keys.
-    FIELDS = %i[payload].freeze
-    attr_reader(*FIELDS)
+    declare "provider error", :payload
   end
 
   # Bytes or values that cannot be read as a stream of chunks.
   class StreamError < StandardError
     include Error
-
-    MESSAGE = "invalid stream"
     # kind: :invalid_json, :invalid_utf8, :too_deep, :line_too_long, :invalid_chunk
     # excerpt: the start of the offending data (never the whole payload).
-    FIELDS = %i[kind excerpt].freeze
-    attr_reader(*FIELDS)
+    declare "invalid stream", :kind, :excerpt
   end
 
   # A tool call whose arguments are not valid JSON, even after repair.
   class ToolArgumentsError < JSON::ParserError
     include Error
-
-    MESSAGE = "invalid tool arguments"
-    FIELDS = %i[tool_id tool_name raw_arguments].freeze
-    attr_reader(*FIELDS)
+    declare "invalid tool arguments", :tool_id, :tool_name, :raw_arguments
   end
 
   # A processor was used by two threads at once, or re-entered from a
@@ -66,10 +69,7 @@ module DiscourseAiStream
   # or finish (do not retry it).
   class ConcurrencyError < StandardError
     include Error
-
-    MESSAGE = "processor in use"
-    FIELDS = %i[consumed].freeze
-    attr_reader(*FIELDS)
+    declare "processor in use", :consumed
 
     def retryable? = !consumed
   end
@@ -81,10 +81,7 @@ module DiscourseAiStream
   # `items` has everything else the read produced. The processor stays usable.
   class ToolCallError < StandardError
     include Error
-
-    MESSAGE = "tool call class raised"
-    FIELDS = %i[tool_id tool_name tool_ids error].freeze
-    attr_reader(*FIELDS)
+    declare "tool call class raised", :tool_id, :tool_name, :tool_ids, :error
 
     def initialize(...)
       super
@@ -96,7 +93,6 @@ module DiscourseAiStream
   # processor that raised it refuses further calls.
   class InternalError < StandardError
     include Error
-
-    MESSAGE = "internal error"
+    declare "internal error"
   end
 end

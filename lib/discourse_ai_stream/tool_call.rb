@@ -6,7 +6,6 @@ module DiscourseAiStream
   # processor builds Discourse's own class instead.
   class ToolCall
     attr_reader :id, :name, :parameters, :provider_data
-    attr_accessor :partial
 
     def initialize(id:, name:, parameters: nil, provider_data: nil)
       @id = id
@@ -15,6 +14,8 @@ module DiscourseAiStream
       self.provider_data = provider_data || {}
       @partial = false
     end
+
+    attr_accessor :partial
 
     def partial? = !!@partial
 

@@ -281,7 +281,7 @@ macro_rules! readings {
                 self.options().partial_tool_calls
             }
             fn max_line_bytes(&self) -> usize {
-                self.options().max_line_bytes
+                self.options().max_line_bytes.0
             }
             fn heap_bytes(&self) -> usize {
                 <$core>::heap_bytes(self)

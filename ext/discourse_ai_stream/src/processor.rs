@@ -80,7 +80,7 @@ impl RbProcessor {
             let options = Options {
                 partial_tool_calls: partial,
                 usage_mode,
-                max_line_bytes,
+                max_line_bytes: openai_stream::sse::MaxLineBytes(max_line_bytes),
                 simulate_legacy,
                 strict,
                 output_limit,

@@ -79,6 +79,7 @@ impl RbResponsesProcessor {
     ) -> Result<(), Error> {
         guard(ruby, || {
             let output_limit = crate::convert::output_limit(ruby, max_line_bytes, output_limit)?;
+            let max_line_bytes = openai_stream::sse::MaxLineBytes(max_line_bytes);
             let options =
                 Options { partial_tool_calls, output_thinking, max_line_bytes, strict, output_limit };
             rb_self.holder.install(ruby, ResponsesProcessor::new(options), tool_call_class, 2)

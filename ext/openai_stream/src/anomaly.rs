@@ -4,7 +4,6 @@
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
-use std::fmt;
 use std::hash::{Hash, Hasher};
 
 /// Declares [`AnomalyKind`] with each kind's snake_case name.
@@ -112,23 +111,6 @@ anomaly_kinds! {
     Interrupted = "interrupted",
 }
 
-impl fmt::Display for AnomalyKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// The fields that tell one anomaly from another (see [`Anomaly::identity`]).
-type Identity<'a> = (
-    AnomalyKind,
-    &'a str,
-    &'a Option<String>,
-    &'a Option<String>,
-    Option<i64>,
-    Option<&'static str>,
-    &'a Option<String>,
-);
-
 /// One anomaly.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Anomaly {
@@ -165,7 +147,7 @@ impl Anomaly {
 
     /// Everything that makes two anomalies the same one (all but the count):
     /// what [`Anomalies::push`] compares, found by its hash.
-    fn identity(&self) -> Identity<'_> {
+    fn identity(&self) -> impl Hash + PartialEq + '_ {
         (self.kind, &self.message, &self.call_id, &self.call_name, self.index, self.field, &self.excerpt)
     }
 
@@ -184,12 +166,6 @@ impl Anomaly {
     pub fn excerpt_bytes(mut self, bytes: &[u8]) -> Self {
         self.excerpt = Some(excerpt_bytes(bytes));
         self
-    }
-}
-
-impl fmt::Display for Anomaly {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.kind, self.message)
     }
 }
 
@@ -275,7 +251,7 @@ impl Anomalies {
                 self.dropped += 1;
                 // Past the overall limit its own entry says enough.
                 if *n == Self::NOISE_LIMIT + 1 && self.list.len() < Self::LIMIT {
-                    self.note_limit(Self::NOISE_LIMIT, &format!("{} ", anomaly.kind));
+                    self.note_limit(Self::NOISE_LIMIT, &format!("{} ", anomaly.kind.name()));
                 }
                 return;
             }
@@ -333,14 +309,6 @@ impl Anomalies {
     pub fn dropped(&self) -> u64 {
         self.dropped
     }
-
-    pub fn len(&self) -> usize {
-        self.list.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.list.is_empty()
-    }
 }
 
 #[cfg(test)]
@@ -363,7 +331,7 @@ mod tests {
         for i in 0..Anomalies::LIMIT + 50 {
             a.push(Anomaly::new(AnomalyKind::OrphanFragment, format!("x{i}")));
         }
-        assert_eq!(a.len(), Anomalies::LIMIT + 1);
+        assert_eq!(a.all().len(), Anomalies::LIMIT + 1);
         assert_eq!(a.all().last().map(|x| x.kind), Some(AnomalyKind::AnomalyLimit));
         assert_eq!(a.dropped(), 50);
         assert_eq!(a.take_new().len(), Anomalies::LIMIT + 1);
@@ -378,7 +346,7 @@ mod tests {
             a.push(Anomaly::new(AnomalyKind::NonJsonData, "ping").excerpt("ping"));
         }
         a.push(Anomaly::new(AnomalyKind::GeneratedId, "real"));
-        assert_eq!(a.len(), 2);
+        assert_eq!(a.all().len(), 2);
         assert_eq!(a.all()[0].count, 5000);
         assert_eq!(a.all()[1].kind, AnomalyKind::GeneratedId);
         assert_eq!(a.take_new().len(), 2);
@@ -397,7 +365,7 @@ mod tests {
             x.call_id = Some("same".into());
             b.push(x);
         }
-        assert_eq!(b.len(), 2);
+        assert_eq!(b.all().len(), 2);
     }
 
     #[test]
@@ -411,7 +379,7 @@ mod tests {
             a.push(Anomaly::new(AnomalyKind::OrphanFragment, format!("real {i}")));
         }
         // One `anomaly_limit` entry per noise kind says the rest is counted.
-        assert_eq!(a.len(), 2 * Anomalies::NOISE_LIMIT + 2 + 100);
+        assert_eq!(a.all().len(), 2 * Anomalies::NOISE_LIMIT + 2 + 100);
         assert_eq!(a.all().iter().filter(|x| x.kind == AnomalyKind::OrphanFragment).count(), 100);
         let notes: Vec<&str> = a
             .all()

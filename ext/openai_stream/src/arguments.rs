@@ -8,46 +8,30 @@
 //! else is an error that says what is wrong: bad arguments never silently
 //! become `{}`.
 
-use std::fmt;
-
 use crate::json::{parse_complete, IncrementalParser, JsonValue, SyntaxError, SyntaxErrorKind};
 
-/// A repair that made the arguments parse.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A repair that made the arguments parse; its text says what was done.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Repair {
     /// `{` (or `{"`, when the text starts with a key's name and its closing
     /// quote) was added at the start.
+    #[error("added the missing opening brace")]
     MissingOpeningBrace,
     /// Closing brackets were added at the end.
+    #[error("appended the missing closing brackets {appended:?}")]
     MissingClosingBrackets {
         /// The closers added, innermost first (e.g. `}]}`).
         appended: String,
     },
     /// Both: an opening brace at the start and closers at the end.
+    #[error("added the missing opening brace and appended the missing closing brackets {appended:?}")]
     MissingOpeningAndClosing {
         /// The closers added, innermost first.
         appended: String,
     },
     /// The arguments were a JSON string whose content is the object.
+    #[error("decoded arguments that were encoded twice (a JSON string)")]
     DoubleEncoded,
-}
-
-impl fmt::Display for Repair {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Repair::MissingOpeningBrace => f.write_str("added the missing opening brace"),
-            Repair::MissingClosingBrackets { appended } => {
-                write!(f, "appended the missing closing brackets {appended:?}")
-            }
-            Repair::MissingOpeningAndClosing { appended } => {
-                write!(
-                    f,
-                    "added the missing opening brace and appended the missing closing brackets {appended:?}"
-                )
-            }
-            Repair::DoubleEncoded => f.write_str("decoded arguments that were encoded twice (a JSON string)"),
-        }
-    }
 }
 
 /// A tool call's parameters.

@@ -214,11 +214,6 @@ impl Calls {
         self.calls.iter().enumerate().filter(|(_, c)| !c.completed).map(|(i, _)| CallId(i as u32))
     }
 
-    /// True when some call is still open.
-    pub fn any_open(&self) -> bool {
-        self.calls.iter().any(|c| !c.completed)
-    }
-
     /// Forgets every call (a new stream starts).
     pub fn clear(&mut self) {
         *self = Calls { list: self.list, ..Calls::new(self.partial) };

@@ -10,6 +10,8 @@ use std::marker::PhantomData;
 
 use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
+use crate::json::JsonValue;
+
 /// The JSON type a field actually held.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -147,17 +149,10 @@ impl<'de> Visitor<'de> for SkipVisitor {
         visit_bool(bool),
         visit_i64(i64),
         visit_u64(u64),
-        visit_i128(i128),
-        visit_u128(u128),
         visit_f64(f64),
         visit_str(&str),
-        visit_bytes(&[u8]),
-        visit_unit(),
-        visit_none()
+        visit_unit()
     );
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Skip, D::Error> {
-        Skip::deserialize(d)
-    }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Skip, A::Error> {
         while seq.next_element::<Skip>()?.is_some() {}
         Ok(Skip)
@@ -167,6 +162,12 @@ impl<'de> Visitor<'de> for SkipVisitor {
         Ok(Skip)
     }
 }
+
+// The visitors here get what the crate's two deserializers hand over:
+// serde_json's (`deserialize_any`: unit, bool, i64, u64, f64, a borrowed or
+// escaped string, a sequence, a map; no 128-bit integers without its
+// `arbitrary_precision`) and `&JsonValue`'s (beyond_f64.rs), whose keys are
+// strings.
 
 impl<'de, T: Lenient<'de>> Deserialize<'de> for Field<T> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -185,12 +186,6 @@ impl<'de, T: Lenient<'de>> Visitor<'de> for FieldVisitor<T> {
     fn visit_unit<E>(self) -> Result<Field<T>, E> {
         Ok(Field::Null)
     }
-    fn visit_none<E>(self) -> Result<Field<T>, E> {
-        Ok(Field::Null)
-    }
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Field<T>, D::Error> {
-        Field::deserialize(d)
-    }
     fn visit_bool<E>(self, v: bool) -> Result<Field<T>, E> {
         Ok(T::from_bool(v))
     }
@@ -200,18 +195,6 @@ impl<'de, T: Lenient<'de>> Visitor<'de> for FieldVisitor<T> {
     fn visit_u64<E>(self, v: u64) -> Result<Field<T>, E> {
         Ok(T::from_u64(v))
     }
-    fn visit_i128<E>(self, v: i128) -> Result<Field<T>, E> {
-        Ok(match i64::try_from(v) {
-            Ok(v) => T::from_i64(v),
-            Err(_) => Field::Wrong(Kind::Integer),
-        })
-    }
-    fn visit_u128<E>(self, v: u128) -> Result<Field<T>, E> {
-        Ok(match u64::try_from(v) {
-            Ok(v) => T::from_u64(v),
-            Err(_) => Field::Wrong(Kind::Integer),
-        })
-    }
     fn visit_f64<E>(self, v: f64) -> Result<Field<T>, E> {
         Ok(T::from_f64(v))
     }
@@ -220,15 +203,6 @@ impl<'de, T: Lenient<'de>> Visitor<'de> for FieldVisitor<T> {
     }
     fn visit_str<E>(self, v: &str) -> Result<Field<T>, E> {
         Ok(T::from_str(Cow::Owned(v.to_owned())))
-    }
-    fn visit_string<E>(self, v: String) -> Result<Field<T>, E> {
-        Ok(T::from_str(Cow::Owned(v)))
-    }
-    fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<Field<T>, E> {
-        match std::str::from_utf8(v) {
-            Ok(s) => self.visit_str(s),
-            Err(e) => Err(E::custom(format_args!("invalid UTF-8 in string: {e}"))),
-        }
     }
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Field<T>, A::Error> {
         T::from_seq(seq)
@@ -290,34 +264,30 @@ impl<'de> Lenient<'de> for Int {
     }
 }
 
-/// Any JSON value, kept whole (error payloads).
+/// Any JSON value, kept whole (error payloads), as the value's own reader
+/// reads it (Infinity, from a number beyond f64's range, is kept); `null`
+/// is a `Null` field.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Any(pub crate::json::JsonValue);
+pub struct Any(pub JsonValue);
 
-impl<'de> Lenient<'de> for Any {
-    fn from_bool(v: bool) -> Field<Self> {
-        Field::Value(Any(crate::json::JsonValue::Bool(v)))
+impl<'de> Deserialize<'de> for Field<Any> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Ok(match JsonValue::deserialize(deserializer)? {
+            JsonValue::Null => Field::Null,
+            v => Field::Value(Any(v)),
+        })
     }
-    fn from_i64(v: i64) -> Field<Self> {
-        Field::Value(Any(crate::json::JsonValue::Number(crate::json::Number::from_i64(v))))
+}
+
+impl Any {
+    /// An array a visitor was handed, read whole.
+    pub(crate) fn seq<'de, A: SeqAccess<'de>>(seq: A) -> Result<JsonValue, A::Error> {
+        JsonValue::deserialize(de::value::SeqAccessDeserializer::new(seq))
     }
-    fn from_u64(v: u64) -> Field<Self> {
-        Field::Value(Any(crate::json::JsonValue::Number(crate::json::Number::from_u64(v))))
-    }
-    fn from_f64(v: f64) -> Field<Self> {
-        // Infinity (from Ruby, or a number beyond f64's range) is kept.
-        Field::Value(Any(crate::json::JsonValue::Number(crate::json::Number::from_any_f64(v))))
-    }
-    fn from_str(v: Cow<'de, str>) -> Field<Self> {
-        Field::Value(Any(crate::json::JsonValue::String(v.into_owned())))
-    }
-    fn from_seq<A: SeqAccess<'de>>(seq: A) -> Result<Field<Self>, A::Error> {
-        let v = crate::json::JsonValue::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
-        Ok(Field::Value(Any(v)))
-    }
-    fn from_map<A: MapAccess<'de>>(map: A) -> Result<Field<Self>, A::Error> {
-        let v = crate::json::JsonValue::deserialize(de::value::MapAccessDeserializer::new(map))?;
-        Ok(Field::Value(Any(v)))
+
+    /// An object a visitor was handed, read whole.
+    pub(crate) fn map<'de, A: MapAccess<'de>>(map: A) -> Result<JsonValue, A::Error> {
+        JsonValue::deserialize(de::value::MapAccessDeserializer::new(map))
     }
 }
 
@@ -336,11 +306,6 @@ enum Items<T> {
 impl<T> List<T> {
     pub const fn new() -> Self {
         List(Items::Many(Vec::new()))
-    }
-
-    /// A list of one element.
-    pub fn one(item: Field<T>) -> Self {
-        List(Items::One(item))
     }
 
     pub fn push(&mut self, item: Field<T>) {
@@ -528,9 +493,8 @@ macro_rules! lenient_struct {
 pub(crate) use lenient_struct;
 
 /// Reads an object key as the one of `names` it equals (`None`: a key the
-/// struct does not know, also one that is not a string). Nothing is
-/// allocated, whatever the key's source (serde_json's escaped strings, a
-/// Ruby Symbol).
+/// struct does not know). Nothing is allocated, whatever the key's source
+/// (serde_json's escaped strings, a `&JsonValue`'s keys).
 pub struct KeyIn(pub &'static [&'static str]);
 
 impl<'de> DeserializeSeed<'de> for KeyIn {
@@ -550,20 +514,6 @@ impl<'de> Visitor<'de> for KeyIn {
     // serde's `visit_borrowed_str` and `visit_string` come here.
     fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
         Ok(self.0.iter().copied().find(|name| *name == v))
-    }
-    // Keys that are not strings (a Ruby Hash may have Integer keys) match
-    // no field.
-    fn visit_i64<E>(self, _v: i64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_u64<E>(self, _v: u64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_bool<E>(self, _v: bool) -> Result<Self::Value, E> {
-        Ok(None)
     }
 }
 
@@ -594,7 +544,7 @@ mod tests {
 
     #[test]
     fn lists_compare_and_print_by_their_elements_whatever_they_hold_them_in() {
-        let inline = List::one(Field::Value(7_i64));
+        let inline = List(Items::One(Field::Value(7_i64)));
         let spilled = List(Items::Many(vec![Field::Value(7_i64)]));
         assert_eq!(inline, spilled);
         assert_ne!(inline, List::new());
@@ -611,6 +561,6 @@ mod tests {
         assert_eq!(list[1], Field::Null);
         assert_eq!(list[3], Field::Wrong(Kind::String));
         let one: Field<List<Int>> = serde_json::from_str("[5]").unwrap();
-        assert_eq!(one, Field::Value(List::one(Field::Value(Int(5)))));
+        assert_eq!(one, Field::Value(List(Items::One(Field::Value(Int(5))))));
     }
 }

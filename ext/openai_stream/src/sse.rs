@@ -11,6 +11,17 @@ use memchr::memchr2;
 /// The limit on one line used when none is given: 8 MiB.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 8 * 1024 * 1024;
 
+/// Longest SSE line (and event) a processor accepts, in bytes; by default
+/// [`DEFAULT_MAX_LINE_BYTES`] (so both processors' options derive Default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MaxLineBytes(pub usize);
+
+impl Default for MaxLineBytes {
+    fn default() -> Self {
+        MaxLineBytes(DEFAULT_MAX_LINE_BYTES)
+    }
+}
+
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// One line of an SSE stream.

@@ -69,19 +69,12 @@ impl<'de> Lenient<'de> for Tokens {
             Err(_) => Field::Value(Tokens::Bad(Kind::String, crate::anomaly::excerpt(&format!("{v:?}")))),
         }
     }
+    // An array or object is reported with an excerpt of its JSON text.
     fn from_seq<A: SeqAccess<'de>>(seq: A) -> Result<Field<Self>, A::Error> {
-        Ok(Field::Value(Tokens::Bad(Kind::Array, json_excerpt(Any::from_seq(seq)?))))
+        Ok(Field::Value(Tokens::Bad(Kind::Array, crate::anomaly::excerpt(&Any::seq(seq)?.to_json()))))
     }
     fn from_map<A: MapAccess<'de>>(map: A) -> Result<Field<Self>, A::Error> {
-        Ok(Field::Value(Tokens::Bad(Kind::Object, json_excerpt(Any::from_map(map)?))))
-    }
-}
-
-/// An excerpt of a value's JSON text, for a report.
-fn json_excerpt(got: Field<Any>) -> String {
-    match got {
-        Field::Value(Any(v)) | Field::Converted(Any(v), _) => crate::anomaly::excerpt(&v.to_json()),
-        _ => String::new(),
+        Ok(Field::Value(Tokens::Bad(Kind::Object, crate::anomaly::excerpt(&Any::map(map)?.to_json()))))
     }
 }
 

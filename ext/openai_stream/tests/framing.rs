@@ -6,6 +6,7 @@ use common::*;
 use openai_stream::anomaly::AnomalyKind;
 use openai_stream::chat::Options;
 use openai_stream::error::{Error, StreamErrorKind};
+use openai_stream::sse::MaxLineBytes;
 use serde_json::json;
 
 fn decode_all(h: &mut Harness, reads: &[&[u8]]) -> Vec<Out> {
@@ -190,7 +191,7 @@ fn strict_later_bad_lines_of_a_read_are_recorded_and_the_first_is_raised() {
 
 #[test]
 fn a_line_over_the_limit_raises_without_buffering_it() {
-    let mut h = Harness::with(Options { max_line_bytes: 1024, ..Options::default() });
+    let mut h = Harness::with(Options { max_line_bytes: MaxLineBytes(1024), ..Options::default() });
     h.raw(format!("data: {HEADER}\n\n").as_bytes()).unwrap();
     let big = vec![b'x'; 4096];
     match h.raw(&big) {

@@ -4,6 +4,7 @@
 
 use openai_stream::anomaly::AnomalyKind;
 use openai_stream::chat::{ChatProcessor, Options};
+use openai_stream::sse::MaxLineBytes;
 
 /// A line that is a clear error (invalid JSON), 9 bytes with its LF.
 const BAD_LINE: &[u8] = b"data: {]\n";
@@ -12,7 +13,11 @@ const BAD_LINE: &[u8] = b"data: {]\n";
 /// and records, and only a strict processor raises for an unreadable event
 /// (by default each one is skipped and recorded).
 fn processor(max_line_bytes: usize) -> ChatProcessor {
-    ChatProcessor::new(Options { max_line_bytes, strict: true, ..Options::default() })
+    ChatProcessor::new(Options {
+        max_line_bytes: MaxLineBytes(max_line_bytes),
+        strict: true,
+        ..Options::default()
+    })
 }
 
 /// sse_decode: `decode` used to stop at a failed line and keep the rest of
@@ -55,7 +60,7 @@ fn every_line_of_the_backlog_is_read_by_finish() {
     assert_eq!(raised, 100, "one error returned per read");
     assert_eq!(raised + recorded, 1000);
     // By default every one is skipped and recorded.
-    let mut p = ChatProcessor::new(Options { max_line_bytes: 64, ..Options::default() });
+    let mut p = ChatProcessor::new(Options { max_line_bytes: MaxLineBytes(64), ..Options::default() });
     for _ in 0..100 {
         assert!(p.decode(&read).is_ok());
     }

@@ -26,13 +26,10 @@ module DiscourseAiStream
       module_function
 
       # True when the legacy site ran no call of the payload: the decoder
-      # raised on a line, or read no line at all.
+      # read no line at all, or raised on one.
       def ran_nothing?(payload, gem_errors: [], anomaly_kinds: [])
         text = payload.b
-        return true unless LINE.match?(text)
-        return false unless suspect?(text, gem_errors, anomaly_kinds)
-
-        raises?(text)
+        !LINE.match?(text) || (suspect?(text, gem_errors, anomaly_kinds) && raises?(text))
       end
 
       # Parsing every line in Ruby costs a few times the gem's decoding: only

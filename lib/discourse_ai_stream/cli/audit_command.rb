@@ -14,11 +14,9 @@ module DiscourseAiStream
 
       def run(args)
         files = parser.parse(args)
-        if files.empty?
-          raise UsageError, "audit needs FILE... or - (stdin is a terminal)" if @cli.stdin.tty?
+        raise UsageError, "audit needs FILE... or - (stdin is a terminal)" if files.empty? && @cli.stdin.tty?
 
-          files = ["-"]
-        end
+        files = ["-"] if files.empty?
         entries = files.flat_map { |file| responses(file) }.map { |name, payload| entry(name, payload) }
         summary = summarize(entries)
         lines = entries.map { |entry| line(entry) } << summary_line(summary)

@@ -11,11 +11,11 @@ module DiscourseAiStream
 
       def initialize(cli)
         @cli = cli
-        @options = { partial: false, json: false, usage: nil, protocol: nil }
+        @options = {}
       end
 
       def run(args)
-        files = parser.parse(args)
+        files = parser.parse(args, into: @options)
         raise UsageError, "replay needs exactly one FILE (or -), got #{files.size}" unless files.size == 1
 
         raw = @cli.read_input(files.first)
@@ -30,14 +30,13 @@ module DiscourseAiStream
 
       private
 
+      # Each option sets the @options entry of its name.
       def parser
         OptionParser.new do |opts|
-          opts.on("--partial") { @options[:partial] = true }
-          opts.on("--json") { @options[:json] = true }
-          opts.on("--usage MODE", OpenAiMessageProcessor::USAGE_MODES.keys.map(&:to_s)) do |mode|
-            @options[:usage] = mode.to_sym
-          end
-          opts.on("--protocol NAME", PROTOCOLS.keys) { |name| @options[:protocol] = name }
+          opts.on("--partial")
+          opts.on("--json")
+          opts.on("--usage MODE", OpenAiMessageProcessor::USAGE_MODES.keys.map(&:to_s))
+          opts.on("--protocol NAME", PROTOCOLS.keys)
         end
       end
 

@@ -18,7 +18,7 @@ module DiscourseAiStream
     # - decode_chunk, decode_chunk_finish, decode: provider errors are logged
     #   with the endpoint's provider, then raised on. An error of the gem's
     #   out of decode_chunk that carries items is raised one call later:
-    #   decode_chunk returns the items first (see ErrorDelivery).
+    #   decode_chunk returns the items first (see Session).
     # While uninstalled every wrapper only calls the original.
     class Patch < Module
       WRAPPED = %i[processor decode_chunk decode_chunk_finish decode].freeze
@@ -71,54 +71,31 @@ module DiscourseAiStream
         @fast_decode = owner ? STOCK_DECODE_OWNERS.include?(owner.name) : false
         methods.each do |name|
           send(:"wrap_#{name}")
-          copy_visibility(klass, name)
+          private name if klass.private_method_defined?(name)
+          protected name if klass.protected_method_defined?(name)
         end
       end
 
-      def inspect
-        "#<#{self.class.name} #{target_name} #{wrapped.join(",")}#{" fast_decode" if fast_decode}>"
-      end
+      def inspect = "#<#{self.class.name} #{target_name} #{wrapped.join(",")}#{" fast_decode" if fast_decode}>"
       alias to_s inspect
 
       private
 
-      def wrap_processor
-        define_method(:processor) do
-          Session.processor_for(self, super())
-        end
-      end
+      def wrap_processor = define_method(:processor) { Session.processor_for(self, super()) }
 
       def wrap_decode_chunk
         fast = fast_decode
         define_method(:decode_chunk) do |raw|
-          ErrorDelivery.decoding(self) do
+          Session.decoding(self) do
             ours = fast && Discourse.fast_decode? && Session.ours(processor)
             ours ? ours.decode_chunk(raw) : super(raw)
           end
         end
       end
 
-      def wrap_decode_chunk_finish
-        define_method(:decode_chunk_finish) do
-          ErrorDelivery.finishing(self) { super() }
-        ensure
-          Session.flush(self)
-        end
-      end
+      def wrap_decode_chunk_finish = define_method(:decode_chunk_finish) { Session.finishing(self) { super() } }
 
-      def wrap_decode
-        define_method(:decode) do |raw|
-          Session.reporting(self) { super(raw) }
-        end
-      end
-
-      def copy_visibility(klass, name)
-        if klass.private_method_defined?(name)
-          private name
-        elsif klass.protected_method_defined?(name)
-          protected name
-        end
-      end
+      def wrap_decode = define_method(:decode) { |raw| Session.reporting(self) { super(raw) } }
     end
   end
 end

@@ -12,7 +12,7 @@ module DiscourseAiStream
 
       def initialize(label)
         @label = label
-        @counts = Hash.new(0)
+        @logged = Set.new
         @unlogged = Hash.new(0)
         @errors = Set.new.compare_by_identity
       end
@@ -22,8 +22,7 @@ module DiscourseAiStream
       # would otherwise shadow; the processor warns when that raises.
       def anomaly(anomaly)
         kind = anomaly[:kind]
-        @counts[kind] += 1
-        if @counts[kind] == 1
+        if @logged.add?(kind)
           Discourse.warn_log("discourse_ai_stream: #{label}: #{kind}: #{anomaly[:message]}#{call_of(anomaly)}")
         else
           @unlogged[kind] += 1

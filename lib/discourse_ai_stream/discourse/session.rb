@@ -10,6 +10,14 @@ module DiscourseAiStream
     # endpoint that holds the stock instance is pointed at the gem's
     # processor too, for endpoints that read the ivar directly (older
     # Discourse: `decode_chunk_finish` calls `@processor.finish`).
+    #
+    # Discourse lets an error out of decode_chunk fail the request, so the
+    # items one of the gem's errors carries (what the read produced besides
+    # the error) would never reach the caller. Here decode_chunk returns those
+    # items and the session keeps the error; the next decode_chunk or
+    # decode_chunk_finish raises it before doing anything else. The request
+    # still fails, after the caller saw everything the stream produced. An
+    # error without items, or while uninstalled, is raised at once.
     class Session
       IVAR = :@discourse_ai_stream_session
       # The gem's processor for each stock processor class name.
@@ -20,8 +28,6 @@ module DiscourseAiStream
       GEM_PROCESSORS = REPLACED.values.freeze
 
       attr_reader :stock, :processor, :reporter
-      # An error decode_chunk caught, to raise on the next call.
-      attr_accessor :pending_error
 
       class << self
         # What the patched `processor` returns: the gem's processor in place
@@ -36,14 +42,36 @@ module DiscourseAiStream
           return candidate unless stock?(candidate)
 
           session = new(endpoint, candidate)
-          endpoint.instance_variable_set(IVAR, session)
           session.adopt(endpoint)
           session.processor
         end
 
         # `processor` when it is the gem's, else nil.
-        def ours(processor)
-          processor if GEM_PROCESSORS.any? { |klass| processor.is_a?(klass) }
+        def ours(processor) = GEM_PROCESSORS.any? { |klass| processor.is_a?(klass) } ? processor : nil
+
+        # Around decode_chunk: an error of the gem's that carries items is
+        # kept, and its items returned.
+        def decoding(endpoint, &)
+          of(endpoint)&.raise_pending
+          begin
+            reporting(endpoint, &)
+          rescue DiscourseAiStream::Error => e
+            # Looked up now: the block may have built this response's session.
+            session = of(endpoint)
+            raise unless session && Discourse.installed? && !e.items.empty?
+
+            session.defer(e)
+          end
+        end
+
+        # Around decode_chunk_finish: a kept error is raised instead of
+        # finishing. At the end of a response, one line for the anomalies
+        # that were not logged.
+        def finishing(endpoint, &)
+          of(endpoint)&.raise_pending
+          reporting(endpoint, &)
+        ensure
+          of(endpoint)&.reporter&.flush
         end
 
         # Runs the block; a provider error is logged (once) and raised on.
@@ -56,9 +84,6 @@ module DiscourseAiStream
           end
           raise
         end
-
-        # End of a response: one line for the anomalies that were not logged.
-        def flush(endpoint) = of(endpoint)&.reporter&.flush
 
         def of(endpoint) = endpoint.instance_variable_get(IVAR)
 
@@ -76,11 +101,8 @@ module DiscourseAiStream
         private
 
         def provider_name(endpoint)
-          return unless endpoint.respond_to?(:llm_model, true)
-
-          model = endpoint.send(:llm_model)
-          provider = model.provider if model.respond_to?(:provider)
-          provider&.to_s
+          model = endpoint.send(:llm_model) if endpoint.respond_to?(:llm_model, true)
+          model.provider&.to_s if model.respond_to?(:provider)
         rescue StandardError
           nil
         end
@@ -92,14 +114,28 @@ module DiscourseAiStream
         @processor = build(endpoint, stock)
       end
 
-      # Replaces the stock instance with the gem's processor in every ivar
-      # of `endpoint` that holds it (by identity).
+      # Keeps this session on `endpoint`, and replaces the stock instance
+      # with the gem's processor in every ivar of it that holds it (by
+      # identity).
       def adopt(endpoint)
         endpoint.instance_variables.each do |name|
-          next if name == IVAR || !endpoint.instance_variable_get(name).equal?(stock)
-
-          endpoint.instance_variable_set(name, processor)
+          endpoint.instance_variable_set(name, processor) if endpoint.instance_variable_get(name).equal?(stock)
         end
+        endpoint.instance_variable_set(IVAR, self)
+      end
+
+      # Keeps `error` to raise on the next call; returns the items it carries.
+      def defer(error)
+        @pending_error = error
+        reporter.deferred(error)
+        Discourse.distinct_calls(error.items)
+      end
+
+      # Raises the error kept by defer, once.
+      def raise_pending
+        error = @pending_error
+        @pending_error = nil
+        raise error if error
       end
 
       private
@@ -107,11 +143,11 @@ module DiscourseAiStream
       def build(endpoint, stock)
         klass = REPLACED.fetch(stock.class.name)
         options = { partial_tool_calls: setting(endpoint, stock, :partial_tool_calls),
-                    tool_call_class: completions_class(:ToolCall, :tool_call_class),
+                    tool_call_class: completions_class(:ToolCall),
                     on_anomaly: @reporter.method(:anomaly) }
         if klass == DiscourseAiStream::OpenAiResponsesMessageProcessor
           options[:output_thinking] = setting(endpoint, stock, :output_thinking)
-          options[:thinking_class] = completions_class(:Thinking, :thinking_class)
+          options[:thinking_class] = completions_class(:Thinking)
         else
           options[:usage] = Discourse.usage_mode(stock.class)
         end
@@ -127,11 +163,13 @@ module DiscourseAiStream
         endpoint.respond_to?(name, true) && endpoint.send(name) ? true : false
       end
 
-      # DiscourseAi::Completions::<name> when it is a class, else the gem's
-      # `reader`: the bot and the endpoints test `is_a?(DiscourseAi::Completions::ToolCall)`.
-      def completions_class(name, reader)
+      # DiscourseAi::Completions::<name> when it is a class, whatever the
+      # gem's setting: the bot and the endpoints test
+      # `is_a?(DiscourseAi::Completions::ToolCall)`. Else nil: the processor's
+      # default, the gem's setting.
+      def completions_class(name)
         klass = Discourse.lookup("#{NAMESPACE}::#{name}")
-        klass.is_a?(Class) ? klass : DiscourseAiStream.public_send(reader)
+        klass if klass.is_a?(Class)
       end
     end
   end

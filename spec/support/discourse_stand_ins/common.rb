@@ -32,9 +32,9 @@ module DiscourseAi
       def initialize(id:, name:, parameters: nil, provider_data: nil)
         @id = id
         @name = name
+        @partial = false
         self.parameters = parameters || {}
         self.provider_data = provider_data || {}
-        @partial = false
       end
 
       def partial?

@@ -492,7 +492,7 @@ mod tests {
             completed(&mut calls, &mut a),
             [("f".into(), r#"{"x":1}"#.into()), ("g".into(), r#"{"y":2}"#.into()), ("h".into(), "{}".into())]
         );
-        assert!(a.is_empty(), "{:?}", a.all());
+        assert!(a.all().is_empty(), "{:?}", a.all());
     }
 
     #[test]

@@ -96,7 +96,7 @@ impl<'de> Lenient<'de> for Arguments<'de> {
         Field::Value(Arguments::Text(v))
     }
     fn from_map<A: MapAccess<'de>>(map: A) -> Result<Field<Self>, A::Error> {
-        Ok(Any::from_map(map)?.map(|Any(v)| Arguments::Object(v)))
+        Ok(Field::Value(Arguments::Object(Any::map(map)?)))
     }
 }
 

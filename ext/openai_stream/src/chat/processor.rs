@@ -15,7 +15,7 @@ use crate::event_data::{glued_value_end, invalid_json};
 use crate::json::{parse_complete, JsonValue, Reparsed};
 use crate::lenient::{Field, Kind, List, Text};
 use crate::output::Output;
-use crate::sse::DEFAULT_MAX_LINE_BYTES;
+use crate::sse::MaxLineBytes;
 use crate::usage::UsageMode;
 
 /// Events read from one line glued together (`{...}data: {...}...`); each
@@ -23,14 +23,14 @@ use crate::usage::UsageMode;
 const MAX_GLUED: usize = 16;
 
 /// How a processor behaves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Options {
     /// Report calls while their arguments stream (Discourse's
     /// `partial_tool_calls: true`).
     pub partial_tool_calls: bool,
     pub usage_mode: UsageMode,
     /// Longest SSE line (and event) accepted by [`ChatProcessor::decode`].
-    pub max_line_bytes: usize,
+    pub max_line_bytes: MaxLineBytes,
     /// Also follow the stream the way the legacy Discourse processor did,
     /// to count the calls it would have run (for audits).
     pub simulate_legacy: bool,
@@ -42,19 +42,6 @@ pub struct Options {
     pub strict: bool,
     /// The calls still open after `finish_reason: "length"`.
     pub output_limit: OutputLimit,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            partial_tool_calls: false,
-            usage_mode: UsageMode::Current,
-            max_line_bytes: DEFAULT_MAX_LINE_BYTES,
-            simulate_legacy: false,
-            strict: false,
-            output_limit: OutputLimit::default(),
-        }
-    }
 }
 
 /// See the module documentation.
@@ -103,7 +90,7 @@ impl ChatProcessor {
             ..Chat::default()
         };
         let Options { partial_tool_calls, max_line_bytes, strict, usage_mode, output_limit, .. } = options;
-        Driver::build(partial_tool_calls, max_line_bytes, strict, usage_mode, output_limit, own)
+        Driver::build(partial_tool_calls, max_line_bytes.0, strict, usage_mode, output_limit, own)
     }
 
     /// A chunk as JSON text: the Hash path, whose reader writes what
@@ -211,7 +198,7 @@ impl Protocol for State<Chat> {
     /// Calls still open are completed from what arrived (reported when
     /// neither a finish_reason nor `[DONE]` said the stream was whole).
     fn close(&mut self) -> Result<(), Error> {
-        if self.calls.any_open() && !self.own.saw_finish_reason && !self.saw_done {
+        if self.calls.open().next().is_some() && !self.own.saw_finish_reason && !self.saw_done {
             let open = self.open_ids();
             let (n, ids) = (open.len(), open.join(", "));
             let what = format!(

@@ -23,32 +23,20 @@ impl Number {
         Number(value.to_string().into_boxed_str())
     }
 
-    /// Builds a number from a float. Non-finite floats have no JSON form and
-    /// return `None`.
-    pub fn from_f64(value: f64) -> Option<Self> {
-        if !value.is_finite() {
-            return None;
-        }
-        // `{:?}` prints the shortest text that reads back as the same f64 and
-        // always keeps a `.` or an exponent, so the number stays a float.
-        Some(Number(format!("{value:?}").into_boxed_str()))
-    }
-
-    /// A float with no JSON form (from a Ruby `Float::INFINITY`, or a JSON
-    /// number beyond f64's range, which Ruby's `JSON.parse` reads as one):
-    /// kept as `Infinity`, `-Infinity` or `NaN`, which [`Number::as_f64`]
-    /// reads back and [`Number::is_integer`] rejects.
-    pub fn non_finite(value: f64) -> Self {
+    /// Builds a number from any float. `{:?}` prints the shortest text that
+    /// reads back as the same f64 and always keeps a `.` or an exponent, so
+    /// the number stays a float. A float with no JSON form (from a Ruby
+    /// `Float::INFINITY`, or a JSON number beyond f64's range, which Ruby's
+    /// `JSON.parse` reads as one) is kept as `Infinity`, `-Infinity` or
+    /// `NaN`, which [`Number::as_f64`] reads back and [`Number::is_integer`]
+    /// rejects.
+    pub fn from_any_f64(value: f64) -> Self {
         Number(match value {
             v if v.is_nan() => "NaN".into(),
-            v if v > 0.0 => "Infinity".into(),
-            _ => "-Infinity".into(),
+            v if v.is_infinite() && v > 0.0 => "Infinity".into(),
+            v if v.is_infinite() => "-Infinity".into(),
+            v => format!("{v:?}").into_boxed_str(),
         })
-    }
-
-    /// Any float: [`Number::from_f64`], else [`Number::non_finite`].
-    pub fn from_any_f64(value: f64) -> Self {
-        Number::from_f64(value).unwrap_or_else(|| Number::non_finite(value))
     }
 
     /// The number as written.
@@ -268,10 +256,11 @@ mod tests {
     fn numbers_keep_their_kind() {
         assert!(Number::from_i64(-5).is_integer());
         assert_eq!(Number::from_i64(-5).as_i64(), Some(-5));
-        let f = Number::from_f64(1.0).unwrap();
+        let f = Number::from_any_f64(1.0);
         assert!(!f.is_integer());
         assert_eq!(f.as_f64(), 1.0);
-        assert_eq!(Number::from_f64(f64::INFINITY), None);
+        let infinite = Number::from_any_f64(f64::NEG_INFINITY);
+        assert_eq!((infinite.as_str(), infinite.is_integer()), ("-Infinity", false));
         assert_eq!(Number::from_validated("123456789012345678901234567890").as_i64(), None);
     }
 

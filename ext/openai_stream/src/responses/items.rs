@@ -317,7 +317,7 @@ impl State<Responses> {
                 if let Some(whole) = item.str("arguments") {
                     self.settle_arguments(call, whole);
                 }
-                self.complete_item(call, item)
+                return self.complete_item(call, item);
             }
             ItemKind::Reasoning => {
                 let n = match found {
@@ -325,25 +325,17 @@ impl State<Responses> {
                     _ => self.own.items.add_reasoning(at, item),
                 };
                 self.finish_reasoning(n, item);
-                Ok(())
             }
             ItemKind::Message => {
                 if let Some(id) = item.id {
                     self.link_reasonings(id);
                 }
-                Ok(())
             }
-            ItemKind::WebSearch => {
-                self.web_search(item, false);
-                Ok(())
-            }
-            ItemKind::Other => {
-                if found.is_none() {
-                    self.ignored_event("output item", item.str("type"));
-                }
-                Ok(())
-            }
+            ItemKind::WebSearch => self.web_search(item, false),
+            ItemKind::Other if found.is_none() => self.ignored_event("output item", item.str("type")),
+            ItemKind::Other => {}
         }
+        Ok(())
     }
 
     /// A function call item whose status is `"incomplete"` was cut by the

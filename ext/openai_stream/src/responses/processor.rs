@@ -14,18 +14,18 @@ use crate::error::{Error, StreamErrorKind};
 use crate::event_data::invalid_json;
 use crate::json::{parse_complete, JsonValue};
 use crate::output::{Output, Thinking};
-use crate::sse::DEFAULT_MAX_LINE_BYTES;
+use crate::sse::MaxLineBytes;
 use crate::usage::UsageMode;
 
 /// How a Responses processor behaves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Options {
     /// Report calls while their arguments stream.
     pub partial_tool_calls: bool,
     /// Return reasoning summaries as thinking items.
     pub output_thinking: bool,
     /// Longest SSE line (and event) accepted by [`ResponsesProcessor::decode`].
-    pub max_line_bytes: usize,
+    pub max_line_bytes: MaxLineBytes,
     /// Raise a stream error for every event that cannot be read, as the
     /// chat processor's `strict`; by default such an event is skipped and
     /// reported (`unreadable_event`), and limits raise either way.
@@ -33,18 +33,6 @@ pub struct Options {
     /// The calls still open at `response.incomplete`, and items whose
     /// status is `"incomplete"`.
     pub output_limit: OutputLimit,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            partial_tool_calls: false,
-            output_thinking: false,
-            max_line_bytes: DEFAULT_MAX_LINE_BYTES,
-            strict: false,
-            output_limit: OutputLimit::default(),
-        }
-    }
 }
 
 /// See the module documentation.
@@ -68,7 +56,7 @@ impl ResponsesProcessor {
         let own = Responses { options, items: items::Items::default() };
         let Options { partial_tool_calls, max_line_bytes, strict, output_limit, .. } = options;
         // Usage is reported net of cached input.
-        Driver::build(partial_tool_calls, max_line_bytes, strict, UsageMode::Current, output_limit, own)
+        Driver::build(partial_tool_calls, max_line_bytes.0, strict, UsageMode::Current, output_limit, own)
     }
 
     /// An event, or (`whole`) a whole response, as JSON text: the Hash
@@ -286,22 +274,30 @@ mod tests {
         p.anomalies().all().iter().map(|a| a.kind).collect()
     }
 
+    /// The calls fc_a and fc_b added, `deltas` sent to each in turn (fc_a
+    /// first), then `after`.
+    fn two_calls(deltas: &[&str], after: &[&str]) -> String {
+        let mut events: Vec<String> = vec![ADD_A.into(), ADD_B.into()];
+        for (i, delta) in deltas.iter().enumerate() {
+            events.push(args_delta(i as u32 % 2, ["fc_a", "fc_b"][i % 2], delta));
+        }
+        events.extend(after.iter().map(|e| e.to_string()));
+        sse(&events.iter().map(String::as_str).collect::<Vec<_>>())
+    }
+
     const ADD_A: &str = r#"{"type":"response.output_item.added","output_index":0,"item":{"id":"fc_a","type":"function_call","call_id":"call_a","name":"search","arguments":""}}"#;
     const ADD_B: &str = r#"{"type":"response.output_item.added","output_index":1,"item":{"id":"fc_b","type":"function_call","call_id":"call_b","name":"lookup","arguments":""}}"#;
 
     #[test]
     fn two_calls_added_before_either_is_done_with_interleaved_deltas_both_come_out_whole() {
-        let stream = sse(&[
-            ADD_A,
-            ADD_B,
-            &args_delta(0, "fc_a", r#"{"q":"#),
-            &args_delta(1, "fc_b", r#"{"id":"#),
-            &args_delta(0, "fc_a", r#""rust"}"#),
-            &args_delta(1, "fc_b", "7}"),
-            r#"{"type":"response.output_item.done","output_index":1,"item":{"id":"fc_b","type":"function_call","call_id":"call_b","name":"lookup","arguments":"{\"id\":7}"}}"#,
-            r#"{"type":"response.output_item.done","output_index":0,"item":{"id":"fc_a","type":"function_call","call_id":"call_a","name":"search","arguments":"{\"q\":\"rust\"}"}}"#,
-            r#"{"type":"response.completed","response":{"usage":{"input_tokens":10,"output_tokens":4,"input_tokens_details":{"cached_tokens":3}}}}"#,
-        ]);
+        let stream = two_calls(
+            &[r#"{"q":"#, r#"{"id":"#, r#""rust"}"#, "7}"],
+            &[
+                r#"{"type":"response.output_item.done","output_index":1,"item":{"id":"fc_b","type":"function_call","call_id":"call_b","name":"lookup","arguments":"{\"id\":7}"}}"#,
+                r#"{"type":"response.output_item.done","output_index":0,"item":{"id":"fc_a","type":"function_call","call_id":"call_a","name":"search","arguments":"{\"q\":\"rust\"}"}}"#,
+                r#"{"type":"response.completed","response":{"usage":{"input_tokens":10,"output_tokens":4,"input_tokens_details":{"cached_tokens":3}}}}"#,
+            ],
+        );
         for step in [1, 7, stream.len()] {
             for partial in [false, true] {
                 let options = Options { partial_tool_calls: partial, ..Options::default() };
@@ -359,13 +355,7 @@ mod tests {
     #[test]
     fn output_limit_decides_the_calls_open_at_response_incomplete() {
         // call_a's arguments are whole, call_b's cut.
-        let stream = sse(&[
-            ADD_A,
-            ADD_B,
-            &args_delta(0, "fc_a", r#"{"q":1}"#),
-            &args_delta(1, "fc_b", r#"{"q":"#),
-            INCOMPLETE,
-        ]);
+        let stream = two_calls(&[r#"{"q":1}"#, r#"{"q":"#], &[INCOMPLETE]);
         let a = ("call_a".into(), "search".into(), r#"{"q":1}"#.into());
         for (output_limit, calls, dropped) in [
             (OutputLimit::Drop, vec![], vec!["call_a", "call_b"]),

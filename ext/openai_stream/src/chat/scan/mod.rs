@@ -182,8 +182,8 @@ impl EnvelopeFields {
 
     #[inline]
     fn apply<'a>(self, text: &'a str, c: &mut Chunk<'a>) {
-        c.object = self.object.get(text);
-        c.message = self.message.get(text);
+        c.object = self.object.get(text, Text);
+        c.message = self.message.get(text, Text);
         c.error = self.error.get();
         c.usage = self.usage.get();
         c.x_groq = self.x_groq.get();
@@ -224,11 +224,13 @@ impl TextAt {
         }
     }
 
-    fn get<'a>(self, text: &'a str) -> Field<Text<'a>> {
+    /// The field read from `text`, its text wrapped as `T` (`Text`, `Id`).
+    #[inline(always)]
+    fn get<'a, T>(self, text: &'a str, wrap: fn(Cow<'a, str>) -> T) -> Field<T> {
         match self {
             TextAt::Missing => Field::Missing,
             TextAt::Null => Field::Null,
-            TextAt::At(start, end) => Field::Value(Text(Cow::Borrowed(&text[start..end]))),
+            TextAt::At(start, end) => Field::Value(wrap(Cow::Borrowed(&text[start..end]))),
         }
     }
 }
@@ -341,7 +343,7 @@ impl<'a> Scanner<'a> {
         self.pos = stop;
         loop {
             // At a backslash (a control character fails in `escape`).
-            self.escape(Some(&mut owned))?;
+            self.escape(&mut owned)?;
             let from = self.pos;
             let stop = self.stop()?;
             owned.push_str(&self.src[from..stop]);
@@ -350,20 +352,6 @@ impl<'a> Scanner<'a> {
                 self.pos += 1;
                 return Some(Cow::Owned(owned));
             }
-        }
-    }
-
-    /// Skips a string at the current position, checking it as `string` does.
-    fn skip_string(&mut self) -> Option<()> {
-        self.eat(b'"')?;
-        loop {
-            let stop = self.stop()?;
-            self.pos = stop;
-            if self.bytes[stop] == b'"' {
-                self.pos += 1;
-                return Some(());
-            }
-            self.escape(None)?;
         }
     }
 
@@ -394,7 +382,7 @@ impl<'a> Scanner<'a> {
 
     /// One escape sequence at the current position (a backslash), decoded
     /// into `out`. Surrogates (`\uD800`-`\uDFFF`) are left to serde_json.
-    fn escape(&mut self, out: Option<&mut String>) -> Option<()> {
+    fn escape(&mut self, out: &mut String) -> Option<()> {
         self.eat(b'\\')?;
         let b = self.peek()?;
         let c = match short_escape(b) {
@@ -411,9 +399,7 @@ impl<'a> Scanner<'a> {
             _ => return None,
         };
         self.pos += 1;
-        if let Some(out) = out {
-            out.push(c);
-        }
+        out.push(c);
         Some(())
     }
 
@@ -460,7 +446,8 @@ impl<'a> Scanner<'a> {
     pub(crate) fn skip(&mut self, depth: u32) -> Option<()> {
         let inner = (depth < MAX_SKIP_DEPTH).then_some(depth + 1);
         match self.peek()? {
-            b'"' => self.skip_string(),
+            // A string is read (borrowed unless it has escapes) and dropped.
+            b'"' => self.string().map(drop),
             b'{' => inner.and_then(|depth| self.object(|s, _| s.skip(depth))),
             b'[' => inner.and_then(|depth| self.array(|s| s.skip(depth))),
             b't' => self.literal(b"true"),

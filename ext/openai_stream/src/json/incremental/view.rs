@@ -114,11 +114,6 @@ impl ViewEvents {
         self.events.is_empty()
     }
 
-    /// The number of recorded events.
-    pub fn len(&self) -> usize {
-        self.events.len()
-    }
-
     /// The recorded events, in order.
     pub fn iter(&self) -> impl Iterator<Item = ViewEvent<'_>> + '_ {
         self.events.iter().map(move |event| match *event {
