@@ -1,8 +1,8 @@
 //! The accumulator driven by arbitrary event sequences: structured chunks
 //! with tool-call deltas (index, id, name, arguments fragments of every
 //! type the servers of docs/stream-shapes.md send, and wrong ones), content and
-//! finish reasons, rendered to JSON and fed through `Chunk::from_json` and
-//! `process_chunk`, then `finish`. The same chunks run in both modes.
+//! finish reasons, rendered to JSON and fed through `process_json` (the
+//! Hash path's entry), then `finish`. The same chunks run in both modes.
 //!
 //! Invariants:
 //! - no panic; every item names a call that exists; no call completes twice;
@@ -23,7 +23,6 @@ use common::{consistent, ruby_view, Mirror};
 use libfuzzer_sys::arbitrary::{self, Arbitrary};
 use libfuzzer_sys::fuzz_target;
 use openai_stream::anomaly::AnomalyKind;
-use openai_stream::chat::Chunk;
 use openai_stream::error::Error;
 use openai_stream::json::JsonValue;
 use openai_stream::output::Item;
@@ -313,8 +312,7 @@ fn drive(partial: bool, chunks: &[String]) -> Run {
     let mut p = ChatProcessor::new(Options { partial_tool_calls: partial, ..Options::default() });
     let mut state = State::default();
     for text in chunks {
-        let chunk = Chunk::from_json(text).expect("rendered chunks are valid JSON");
-        let result = p.process_chunk(&chunk).map(|_| ());
+        let result = p.process_json(text, false).map(|_| ());
         state.observe(&p, result);
     }
     // Every call created before finish must come out.

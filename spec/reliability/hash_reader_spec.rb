@@ -4,17 +4,18 @@ require_relative "../spec_helper"
 require_relative "../support/chunks"
 require_relative "../support/stressed_processor"
 
-# The conversion of the Hash path (ruby_json.rs) on Hashes that make it run
-# Ruby code while it reads: Strings it has Ruby transcode, and keys that are
-# neither Strings nor Symbols.
-RSpec.describe "Hash path: the conversion to a JSON value" do
+# The Hash path's reader (ext/discourse_ai_stream/src/hash_reader.rs) on
+# Hashes that make it run Ruby code while it reads (Strings it has Ruby
+# transcode, keys that are neither Strings nor Symbols), and on Strings in
+# every encoding.
+RSpec.describe "Hash path: the reader" do
   include ChunkHelpers
 
   # A String the reader has Ruby transcode, which compacts the heap when it
   # does: every object that can move moves, so one the reader holds where
   # the GC cannot see it is left stale at once.
-  def compacting_utf16
-    text = "caf\u00e9".encode("UTF-16LE")
+  def compacting_utf16(text = "caf\u00e9")
+    text = text.encode("UTF-16LE")
     def text.encode(...)
       GC.verify_compaction_references(toward: :empty)
       super
@@ -22,26 +23,31 @@ RSpec.describe "Hash path: the conversion to a JSON value" do
     text
   end
 
-  # The chunk with a first member that compacts the heap while it is read.
-  def compacting_utf16_chunk(chunk)
-    { utf16: compacting_utf16 }.merge(chunk)
+  # A Hash of 20 pairs past one whose value makes Ruby code run while the
+  # others (more than the reader keeps on the stack) wait to be read.
+  def wide(first)
+    hash = { first: first }
+    20.times { |i| hash[:"extra_#{i}"] = [+"v#{i}", { n: i }] }
+    hash
   end
 
-  # A chunk of more than 16 pairs whose first value makes Ruby code run
-  # while the later pairs, the chunk's own members among them, wait to be
-  # read.
-  def wide_chunk(text)
-    chunk = { utf16: compacting_utf16 }
-    20.times { |i| chunk[:"extra_#{i}"] = [+"v#{i}", { n: i }] }
-    chunk[:choices] = [{ index: 0, delta: { content: +text }, finish_reason: nil }]
-    chunk
+  def wide_read(hash)
+    hash.transform_values { |v| v.is_a?(String) ? v.encode("UTF-8") : v }
   end
 
-  it "keeps the pairs of a Hash of more than 16 keys where the GC sees them while Ruby code runs" do
+  it "keeps the pairs of a wide Hash where the GC sees them while Ruby code runs" do
     processor = StressedProcessor.new(DiscourseAiStream::OpenAiMessageProcessor.new)
+    responses = StressedProcessor.new(DiscourseAiStream::OpenAiResponsesMessageProcessor.new)
     3.times do |round|
-      expect(processor.process_streamed_message(wide_chunk("hello #{round}"))).to eq("hello #{round}")
+      chunk = { object: compacting_utf16("chat.completion.chunk") }.merge(text_chunk(+"hello #{round}"))
+      expect(processor.process_streamed_message(chunk)).to eq("hello #{round}")
+      arguments = wide(compacting_utf16)
+      header = tool_chunk([{ index: 0, id: "c#{round}", function: { name: "f", arguments: arguments } }])
+      expect(processor.process_streamed_message(header)).to be_nil
+      expect(processor.process_streamed_message(finish_chunk).parameters).to eq(wide_read(arguments))
+      responses.process_streamed_message({ type: "response.created", response: wide(compacting_utf16) })
     end
+    expect(responses.anomalies).to be_empty
   end
 
   it "reads object arguments with keys that are neither Strings nor Symbols, with an anomaly per key" do
@@ -62,11 +68,11 @@ RSpec.describe "Hash path: the conversion to a JSON value" do
     )
   end
 
-  it "reads such keys in a Hash of more than 16 pairs, with collections at every key's to_s" do
+  it "reads such keys in a wide Hash, with collections at every key's to_s" do
     processor = StressedProcessor.new(DiscourseAiStream::OpenAiMessageProcessor.new)
     arguments = (1..18).to_h { |i| [i, [+"v#{i}"]] }
     header = tool_chunk([{ index: 0, id: "c1", function: { name: "f", arguments: arguments } }])
-    expect(processor.process_streamed_message(compacting_utf16_chunk(header))).to be_nil
+    expect(processor.process_streamed_message(header.merge(object: compacting_utf16("x")))).to be_nil
     done = processor.process_streamed_message(finish_chunk)
     expect(done.parameters).to eq((1..18).to_h { |i| [:"#{i}", ["v#{i}"]] })
   end
@@ -77,5 +83,44 @@ RSpec.describe "Hash path: the conversion to a JSON value" do
     processor = DiscourseAiStream::OpenAiMessageProcessor.new
     header = tool_chunk([{ index: 0, id: "c1", function: { name: "f", arguments: { key => 1 } } }])
     expect { processor.process_streamed_message(header) }.to raise_error(DiscourseAiStream::StreamError, /no text/)
+  end
+
+  describe "Strings in any encoding" do
+    # UTF-8, US-ASCII and binary Strings are read as their bytes; any other
+    # encoding is transcoded, not read as bytes (UTF-16 "Hello" is valid
+    # UTF-8 with NULs in it).
+    encodings = %w[UTF-16LE UTF-16BE UTF-32LE ISO-8859-1 Windows-1252 Shift_JIS]
+    text_of = ->(encoding) { encoding == "Shift_JIS" ? "\u65e5\u672c" : "caf\u00e9" }
+
+    encodings.each do |encoding|
+      it "reads #{encoding} content, tool names, ids, arguments and Responses deltas as their text" do
+        text = text_of.call(encoding)
+        enc = ->(s) { s.encode(encoding) }
+        processor = DiscourseAiStream::OpenAiMessageProcessor.new
+        expect(processor.process_streamed_message(text_chunk(enc.call(text)))).to eq(text)
+        expect(processor.process_streamed_message(text_chunk(enc.call("Hello")))).to eq("Hello")
+        calls = [{ index: 0, id: enc.call("id_#{text}"),
+                   function: { name: enc.call("f_#{text}"), arguments: enc.call(%({"q":"#{text}"})) } }]
+        processor.process_streamed_message(tool_chunk(calls))
+        done = processor.process_streamed_message(finish_chunk)
+        expect([done.id, done.name, done.parameters]).to eq(["id_#{text}", "f_#{text}", { q: text }])
+        responses = DiscourseAiStream::OpenAiResponsesMessageProcessor.new
+        delta = { type: enc.call("response.output_text.delta"), delta: enc.call(text) }
+        expect(responses.process_streamed_message(delta)).to eq(text)
+        expect(processor.anomalies + responses.anomalies).to be_empty
+      end
+    end
+
+    it "refuses a String that does not convert, or binary bytes that are not UTF-8, naming the field" do
+      processor = DiscourseAiStream::OpenAiMessageProcessor.new
+      expect { processor.process_streamed_message(text_chunk((+"\xFF\xFE").force_encoding("Shift_JIS"))) }
+        .to raise_error(DiscourseAiStream::StreamError,
+                        /\Achoices\[0\]\.delta\.content: a Shift_JIS String that does not convert to UTF-8/)
+      calls = [{ index: 0, id: "c", function: { name: "\xFF".b, arguments: "{}" } }]
+      name_error = /\Achoices\[0\]\.delta\.tool_calls\[0\]\.function\.name: invalid UTF-8/
+      expect { processor.process_streamed_message(tool_chunk(calls)) }
+        .to raise_error(DiscourseAiStream::StreamError, name_error) { |e| expect(e.kind).to eq(:invalid_chunk) }
+      expect(processor.process_streamed_message(text_chunk("after"))).to eq("after")
+    end
   end
 end

@@ -20,6 +20,22 @@ module ChildProcess
     output
   end
 
+  # As run!, but a command still running after `seconds` is killed and
+  # fails (a hang).
+  def run_within!(seconds, env, *command)
+    output, status = unbundled do
+      Open3.popen2e({ "RUBYOPT" => nil, "RUBYLIB" => nil }.merge(env), *command) do |stdin, out, wait|
+        stdin.close
+        reader = Thread.new { out.read }
+        Process.kill("KILL", wait.pid) unless wait.join(seconds)
+        [reader.value, wait.value]
+      end
+    end
+    raise "`#{command.join(" ")}` failed or hung (#{status}):\n#{output}" unless status.success?
+
+    output
+  end
+
   # A Ruby script run by this Ruby: the last line it printed.
   def ruby!(env, *args, chdir: Dir.pwd)
     run!(env, RbConfig.ruby, *args, chdir: chdir).lines.last.to_s.strip

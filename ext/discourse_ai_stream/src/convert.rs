@@ -19,6 +19,7 @@ pub fn json_to_ruby(ruby: &Ruby, value: &JsonValue) -> Result<Value, Error> {
         JsonValue::Number(n) => number(ruby, n)?,
         JsonValue::String(s) => ruby.str_new(s).as_value(),
         JsonValue::Array(items) => {
+            room(ruby)?;
             let array = ruby.ary_new_capa(items.len());
             for item in items {
                 array.push(json_to_ruby(ruby, item)?)?;
@@ -31,11 +32,23 @@ pub fn json_to_ruby(ruby: &Ruby, value: &JsonValue) -> Result<Value, Error> {
 
 /// An object's pairs as a Hash with Symbol keys.
 pub fn object_to_hash(ruby: &Ruby, pairs: &[(String, JsonValue)]) -> Result<RHash, Error> {
+    room(ruby)?;
     let hash = ruby.hash_new();
     for (k, v) in pairs {
         hash.aset(ruby.to_symbol(k), json_to_ruby(ruby, v)?)?;
     }
     Ok(hash)
+}
+
+/// Room on the machine stack for one more level of a value's nesting, or a
+/// StreamError (see docs/reliability.md).
+fn room(ruby: &Ruby) -> Result<(), Error> {
+    // SAFETY: a query of the current thread's stack.
+    if unsafe { rb_sys::ruby_stack_check() } == 0 {
+        return Ok(());
+    }
+    let message = "a value nested too deep for this thread's machine stack".to_owned();
+    Err(crate::errors::stream(ruby, openai_stream::error::StreamErrorKind::TooDeep, message))
 }
 
 /// What both `__setup`s check: `max_line_bytes` is positive, and the

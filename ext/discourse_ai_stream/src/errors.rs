@@ -4,9 +4,8 @@
 use magnus::prelude::*;
 use magnus::value::ReprValue;
 use magnus::{Error, IntoValue, KwArgs, RArray, RClass, RHash, RModule, RString, Ruby, TryConvert, Value};
+use openai_stream::calls::CallId;
 use openai_stream::error::{Error as CoreError, StreamErrorKind};
-
-use crate::convert;
 
 /// `DiscourseAiStream::<name>`.
 pub fn own<T: TryConvert>(ruby: &Ruby, name: &str) -> Result<T, Error> {
@@ -33,18 +32,13 @@ fn build(ruby: &Ruby, name: &str, message: String, kwargs: RHash) -> Error {
 }
 
 /// The Ruby exception for a core error. `items` are what the call produced
-/// before the error; `payload` stands in for a provider error's payload when
-/// only Ruby has it (the Hash given to `process_streamed_message`).
+/// before the error; `payload` is a provider error's payload in Ruby.
 pub fn from_core(ruby: &Ruby, err: &CoreError, items: RArray, payload: Option<Value>) -> Error {
     let str = |s: &str| ruby.str_new(s).as_value();
     let items = ("items", items.as_value());
     match err {
-        CoreError::Provider { message, payload: p } => {
-            let value = match (p, payload) {
-                (Some(p), _) => convert::json_to_ruby(ruby, p).unwrap_or_else(|_| ruby.qnil().as_value()),
-                (None, Some(v)) => v,
-                (None, None) => ruby.qnil().as_value(),
-            };
+        CoreError::Provider { message, .. } => {
+            let value = payload.unwrap_or_else(|| ruby.qnil().as_value());
             build(ruby, "ProviderError", message.clone(), kwargs(ruby, &[items, ("payload", value)]))
         }
         CoreError::Stream { kind, message, excerpt } => {
@@ -87,16 +81,21 @@ pub fn busy(ruby: &Ruby, consumed: bool) -> Error {
     )
 }
 
+/// A completed call whose ToolCall could not be built. Plain Rust data: it
+/// is kept in a Vec, which the GC does not see.
+pub struct FailedToolCall {
+    pub call: CallId,
+    pub id: String,
+    pub name: String,
+    /// What the class raised, described.
+    pub error: String,
+}
+
 /// `DiscourseAiStream::ToolCallError`: the ToolCall class raised while the
 /// processor built the ToolCall of completed calls. `error` is what it
 /// raised for the first; `items` everything else the read produced;
 /// `tool_ids` every call it failed for.
-pub fn tool_call(
-    ruby: &Ruby,
-    failed: &[crate::items::FailedToolCall],
-    exception: Option<Value>,
-    items: RArray,
-) -> Error {
+pub fn tool_call(ruby: &Ruby, failed: &[FailedToolCall], exception: Option<Value>, items: RArray) -> Error {
     let Some(first) = failed.first() else {
         return internal(ruby, "a ToolCallError without a failed call");
     };
@@ -142,8 +141,8 @@ pub fn expect_hash(ruby: &Ruby, value: Value, what: &str) -> Result<(), Error> {
     }
 }
 
-/// A StreamError for a chunk or event Hash the reader refused.
-pub fn invalid_chunk(ruby: &Ruby, message: String) -> Error {
-    let err = CoreError::Stream { kind: StreamErrorKind::InvalidChunk, message, excerpt: String::new() };
-    from_core(ruby, &err, ruby.ary_new(), None)
+/// A StreamError for a chunk or event Hash the reader refused: `InvalidChunk`,
+/// or `TooDeep` for nesting past a limit.
+pub fn stream(ruby: &Ruby, kind: StreamErrorKind, message: String) -> Error {
+    from_core(ruby, &CoreError::Stream { kind, message, excerpt: String::new() }, ruby.ary_new(), None)
 }

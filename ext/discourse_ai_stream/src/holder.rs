@@ -19,6 +19,7 @@ use openai_stream::usage::UsageReport;
 
 use crate::errors;
 use crate::guard::guard;
+use crate::hash_reader;
 use crate::items::{
     anomalies_to_ruby, interrupted, masked, new_anomalies, shape_items, Built, CallSource, Shape, Tools,
     NO_ITEMS,
@@ -266,6 +267,7 @@ pub(crate) trait Readings {
     fn max_line_bytes(&self) -> usize;
     fn heap_bytes(&self) -> usize;
     fn stop_reason(&self) -> Option<&str>;
+    fn process_json(&mut self, text: &str, whole: bool) -> Result<(), CoreError>;
 }
 
 /// The same readers for both cores, whose options share these fields.
@@ -287,10 +289,31 @@ macro_rules! readings {
             fn stop_reason(&self) -> Option<&str> {
                 <$core>::stop_reason(self)
             }
+            fn process_json(&mut self, text: &str, whole: bool) -> Result<(), CoreError> {
+                <$core>::process_json(self, text, whole).map(|_| ())
+            }
         }
     )*};
 }
 readings!(Processor, ResponsesProcessor);
+
+/// The Hash path's read, for [`run`]: `value` (a parsed chunk or event,
+/// `what`), of which what `keys` names is read (all of it when None), or
+/// (`whole`) a whole response.
+pub(crate) fn json<P: CallSource + Readings>(
+    ruby: &Ruby,
+    value: Value,
+    what: &str,
+    keys: Option<&hash_reader::Node>,
+    whole: bool,
+) -> Result<impl FnOnce(&mut P) -> Result<(), CoreError>, Error> {
+    errors::expect_hash(ruby, value, what)?;
+    let hash_reader::Json { text, anomalies } = hash_reader::read(ruby, value, keys)?;
+    Ok(move |core: &mut P| {
+        anomalies.into_iter().for_each(|anomaly| core.anomaly_list().push(anomaly));
+        core.process_json(&text, whole)
+    })
+}
 
 /// Runs `f` on the core of `this`, as every call does (refused when busy or
 /// stopped by an internal error).

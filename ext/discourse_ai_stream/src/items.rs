@@ -15,8 +15,8 @@ use openai_stream::json::JsonValue;
 use openai_stream::output::{Item, Output};
 use rb_sys::VALUE;
 
-use crate::convert::{anomaly_to_ruby, object_to_hash};
-use crate::errors::{self, own};
+use crate::convert::{anomaly_to_ruby, json_to_ruby, object_to_hash};
+use crate::errors::{self, own, FailedToolCall};
 use crate::guard::guard;
 use crate::view;
 
@@ -137,16 +137,6 @@ pub(crate) struct Built {
     /// A non-local exit (throw, break) passed: Ruby code run now could
     /// clear what it needs to go on, so no callback runs any more.
     stopped: bool,
-}
-
-/// A completed call whose ToolCall could not be built. Plain Rust data: it
-/// is kept in a Vec, which the GC does not see.
-pub struct FailedToolCall {
-    pub call: CallId,
-    pub id: String,
-    pub name: String,
-    /// What the class raised, described.
-    pub error: String,
 }
 
 /// True for what a callback raised that passes through (see
@@ -436,7 +426,17 @@ impl Built {
             self.items = dedupe(ruby, self.items, self.held);
         }
         match outcome {
-            Err(e) => Err(errors::from_core(ruby, &e, self.items, payload)),
+            Err(e) => {
+                // A provider error's payload: the core's, else (only Ruby
+                // has it) the Hash given to `process_streamed_message`.
+                let payload = match &e {
+                    openai_stream::error::Error::Provider { payload: Some(p), .. } => {
+                        Some(json_to_ruby(ruby, p).unwrap_or_else(|_| ruby.qnil().as_value()))
+                    }
+                    _ => payload,
+                };
+                Err(errors::from_core(ruby, &e, self.items, payload))
+            }
             Ok(()) if !self.tool_call_errors.is_empty() && !passthrough => {
                 Err(errors::tool_call(ruby, &self.tool_call_errors, self.first_exception, self.items))
             }

@@ -5,12 +5,11 @@
 mod convert;
 mod errors;
 mod guard;
-mod hash_walk;
+mod hash_reader;
 mod holder;
 mod items;
 mod processor;
 mod responses;
-mod ruby_json;
 mod view;
 
 use magnus::{function, method, prelude::*, Error, Ruby};
@@ -27,11 +26,6 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
     let native = module.define_module("Native")?;
     native.const_set("CORE_VERSION", env!("CARGO_PKG_VERSION"))?;
     native.const_set("MAX_LINE_BYTES", openai_stream::sse::DEFAULT_MAX_LINE_BYTES)?;
-    // Both readers of a chunk Hash (the walker, and the conversion read by
-    // the core's chunk reader), for the spec that compares them; reads
-    // only, so always there.
-    native
-        .define_singleton_method("hash_readers_for_tests", function!(ruby_json::hash_readers_for_tests, 1))?;
 
     let class = module.define_class("OpenAiMessageProcessor", ruby.class_object())?;
     class.define_alloc_func::<RbProcessor>();

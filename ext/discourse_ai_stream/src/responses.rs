@@ -9,7 +9,6 @@ use magnus::value::ReprValue;
 use magnus::{Error, RArray, RHash, Ruby, Symbol, TypedData, Value};
 use openai_stream::anomaly::Anomalies;
 use openai_stream::calls::{CallId, Calls};
-use openai_stream::json::JsonValue;
 use openai_stream::output::{Item, Output, Thinking};
 use openai_stream::responses::{Options, ResponsesProcessor};
 
@@ -17,7 +16,6 @@ use crate::errors;
 use crate::guard::guard;
 use crate::holder::{self, read, Holder, CALLS};
 use crate::items::{Built, CallSource, Shape};
-use crate::ruby_json;
 
 /// A slot of the `objects` Array, after holder.rs's:
 /// `thinkings[n]`: the finished Thinking of reasoning item `n` (its
@@ -89,11 +87,13 @@ impl RbResponsesProcessor {
     }
 
     pub fn process_streamed_message(ruby: &Ruby, rb_self: Me, event: Value) -> Result<Value, Error> {
-        Self::with_value(ruby, rb_self, event, Shape::Streamed, |core, v| core.process_event(v).map(|_| ()))
+        let read = holder::json(ruby, event, "a parsed event", None, false)?;
+        Self::run(ruby, rb_self, Shape::Streamed, Some(event), read)
     }
 
     pub fn process_message(ruby: &Ruby, rb_self: Me, response: Value) -> Result<Value, Error> {
-        Self::with_value(ruby, rb_self, response, Shape::Array, |core, v| core.process_message(v).map(|_| ()))
+        let read = holder::json(ruby, response, "a parsed event", None, true)?;
+        Self::run(ruby, rb_self, Shape::Array, Some(response), read)
     }
 
     pub fn decode_chunk(ruby: &Ruby, rb_self: Me, raw: Value) -> Result<Value, Error> {
@@ -109,24 +109,6 @@ impl RbResponsesProcessor {
         Self::run(ruby, rb_self, Shape::Finish(&[CALLS, THINKINGS]), None, |core| core.finish().map(|_| ()))
     }
 
-    /// A parsed event or response (a Hash with Symbol or String keys).
-    fn with_value(
-        ruby: &Ruby,
-        rb_self: Me,
-        value: Value,
-        shape: Shape,
-        f: impl FnOnce(&mut ResponsesProcessor, &JsonValue) -> Result<(), openai_stream::error::Error>,
-    ) -> Result<Value, Error> {
-        errors::expect_hash(ruby, value, "a parsed event")?;
-        let (json, unsupported) = ruby_json::read(ruby, value)?;
-        Self::run(ruby, rb_self, shape, Some(value), move |core| {
-            for anomaly in unsupported {
-                core.push_anomaly(anomaly);
-            }
-            f(core, &json)
-        })
-    }
-
     fn run(
         ruby: &Ruby,
         rb_self: Me,
@@ -134,7 +116,8 @@ impl RbResponsesProcessor {
         payload: Option<Value>,
         f: impl FnOnce(&mut ResponsesProcessor) -> Result<(), openai_stream::error::Error>,
     ) -> Result<Value, Error> {
-        let (me, text) = (rb_self.as_value(), |text: &str| ruby.str_new(text).as_value());
+        let me = rb_self.as_value();
+        let text = |text: &str| ruby.str_new(text).as_value();
         holder::run(ruby, &rb_self.holder, me, shape, payload, f, text, |core, built| {
             rb_self.build_items(ruby, me, core, built)
         })

@@ -139,15 +139,6 @@ where
         Ok(&self.state.out)
     }
 
-    /// [`Driver::step`] for work that cannot fail.
-    #[inline(always)]
-    pub(crate) fn step_ok(&mut self, f: impl FnOnce(&mut State<P>)) -> Result<&Output, Error> {
-        self.step(|s| {
-            f(s);
-            Ok(())
-        })
-    }
-
     /// Raw bytes from the HTTP body, split anywhere. The whole read is
     /// always decoded: when a line cannot be read, the first such error of
     /// the read is returned (after the rest of the read, whose items are in
@@ -231,11 +222,6 @@ where
 
     pub fn anomalies_mut(&mut self) -> &mut Anomalies {
         &mut self.state.anomalies
-    }
-
-    /// Records an anomaly found by the caller (the binding's conversions).
-    pub fn push_anomaly(&mut self, anomaly: Anomaly) {
-        self.state.anomalies.push(anomaly);
     }
 }
 

@@ -399,6 +399,34 @@ impl<'de, T: Lenient<'de>> Lenient<'de> for List<T> {
     }
 }
 
+/// What the chunk reader reads of a value: all of it, or (a struct) its
+/// keys, each with what is read of that key's value (of an array, of each
+/// element). The binding's Hash path writes a parsed chunk back as JSON
+/// with these keys only; the others are skipped, as the scanner skips them.
+#[derive(Debug)]
+pub enum Reads {
+    All,
+    Keys(&'static [(&'static str, Reads)]),
+}
+
+/// The [`Reads`] of a field's type: all of it, unless it is a struct.
+pub trait ReadsOf {
+    const READS: Reads = Reads::All;
+}
+
+impl<T: ReadsOf> ReadsOf for Field<T> {
+    const READS: Reads = T::READS;
+}
+
+impl<T: ReadsOf> ReadsOf for List<T> {
+    const READS: Reads = T::READS;
+}
+
+impl ReadsOf for Text<'_> {}
+impl ReadsOf for Id<'_> {}
+impl ReadsOf for Int {}
+impl ReadsOf for Any {}
+
 /// Declares structs read from a JSON object: known keys are matched (the
 /// last duplicate wins, as in Ruby's `JSON.parse`), unknown keys skipped,
 /// absent keys left `Missing`. Any other JSON type is `Wrong`. The fast
@@ -426,6 +454,11 @@ macro_rules! lenient_struct {
         // impls read it with.
         impl<'a> $crate::lenient::Lenient<'a> for $name $(<$lt>)? {
             $crate::lenient::lenient_struct!(@from_map $( $key => $field ),*);
+        }
+
+        impl<'a> $crate::lenient::ReadsOf for $name $(<$lt>)? {
+            const READS: $crate::lenient::Reads =
+                $crate::lenient::Reads::Keys(&[$( ($key, <$ty as $crate::lenient::ReadsOf>::READS) ),*]);
         }
 
         impl<'a> $crate::chat::scan::ScanObject<'a> for $name $(<$lt>)? {

@@ -42,6 +42,8 @@ pub enum Tokens {
     Bad(Kind, String),
 }
 
+impl crate::lenient::ReadsOf for Tokens {}
+
 impl<'de> Lenient<'de> for Tokens {
     fn from_bool(v: bool) -> Field<Self> {
         Field::Value(Tokens::Bad(Kind::Boolean, v.to_string()))

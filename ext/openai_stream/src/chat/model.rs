@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use serde::de::{MapAccess, SeqAccess};
 
 use crate::calls::Arguments;
-use crate::lenient::{lenient_struct, Any, Field, Id, Int, Lenient, List, Text};
+use crate::lenient::{lenient_struct, Any, Field, Id, Int, Lenient, List, ReadsOf, Text};
 use crate::usage::Usage;
 
 lenient_struct! {
@@ -77,6 +77,9 @@ pub enum Content<'a> {
     Parts(Vec<Field<ContentPart<'a>>>),
 }
 
+impl ReadsOf for Content<'_> {}
+impl ReadsOf for Arguments<'_> {}
+
 impl<'de> Lenient<'de> for Content<'de> {
     fn from_str(v: Cow<'de, str>) -> Field<Self> {
         Field::Value(Content::Text(v))
@@ -103,27 +106,6 @@ impl<'a> Chunk<'a> {
     pub fn from_json(text: &'a str) -> Result<Chunk<'a>, serde_json::Error> {
         let field: Field<Chunk<'a>> = serde_json::from_str(text)?;
         Ok(Chunk::from_field(field))
-    }
-
-    /// True when the processor does with this chunk exactly what it does
-    /// with the text of its content alone: one choice whose delta has text
-    /// content and no tool calls, no finish_reason, and no other field read
-    /// (an `object` other than `"error"` aside; `native_finish_reason` is
-    /// read only next to a finish_reason).
-    pub fn is_bare_text(&self) -> bool {
-        let Field::Value(choices) = &self.choices else { return false };
-        let [Field::Value(c)] = choices.as_slice() else { return false };
-        matches!(
-            (&self.usage, &self.x_groq, &self.error, &self.message),
-            (Field::Missing, Field::Missing, Field::Missing, Field::Missing)
-        ) && match &self.object {
-            Field::Missing | Field::Null => true,
-            Field::Value(Text(o)) => o != "error",
-            _ => false,
-        } && matches!((&c.message, &c.error, &c.usage), (Field::Missing, Field::Missing, Field::Missing))
-            && matches!(c.finish_reason, Field::Missing | Field::Null)
-            && matches!(&c.delta, Field::Value(d)
-                if matches!(d.tool_calls, Field::Missing) && matches!(d.content, Field::Value(Content::Text(_))))
     }
 
     /// A chunk from a lenient top-level field: anything that is not an
@@ -159,42 +141,6 @@ mod tests {
         assert_eq!(f.arguments, Field::Value(Arguments::Text("".into())));
         assert_eq!(choices[0].get().unwrap().finish_reason, Field::Null);
         assert_eq!(c.usage, Field::Null);
-    }
-
-    #[test]
-    fn a_bare_text_chunk_has_nothing_but_its_content() {
-        let bare = [
-            r#"{"choices":[{"delta":{"content":"hi"}}]}"#,
-            r#"{"id":"x","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}"#,
-            r#"{"object":null,"choices":[{"delta":{"content":"x"}}]}"#,
-            r#"{"choices":[{"delta":{"content":"x"},"native_finish_reason":"STOP"}]}"#,
-        ];
-        for json in bare {
-            assert!(Chunk::from_json(json).unwrap().is_bare_text(), "{json}");
-        }
-        let not_bare = [
-            r#"{"usage":null,"choices":[{"delta":{"content":"x"}}]}"#,
-            r#"{"error":null,"choices":[{"delta":{"content":"x"}}]}"#,
-            r#"{"x_groq":null,"choices":[{"delta":{"content":"x"}}]}"#,
-            r#"{"message":"m","choices":[{"delta":{"content":"x"}}]}"#,
-            r#"{"object":"error","choices":[{"delta":{"content":"x"}}]}"#,
-            r#"{"object":5,"choices":[{"delta":{"content":"x"}}]}"#,
-            r#"{"choices":[{"delta":{"content":"x"},"finish_reason":"stop"}]}"#,
-            r#"{"choices":[{"delta":{"content":"x"},"error":null}]}"#,
-            r#"{"choices":[{"delta":{"content":"x"},"message":{}}]}"#,
-            r#"{"choices":[{"delta":{"content":"x"},"usage":null}]}"#,
-            r#"{"choices":[{"delta":{"content":"x","tool_calls":null}}]}"#,
-            r#"{"choices":[{"delta":{"content":null}}]}"#,
-            r#"{"choices":[{"delta":{"content":[{"type":"text","text":"x"}]}}]}"#,
-            r#"{"choices":[{"delta":{}}]}"#,
-            r#"{"choices":[{"delta":{"content":"a"}},{"delta":{"content":"b"}}]}"#,
-            r#"{"choices":[null]}"#,
-            r#"{"choices":[]}"#,
-            r#"{}"#,
-        ];
-        for json in not_bare {
-            assert!(!Chunk::from_json(json).unwrap().is_bare_text(), "{json}");
-        }
     }
 
     #[test]

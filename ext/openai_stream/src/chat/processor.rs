@@ -10,9 +10,9 @@ use super::{Choice, Chunk, Content, Delta, ToolCallDelta};
 use crate::anomaly::{excerpt, Anomaly, AnomalyKind};
 use crate::calls::CallId;
 use crate::driver::{keep_first, Driver, OutputLimit, Protocol, State};
-use crate::error::Error;
+use crate::error::{Error, StreamErrorKind};
 use crate::event_data::{glued_value_end, invalid_json};
-use crate::json::{JsonValue, Reparsed};
+use crate::json::{parse_complete, JsonValue, Reparsed};
 use crate::lenient::{Field, Kind, List, Text};
 use crate::output::Output;
 use crate::sse::MaxLineBytes;
@@ -93,29 +93,28 @@ impl ChatProcessor {
         Driver::build(partial_tool_calls, max_line_bytes.0, strict, usage_mode, output_limit, own)
     }
 
-    /// One parsed streamed chunk (the Hash path).
-    pub fn process_chunk(&mut self, chunk: &Chunk) -> Result<&Output, Error> {
-        self.step(|s| s.apply_chunk(chunk, false))
+    /// A chunk as JSON text: the Hash path, whose reader writes what
+    /// [`crate::lenient::Reads`] names of a parsed chunk back as JSON. Read as
+    /// the raw path reads a payload (the scanner, then the crate's own
+    /// parser for the rest); `whole`: a non-streamed response, every tool
+    /// call of its message.
+    pub fn process_json(&mut self, text: &str, whole: bool) -> Result<&Output, Error> {
+        self.step(|s| s.json(text, whole))
     }
 
     /// A streamed chunk that is nothing but a text delta,
-    /// `{"choices":[{"delta":{"content": text}}]}` (plus keys no struct
-    /// reads): does exactly what [`ChatProcessor::process_chunk`] does with it,
-    /// without building it. The binding reads the Hash path's commonest
-    /// event this way.
+    /// `{"choices":[{"delta":{"content": text}}]}` (plus keys no rule
+    /// reads): what [`ChatProcessor::process_json`] does with it, without
+    /// reading it. The Hash path reads its commonest event this way.
     pub fn process_text(&mut self, text: &str) -> Result<&Output, Error> {
-        // Of that chunk, apply_chunk reads only the content: no envelope,
+        // Of that chunk, a read applies only the content: no envelope,
         // error, usage or tool calls, one choice, no finish_reason (so the
         // legacy simulator, which follows tool calls, has nothing to see).
-        self.step_ok(|s| {
+        self.step(|s| {
             s.saw_event = true;
             s.apply_text(text);
+            Ok(())
         })
-    }
-
-    /// A whole non-streamed response: every tool call of the message.
-    pub fn process_message(&mut self, chunk: &Chunk) -> Result<&Output, Error> {
-        self.step(|s| s.apply_chunk(chunk, true))
     }
 
     /// With [`Options::simulate_legacy`]: what the legacy processor would
@@ -267,6 +266,24 @@ impl State<Chat> {
                 first_error
             }),
         }
+    }
+
+    /// See [`ChatProcessor::process_json`].
+    fn json(&mut self, text: &str, whole: bool) -> Result<(), Error> {
+        if !whole && !self.own.whole_chunks() {
+            if let Some(plain) = scan::plain(text.as_bytes(), &self.own.envelope) {
+                return self.apply_plain(&plain);
+            }
+        }
+        let mut scanned = Chunk::default();
+        if scan::read(text, &mut scanned, &mut self.own.envelope) {
+            return self.apply_chunk(&scanned, whole);
+        }
+        let invalid = |e: String| Error::stream(StreamErrorKind::InvalidChunk, e, excerpt(text));
+        let value = parse_complete(text).map_err(|e| invalid(e.to_string()))?;
+        let field = serde::Deserialize::deserialize(&value)
+            .map_err(|e: serde::de::value::Error| invalid(e.to_string()))?;
+        self.apply_chunk(&Chunk::from_field(field), whole)
     }
 
     /// Applies the chunk read from the JSON payload `text`.
@@ -599,8 +616,7 @@ mod tests {
     }
 
     fn message(p: &mut ChatProcessor, json: &str) -> Result<(), Error> {
-        let chunk = Chunk::from_json(json).expect("test JSON");
-        p.process_message(&chunk).map(|_| ())
+        p.process_json(json, true).map(|_| ())
     }
 
     fn strict() -> ChatProcessor {
@@ -706,8 +722,7 @@ mod tests {
     }
 
     fn chunk(p: &mut ChatProcessor, json: &str) -> Result<(), Error> {
-        let chunk = Chunk::from_json(json).expect("test JSON");
-        p.process_chunk(&chunk).map(|_| ())
+        p.process_json(json, false).map(|_| ())
     }
 
     #[test]
@@ -762,7 +777,7 @@ mod tests {
     }
 
     #[test]
-    fn process_text_does_what_process_chunk_does_with_a_text_chunk() {
+    fn process_text_does_what_process_json_does_with_a_text_chunk() {
         // Text around calls, between argument fragments, empty, after a
         // finish_reason and after the end of a stream, with usage after it.
         let call = |i: u32, id: &str, args: &str| {
@@ -796,15 +811,17 @@ mod tests {
                 for round in 0..2 {
                     for step in &steps {
                         let (a, b) = match step {
-                            Ok(json) => {
-                                let c = Chunk::from_json(json).expect("test JSON");
-                                (chunks.process_chunk(&c).map(|_| ()), texts.process_chunk(&c).map(|_| ()))
-                            }
+                            Ok(json) => (
+                                chunks.process_json(json, false).map(|_| ()),
+                                texts.process_json(json, false).map(|_| ()),
+                            ),
                             Err(text) => {
                                 let json = serde_json::json!({"choices": [{"delta": {"content": text}}]});
                                 let json = json.to_string();
-                                let c = Chunk::from_json(&json).expect("test JSON");
-                                (chunks.process_chunk(&c).map(|_| ()), texts.process_text(text).map(|_| ()))
+                                (
+                                    chunks.process_json(&json, false).map(|_| ()),
+                                    texts.process_text(text).map(|_| ()),
+                                )
                             }
                         };
                         assert_eq!(format!("{a:?}"), format!("{b:?}"), "{step:?}");
@@ -853,8 +870,7 @@ mod tests {
             assert!(!kinds(&p).contains(&AnomalyKind::WrongProtocol), "{stream}");
         }
         let mut p = ChatProcessor::default();
-        p.process_chunk(&Chunk::from_json(r#"{"choices":[],"usage":{"prompt_tokens":3}}"#).expect("JSON"))
-            .expect("read");
+        p.process_json(r#"{"choices":[],"usage":{"prompt_tokens":3}}"#, false).expect("read");
         let _ = p.decode(b"data: {\"error\":{\"message\":\"overloaded\"}}\n\n");
         p.finish().expect("finished");
         assert!(!kinds(&p).contains(&AnomalyKind::WrongProtocol));
@@ -894,8 +910,7 @@ mod tests {
         assert_eq!(completed(&p), ["b"]);
         assert_eq!(kinds(&p), [AnomalyKind::InputAfterFinish]);
         p.finish().expect("finished");
-        let chunk = Chunk::from_json(A).expect("JSON");
-        p.process_chunk(&chunk).expect("the Hash path too");
+        p.process_json(A, false).expect("the Hash path too");
         assert_eq!(kinds(&p), [AnomalyKind::InputAfterFinish], "the same anomaly again is counted");
         assert_eq!(p.anomalies().all()[0].count, 2);
         assert_eq!(completed(&p), ["a"]);

@@ -10,9 +10,9 @@ use super::model::{responses_field_name, usage_of, DeltaEvent, ItemKind, OutputI
 use crate::anomaly::{excerpt, Anomaly, AnomalyKind};
 use crate::calls::CallId;
 use crate::driver::{Driver, OutputLimit, Protocol, State};
-use crate::error::Error;
+use crate::error::{Error, StreamErrorKind};
 use crate::event_data::invalid_json;
-use crate::json::JsonValue;
+use crate::json::{parse_complete, JsonValue};
 use crate::output::{Output, Thinking};
 use crate::sse::MaxLineBytes;
 use crate::usage::UsageMode;
@@ -59,14 +59,18 @@ impl ResponsesProcessor {
         Driver::build(partial_tool_calls, max_line_bytes.0, strict, UsageMode::Current, output_limit, own)
     }
 
-    /// One parsed streamed event (the Hash path).
-    pub fn process_event(&mut self, event: &JsonValue) -> Result<&Output, Error> {
-        self.step(|s| s.apply_value(event, false))
-    }
-
-    /// A whole non-streamed response (`output`, `usage`).
-    pub fn process_message(&mut self, response: &JsonValue) -> Result<&Output, Error> {
-        self.step(|s| s.apply_message(response))
+    /// An event, or (`whole`) a whole response, as JSON text: the Hash
+    /// path, whose reader writes a parsed Hash back as JSON.
+    pub fn process_json(&mut self, text: &str, whole: bool) -> Result<&Output, Error> {
+        self.step(|s| {
+            let value = parse_complete(text)
+                .map_err(|e| Error::stream(StreamErrorKind::InvalidChunk, e.to_string(), excerpt(text)))?;
+            if whole {
+                s.apply_message(&value)
+            } else {
+                s.apply_value(&value, false)
+            }
+        })
     }
 
     /// The output item ids of a call: (`id`, `call_id`) as the server sent
@@ -392,7 +396,7 @@ mod tests {
             [(OutputLimit::Drop, 1), (OutputLimit::DropCut, 2), (OutputLimit::Keep, 2)]
         {
             let mut p = ResponsesProcessor::new(Options { output_limit, ..Options::default() });
-            p.process_message(&body).unwrap();
+            p.process_json(&body.to_json(), true).unwrap();
             let mut seen = Seen::default();
             collect(&p, &mut seen);
             assert_eq!(seen.calls.len(), calls, "{output_limit:?}");
@@ -403,7 +407,7 @@ mod tests {
         let body =
             r#"{"status":"incomplete","output":[{"type":"function_call","name":"echo","arguments":"{}"}]}"#;
         let mut p = ResponsesProcessor::default();
-        p.process_message(&serde_json::from_str(body).unwrap()).unwrap();
+        p.process_json(body, true).unwrap();
         let mut seen = Seen::default();
         collect(&p, &mut seen);
         assert_eq!(seen.calls.len(), 1);
@@ -472,14 +476,14 @@ mod tests {
     #[test]
     fn usage_without_input_tokens_is_read_and_the_last_usage_wins() {
         let mut p = ResponsesProcessor::default();
-        let ev = |s: &str| serde_json::from_str::<JsonValue>(s).expect("json");
-        p.process_event(&ev(r#"{"type":"response.in_progress","response":{"usage":{"output_tokens":2}}}"#))
+        p.process_json(r#"{"type":"response.in_progress","response":{"usage":{"output_tokens":2}}}"#, false)
             .unwrap();
         assert_eq!((p.usage().prompt_tokens, p.usage().completion_tokens), (None, Some(2)));
-        p.process_event(&ev(
-        r#"{"type":"response.completed","response":{"usage":{"input_tokens":9,"output_tokens":5,"input_tokens_details":{"cached_tokens":4}}}}"#,
-    ))
-    .unwrap();
+        p.process_json(
+            r#"{"type":"response.completed","response":{"usage":{"input_tokens":9,"output_tokens":5,"input_tokens_details":{"cached_tokens":4}}}}"#,
+            false,
+        )
+        .unwrap();
         let u = p.usage();
         assert_eq!((u.prompt_tokens, u.completion_tokens, u.cache_read_tokens), (Some(5), Some(5), Some(4)));
     }
@@ -492,8 +496,7 @@ mod tests {
         let mut p = ResponsesProcessor::default();
         let usage =
             r#"{"input_tokens":" 9","output_tokens":5.0,"input_tokens_details":{"cached_tokens":[1]}}"#;
-        p.process_message(&serde_json::from_str(&format!(r#"{{"output":[],"usage":{usage}}}"#)).unwrap())
-            .unwrap();
+        p.process_json(&format!(r#"{{"output":[],"usage":{usage}}}"#), true).unwrap();
         let u = p.usage();
         assert_eq!((u.prompt_tokens, u.completion_tokens, u.cache_read_tokens), (Some(9), Some(5), Some(0)));
         let seen: Vec<(AnomalyKind, Option<&str>)> =
@@ -507,14 +510,14 @@ mod tests {
             ]
         );
         let mut p = ResponsesProcessor::default();
-        p.process_message(&serde_json::from_str(r#"{"usage":{"input_tokens_details":7}}"#).unwrap()).unwrap();
+        p.process_json(r#"{"usage":{"input_tokens_details":7}}"#, true).unwrap();
         assert_eq!(p.anomalies().all()[0].field, Some("usage.input_tokens_details"));
         // Rule 37's other names of cache writes; the chat names of the
         // counts themselves are not this protocol's.
         let usage = r#"{"usage":{"prompt_tokens":100,"input_tokens":9,
             "input_tokens_details":{"cache_creation_input_tokens":"x","cache_creation_tokens":2}}}"#;
         let mut p = ResponsesProcessor::default();
-        p.process_message(&serde_json::from_str(usage).unwrap()).unwrap();
+        p.process_json(usage, true).unwrap();
         let u = p.usage();
         assert_eq!((u.prompt_tokens, u.cache_write_tokens), (Some(7), Some(2)));
         let field = p.anomalies().all().first().and_then(|a| a.field);
@@ -583,7 +586,7 @@ mod tests {
     )
     .unwrap();
         let mut p = ResponsesProcessor::new(Options { output_thinking: true, ..Options::default() });
-        p.process_message(&body).unwrap();
+        p.process_json(&body.to_json(), true).unwrap();
         let mut seen = Seen::default();
         collect(&p, &mut seen);
         assert_eq!(seen.thinking, [("a\n\nb".into(), true)]);
@@ -600,7 +603,7 @@ mod tests {
     )
     .unwrap();
         let mut p = ResponsesProcessor::default();
-        assert!(matches!(p.process_message(&body), Err(Error::Arguments { .. })));
+        assert!(matches!(p.process_json(&body.to_json(), true), Err(Error::Arguments { .. })));
     }
 
     #[test]
@@ -681,7 +684,7 @@ mod tests {
         let mut full = ResponsesProcessor::default();
         let mut a = Seen::default();
         for e in stream {
-            full.process_event(&serde_json::from_str(e).unwrap()).unwrap();
+            full.process_json(e, false).unwrap();
             collect(&full, &mut a);
         }
         full.finish().unwrap();
@@ -755,8 +758,8 @@ mod tests {
             format!(r#"{{"output":[{message}]}}"#),
         ] {
             let mut p = ResponsesProcessor::new(Options { output_thinking: true, ..Options::default() });
-            p.process_message(&reasoning).unwrap();
-            p.process_message(&json(&next)).unwrap();
+            p.process_json(&reasoning.to_json(), true).unwrap();
+            p.process_json(&next, true).unwrap();
             assert!(p.linked_reasonings().contains(&0), "{next}");
             assert_eq!(p.reasoning(0).and_then(|r| r.next_message_id.as_deref()), Some("msg_2"), "{next}");
         }

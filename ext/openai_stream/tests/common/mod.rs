@@ -7,7 +7,6 @@ use std::collections::HashMap;
 
 use openai_stream::anomaly::AnomalyKind;
 use openai_stream::calls::CallId;
-use openai_stream::chat::Chunk;
 use openai_stream::chat::{ChatProcessor, Options};
 use openai_stream::error::Error;
 use openai_stream::json::{ContainerKind, JsonValue, ViewEvent};
@@ -68,8 +67,7 @@ impl Harness {
 
     /// The Hash path: one parsed chunk.
     pub fn chunk(&mut self, json: &str) -> Result<Vec<Out>, Error> {
-        let chunk = Chunk::from_json(json).expect("test chunk is valid JSON");
-        let r = self.processor.process_chunk(&chunk).map(|_| ());
+        let r = self.processor.process_json(json, false).map(|_| ());
         self.collect(r)
     }
 
@@ -82,8 +80,7 @@ impl Harness {
     }
 
     pub fn message(&mut self, json: &str) -> Result<Vec<Out>, Error> {
-        let chunk = Chunk::from_json(json).expect("test message is valid JSON");
-        let r = self.processor.process_message(&chunk).map(|_| ());
+        let r = self.processor.process_json(json, true).map(|_| ());
         self.collect(r)
     }
 
