@@ -58,7 +58,8 @@ RSpec.describe "citations in the repository" do
   end
 
   it "refers to no tracker entry by number" do
-    # "issue 8", "issues 17 and 21", and the number on the next comment line.
+    # The word "issue" or "issues" followed by a number, also when the number
+    # sits on the next comment line.
     tracker = %r{\bissues?\s*(?:\n\s*(?://[!/]?|#|\*)?\s*)?#?\d+}i
     cited = texts.flat_map { |path, text| text.scan(tracker).map { |hit| "#{path}: #{hit.inspect}" } }
     expect(cited).to be_empty, "say the reason or link a page instead of:\n#{cited.join("\n")}"
