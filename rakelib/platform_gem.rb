@@ -10,10 +10,14 @@ require "rubygems/package"
 module PlatformGem
   # The Rubies each precompiled gem has a build for: the one list that
   # bin/build-gems, bin/check-platform-gem and .github/workflows/release.yml
-  # read. x86_64: Debian 12's Ruby 3.1 and the matrix's 3.3 and 3.4
-  # (script/provision/rubies); aarch64: Debian's arm64 3.3 and 3.4
-  # (script/provision/cross-root). A Ruby left out gets the source gem.
-  RUBIES = { "x86_64-linux" => %w[3.1 3.3 3.4], "aarch64-linux" => %w[3.3 3.4] }.freeze
+  # read. x86_64: the matrix's 3.3 and 3.4 (script/provision/rubies);
+  # aarch64: Debian's arm64 3.3 and 3.4 (script/provision/cross-root). Each
+  # list is a run of minors with none missing, since a gem's
+  # `required_ruby_version` is one range: 3.2 has no build here (no Debian
+  # suite packages it), so the run starts at 3.3, the oldest Ruby Discourse
+  # supports. A Ruby outside the run (3.1 and 3.2 included) gets the source
+  # gem.
+  RUBIES = { "x86_64-linux" => %w[3.3 3.4], "aarch64-linux" => %w[3.3 3.4] }.freeze
   # The machine readelf names in each platform's libraries.
   MACHINES = { "x86_64-linux" => "Advanced Micro Devices X86-64", "aarch64-linux" => "AArch64" }.freeze
   # Newest glibc symbol version a library may need: Ubuntu 22.04 has 2.35,
@@ -22,23 +26,18 @@ module PlatformGem
   # Where bin/build-gems puts a platform's builds, the gem's tree.
   STAGE = "tmp/gems/%s"
   BUILD = "lib/discourse_ai_stream/%s/discourse_ai_stream.so"
-  # A minor between the lowest and the highest build that has none of its own
-  # is excluded patch by patch (a Gem::Requirement is an AND of conditions, so
-  # a range cannot skip a minor): a host with that Ruby (3.2) then installs
-  # the source gem instead of a gem it could not load. Ruby's patch numbers
-  # stay far below this.
-  MAX_PATCH = 30
 
   module_function
 
-  # ">= lowest", "< highest+1.dev", and "!= X.Y.P" for every minor in between
-  # without a build.
+  # ">= lowest", "< highest+1.dev": one range, so the minors must follow one
+  # another (a host whose Ruby sat in a gap would install a gem with no build
+  # it can load).
   def ruby_requirement(minors)
-    versions = minors.map { |minor| Gem::Version.new(minor) }
-    low, high = versions.minmax
-    next_minor = Gem::Version.new("#{high.segments[0]}.#{high.segments[1] + 1}.dev")
-    gaps = (low.segments[1]..high.segments[1]).map { |m| Gem::Version.new("#{low.segments[0]}.#{m}") } - versions
-    [">= #{low}", "< #{next_minor}"] + gaps.flat_map { |gap| (0..MAX_PATCH).map { |patch| "!= #{gap}.#{patch}" } }
+    low, high = minors.map { |minor| Gem::Version.new(minor).segments }.minmax
+    run = (low[1]..high[1]).map { |minor| "#{low[0]}.#{minor}" }
+    raise ArgumentError, "Rubies #{minors.join(", ")} leave out #{(run - minors).join(", ")}" unless run == minors
+
+    [">= #{low.join(".")}", "< #{high[0]}.#{high[1] + 1}.dev"]
   end
 
   # Refuses a library built for another machine than PLATFORM's, one that

@@ -8,10 +8,10 @@ require_relative "../rakelib/platform_gem"
 RSpec.describe PlatformGem do
   let(:source) { Gem::Specification.load(File.expand_path("../discourse_ai_stream.gemspec", __dir__)) }
 
-  # Every Ruby version a host may have: 3.0.0 to 3.6.MAX_PATCH (Ruby's patch
+  # Every Ruby version a host may have: 3.0.0 to 3.6.30 (Ruby's patch
   # numbers have stayed below 10).
   def rubies
-    (0..6).flat_map { |minor| (0..described_class::MAX_PATCH).map { |patch| Gem::Version.new("3.#{minor}.#{patch}") } }
+    (0..6).flat_map { |minor| (0..30).map { |patch| Gem::Version.new("3.#{minor}.#{patch}") } }
   end
 
   def accepted_minors(requirement)
@@ -20,13 +20,15 @@ RSpec.describe PlatformGem do
   end
 
   describe ".ruby_requirement" do
-    it "accepts exactly the minors it has builds for, leaving out a minor in between" do
-      expect(accepted_minors(described_class.ruby_requirement(%w[3.1 3.3 3.4]))).to eq(%w[3.1 3.3 3.4])
-    end
-
-    it "is a plain range when the minors are contiguous" do
+    it "is the range of the minors it has builds for" do
       expect(described_class.ruby_requirement(%w[3.3 3.4])).to eq([">= 3.3", "< 3.5.dev"])
       expect(accepted_minors(described_class.ruby_requirement(%w[3.3 3.4]))).to eq(%w[3.3 3.4])
+      expect(accepted_minors(described_class.ruby_requirement(%w[3.1 3.2 3.3]))).to eq(%w[3.1 3.2 3.3])
+    end
+
+    it "refuses minors with one missing between them, which no range can leave out" do
+      expect { described_class.ruby_requirement(%w[3.1 3.3 3.4]) }
+        .to raise_error(ArgumentError, "Rubies 3.1, 3.3, 3.4 leave out 3.2")
     end
 
     it "accepts release candidates of the next minor not at all, and of the highest one" do
@@ -56,8 +58,7 @@ RSpec.describe PlatformGem do
     end
 
     it "carries one build per Ruby of its platform and no Rust sources" do
-      expect(spec.files).to include("lib/discourse_ai_stream/3.1/discourse_ai_stream.so",
-                                    "lib/discourse_ai_stream/3.3/discourse_ai_stream.so",
+      expect(spec.files).to include("lib/discourse_ai_stream/3.3/discourse_ai_stream.so",
                                     "lib/discourse_ai_stream/3.4/discourse_ai_stream.so",
                                     "lib/discourse_ai_stream.rb", "exe/discourse-ai-stream")
       expect(spec.files.grep(%r{\Aext/|\ACargo\.})).to be_empty

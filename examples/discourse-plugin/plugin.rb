@@ -6,8 +6,8 @@
 # authors: discourse_ai_stream contributors
 # url: https://github.com/discourse-ai-stream/discourse_ai_stream
 
-# Precompiled for x86_64 Linux (Ruby 3.1, 3.3, 3.4): nothing to compile on a
-# Discourse container. Elsewhere the source gem needs cargo. No release is on
+# Precompiled for x86_64 and ARM64 Linux (Ruby 3.3, 3.4): nothing to compile on
+# a Discourse container. Elsewhere the source gem needs cargo. No release is on
 # rubygems.org yet: install the built gem first (README.md, "Install it today").
 gem "discourse_ai_stream", "0.1.0"
 
