@@ -122,5 +122,22 @@ RSpec.describe "Hash path: the reader" do
         .to raise_error(DiscourseAiStream::StreamError, name_error) { |e| expect(e.kind).to eq(:invalid_chunk) }
       expect(processor.process_streamed_message(text_chunk("after"))).to eq("after")
     end
+
+    it "lets an exception that is not the conversion failing (an Interrupt, a shutdown) reach the caller as it is" do
+      interrupt = Interrupt.new("shutdown")
+      content = "Hello".encode("UTF-16LE")
+      content.define_singleton_method(:encode) { |*| raise interrupt }
+      key = Object.new
+      key.define_singleton_method(:to_s) { raise SignalException, "TERM" }
+      processor = DiscourseAiStream::OpenAiMessageProcessor.new
+      expect { processor.process_streamed_message(text_chunk(content)) }.to raise_error(interrupt)
+      expect { processor.process_streamed_message({ choices: [], key => 1 }) }
+        .to raise_error(SignalException, "SIGTERM")
+      responses = DiscourseAiStream::OpenAiResponsesMessageProcessor.new
+      expect { responses.process_streamed_message({ type: "response.output_text.delta", delta: content }) }
+        .to raise_error(interrupt)
+      expect(processor.process_streamed_message(text_chunk("after"))).to eq("after")
+      expect(processor.anomalies).to be_empty
+    end
   end
 end

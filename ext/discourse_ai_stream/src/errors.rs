@@ -12,6 +12,16 @@ pub fn own<T: TryConvert>(ruby: &Ruby, name: &str) -> Result<T, Error> {
     ruby.class_object().const_get::<_, RModule>("DiscourseAiStream")?.const_get(name)
 }
 
+/// True for an exception that passes through the gem as it is: one that is
+/// no StandardError (an `Interrupt`, a `Timeout` of Ruby's own, a kill), or
+/// one of the gem's own errors.
+pub(crate) fn passes_through(ruby: &Ruby, e: &Error) -> bool {
+    if !e.is_kind_of(ruby.exception_standard_error()) {
+        return true;
+    }
+    own::<RModule>(ruby, "Error").is_ok_and(|own| e.is_kind_of(own))
+}
+
 /// A Hash of keyword arguments (setting a pair of a new Hash cannot fail).
 fn kwargs(ruby: &Ruby, pairs: &[(&str, Value)]) -> RHash {
     let hash = ruby.hash_new();

@@ -107,13 +107,19 @@ pub struct Json {
 
 /// `value` as JSON text, of what `keys` names (all of it when None).
 pub fn read(ruby: &Ruby, value: Value, keys: Option<&Node>) -> Result<Json, Error> {
-    let mut w = Writer { out: Vec::with_capacity(256), anomalies: Vec::new(), failure: None };
+    let mut w = Writer { out: Vec::with_capacity(256), anomalies: Vec::new(), failure: None, raised: None };
     // A Ruby exception that escapes a step (one of no memory) leaves
     // through `protect`, not through the writer's frames.
     protect(|| {
         let _ = w.value(value.as_raw(), 0, keys);
         ruby.qnil().as_raw()
     })?;
+    // An exception from Ruby code the reader ran (a key's `to_s`, a
+    // String's `encode`) that is not that code failing (an `Interrupt`, a
+    // `Timeout`, a kill) reaches the caller as it is.
+    if let Some(e) = w.raised.filter(|e| errors::passes_through(ruby, e)) {
+        return Err(e);
+    }
     if let Some((kind, message, mut path)) = w.failure {
         path.reverse();
         let field = path.concat();
@@ -131,6 +137,8 @@ struct Writer {
     /// Why reading stopped, and where: the keys and indexes from the value
     /// up, added as the failure returns through each level.
     failure: Option<(StreamErrorKind, String, Vec<String>)>,
+    /// The Ruby exception behind the failure, when Ruby code raised it.
+    raised: Option<Error>,
 }
 
 /// Reading stopped: `Writer::failure` says why.
@@ -343,10 +351,9 @@ impl Writer {
                 let text = match key.to_r_string() {
                     Ok(text) => text,
                     Err(e) => {
-                        return self.fail(
-                            StreamErrorKind::InvalidChunk,
-                            format!("a Hash key could not be read: {e}"),
-                        )
+                        let message = format!("a Hash key could not be read: {e}");
+                        self.raised = Some(e);
+                        return self.fail(StreamErrorKind::InvalidChunk, message);
                     }
                 };
                 let start = self.out.len();
@@ -366,11 +373,14 @@ impl Writer {
     fn string(&mut self, s: VALUE) -> Step {
         // SAFETY: a live String; its bytes are copied before Ruby code runs.
         let written = match unsafe { text(s) } {
-            Some(text) => text.map(|t| serde_json::to_writer(&mut self.out, t)),
+            Some(text) => text.map(|t| serde_json::to_writer(&mut self.out, t)).map_err(|m| (m, None)),
             None => transcoded(s).map(|t| serde_json::to_writer(&mut self.out, &t)),
         };
         // Writing to a Vec cannot fail.
-        written.map(|_| ()).or_else(|message| self.fail(StreamErrorKind::InvalidChunk, message))
+        written.map(|_| ()).or_else(|(message, raised)| {
+            self.raised = raised;
+            self.fail(StreamErrorKind::InvalidChunk, message)
+        })
     }
 }
 
@@ -426,16 +436,16 @@ unsafe fn utf8<'a>(v: VALUE) -> Option<&'a str> {
 }
 
 /// A String in another encoding, transcoded to UTF-8 by Ruby (which says
-/// why when it cannot).
-fn transcoded(s: VALUE) -> Result<String, String> {
+/// why when it cannot: the message, and what `encode` raised).
+fn transcoded(s: VALUE) -> Result<String, (String, Option<Error>)> {
     // SAFETY: a live String.
-    let s = unsafe { RString::from_value(Value::from_raw(s)) }.ok_or("not a String")?;
+    let s = unsafe { RString::from_value(Value::from_raw(s)) }.ok_or(("not a String".to_owned(), None))?;
     let utf8 = s.funcall::<_, _, RString>("encode", ("UTF-8",)).map_err(|e| {
         let encoding = RbEncoding::from(s.enc_get());
-        format!("a {} String that does not convert to UTF-8 ({e})", encoding.name())
+        (format!("a {} String that does not convert to UTF-8 ({e})", encoding.name()), Some(e))
     })?;
     // SAFETY: a live String, read at once.
-    unsafe { text(utf8.as_raw()) }.unwrap_or(Err(String::new())).map(str::to_owned)
+    unsafe { text(utf8.as_raw()) }.unwrap_or(Err(String::new())).map(str::to_owned).map_err(|m| (m, None))
 }
 
 /// `s` itself for a new String of `text`, when it may stand for one, as the

@@ -308,7 +308,7 @@ pub(crate) fn json<P: CallSource + Readings>(
     whole: bool,
 ) -> Result<impl FnOnce(&mut P) -> Result<(), CoreError>, Error> {
     errors::expect_hash(ruby, value, what)?;
-    let hash_reader::Json { text, anomalies } = hash_reader::read(ruby, value, keys)?;
+    let hash_reader::Json { text, anomalies } = guard(ruby, || hash_reader::read(ruby, value, keys))?;
     Ok(move |core: &mut P| {
         anomalies.into_iter().for_each(|anomaly| core.anomaly_list().push(anomaly));
         core.process_json(&text, whole)

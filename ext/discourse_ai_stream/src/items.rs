@@ -8,7 +8,7 @@ use std::os::raw::c_int;
 use magnus::error::ErrorType;
 use magnus::rb_sys::{AsRawId, AsRawValue};
 use magnus::value::{Lazy, LazyId, ReprValue};
-use magnus::{Error, KwArgs, RArray, RHash, RModule, Ruby, Value};
+use magnus::{Error, KwArgs, RArray, RHash, Ruby, Value};
 use openai_stream::anomaly::{Anomalies, Anomaly, AnomalyKind};
 use openai_stream::calls::{CallId, Calls};
 use openai_stream::json::JsonValue;
@@ -16,7 +16,7 @@ use openai_stream::output::{Item, Output};
 use rb_sys::VALUE;
 
 use crate::convert::{anomaly_to_ruby, json_to_ruby, object_to_hash};
-use crate::errors::{self, own, FailedToolCall};
+use crate::errors::{self, passes_through, FailedToolCall};
 use crate::guard::guard;
 use crate::view;
 
@@ -137,15 +137,6 @@ pub(crate) struct Built {
     /// A non-local exit (throw, break) passed: Ruby code run now could
     /// clear what it needs to go on, so no callback runs any more.
     stopped: bool,
-}
-
-/// True for what a callback raised that passes through (see
-/// [`Built::passthrough`]).
-pub(crate) fn passes_through(ruby: &Ruby, e: &Error) -> bool {
-    if !e.is_kind_of(ruby.exception_standard_error()) {
-        return true;
-    }
-    own::<RModule>(ruby, "Error").is_ok_and(|own| e.is_kind_of(own))
 }
 
 /// `ClassName (message)` of a Ruby error, for anomalies and messages.

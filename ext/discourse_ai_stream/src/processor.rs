@@ -115,9 +115,8 @@ impl RbProcessor {
     fn read(ruby: &Ruby, rb_self: Me, value: Value, shape: Shape, whole: bool) -> Result<Value, Error> {
         let bare = !whole && !rb_self.past_text.replace(true);
         // SAFETY: a Hash; the text is read by the core before Ruby code runs.
-        if let Some((text, content)) =
-            bare.then(|| unsafe { hash_reader::bare_text(value.as_raw()) }).flatten()
-        {
+        let bare_text = guard(ruby, || Ok(bare.then(|| unsafe { hash_reader::bare_text(value.as_raw()) })))?;
+        if let Some((text, content)) = bare_text.flatten() {
             return Self::run(ruby, rb_self, shape, Some(value), Some(content), |core| {
                 core.process_text(text).map(|_| ())
             });
