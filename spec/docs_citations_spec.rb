@@ -14,7 +14,7 @@ RSpec.describe "citations in the repository" do
   # spec aside: it spells out what it looks for). Build output, fuzz corpora
   # and recorded streams are data, not text to read.
   texts = lambda do
-    dirs = %w[ext lib spec docs bench bin examples fuzz rakelib exe .ci .github]
+    dirs = %w[ext lib spec docs bench bin script examples fuzz rakelib exe .ci .github]
     files = dirs.flat_map { |dir| Dir.glob("#{dir}/**/*", File::FNM_DOTMATCH, base: root) }
     files += %w[README.md Rakefile Cargo.toml discourse_ai_stream.gemspec]
     skipped = %r{(\A|/)(target|corpus|artifacts|tmp)/|\.(sse|so|lock|proptest-regressions)\z}

@@ -44,7 +44,7 @@ RSpec.describe "small machine stacks" do
   RUBY
 
   it "decodes the deepest nesting the gem accepts, and refuses one level more with a clear error" do
-    output = ChildProcess.run_within!(120, small, RbConfig.ruby, "-I", lib, "-e", script)
+    output = ChildProcess.run!(small, RbConfig.ruby, "-I", lib, "-e", script, timeout: 120)
     results = JSON.parse(output.lines.last)
     expect(results.size).to eq(40)
     results.each do |name, where, partial, n, outcome|

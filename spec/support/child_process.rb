@@ -11,23 +11,14 @@ require "rbconfig"
 module ChildProcess
   module_function
 
-  def run!(env, *command, chdir: Dir.pwd)
+  # `timeout:` seconds: a command still running then is killed and fails
+  # (a hang).
+  def run!(env, *command, chdir: Dir.pwd, timeout: nil)
     output, status = unbundled do
-      Open3.capture2e({ "RUBYOPT" => nil, "RUBYLIB" => nil }.merge(env), *command, chdir: chdir)
-    end
-    raise "`#{command.join(" ")}` failed (#{status}):\n#{output}" unless status.success?
-
-    output
-  end
-
-  # As run!, but a command still running after `seconds` is killed and
-  # fails (a hang).
-  def run_within!(seconds, env, *command)
-    output, status = unbundled do
-      Open3.popen2e({ "RUBYOPT" => nil, "RUBYLIB" => nil }.merge(env), *command) do |stdin, out, wait|
+      Open3.popen2e({ "RUBYOPT" => nil, "RUBYLIB" => nil }.merge(env), *command, chdir: chdir) do |stdin, out, wait|
         stdin.close
         reader = Thread.new { out.read }
-        Process.kill("KILL", wait.pid) unless wait.join(seconds)
+        Process.kill("KILL", wait.pid) unless wait.join(timeout)
         [reader.value, wait.value]
       end
     end

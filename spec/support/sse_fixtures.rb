@@ -44,10 +44,11 @@ module SseFixtures
 
   # The events Discourse hands to process_streamed_message: payloads that
   # parse as a JSON object. `[DONE]`, keep-alives and anything else are
-  # skipped, as Discourse's decoder skips what it cannot parse.
-  def sse_events(bytes)
+  # skipped, as Discourse's decoder skips what it cannot parse. With
+  # `symbolize_names: false`, String keys, as a plain JSON.parse gives.
+  def sse_events(bytes, symbolize_names: true)
     sse_data_payloads(bytes).filter_map do |payload|
-      parsed = JSON.parse(payload, symbolize_names: true)
+      parsed = JSON.parse(payload, symbolize_names: symbolize_names)
       parsed if parsed.is_a?(Hash)
     rescue JSON::ParserError
       nil
