@@ -343,7 +343,7 @@ impl<'a> Scanner<'a> {
         self.pos = stop;
         loop {
             // At a backslash (a control character fails in `escape`).
-            self.escape(&mut owned)?;
+            owned.push(self.escape()?);
             let from = self.pos;
             let stop = self.stop()?;
             owned.push_str(&self.src[from..stop]);
@@ -380,9 +380,23 @@ impl<'a> Scanner<'a> {
         self.bytes[at..].iter().position(|&b| STRING_STOP[b as usize]).map(|i| at + i)
     }
 
-    /// One escape sequence at the current position (a backslash), decoded
-    /// into `out`. Surrogates (`\uD800`-`\uDFFF`) are left to serde_json.
-    fn escape(&mut self, out: &mut String) -> Option<()> {
+    /// A string at the current position, checked as `string` checks it but
+    /// not copied: a skipped value's escapes cost no allocation.
+    fn skip_string(&mut self) -> Option<()> {
+        self.eat(b'"')?;
+        loop {
+            self.pos = self.stop()?;
+            if self.bytes[self.pos] == b'"' {
+                self.pos += 1;
+                return Some(());
+            }
+            self.escape()?;
+        }
+    }
+
+    /// One escape sequence at the current position (a backslash), decoded.
+    /// Surrogates (`\uD800`-`\uDFFF`) are left to serde_json.
+    fn escape(&mut self) -> Option<char> {
         self.eat(b'\\')?;
         let b = self.peek()?;
         let c = match short_escape(b) {
@@ -399,8 +413,7 @@ impl<'a> Scanner<'a> {
             _ => return None,
         };
         self.pos += 1;
-        out.push(c);
-        Some(())
+        Some(c)
     }
 
     // ---- numbers and skipped values ---------------------------------------
@@ -446,8 +459,7 @@ impl<'a> Scanner<'a> {
     pub(crate) fn skip(&mut self, depth: u32) -> Option<()> {
         let inner = (depth < MAX_SKIP_DEPTH).then_some(depth + 1);
         match self.peek()? {
-            // A string is read (borrowed unless it has escapes) and dropped.
-            b'"' => self.string().map(drop),
+            b'"' => self.skip_string(),
             b'{' => inner.and_then(|depth| self.object(|s, _| s.skip(depth))),
             b'[' => inner.and_then(|depth| self.array(|s| s.skip(depth))),
             b't' => self.literal(b"true"),
