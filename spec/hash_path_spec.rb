@@ -137,7 +137,7 @@ RSpec.describe "Hash path: the one reader" do
     gone[:choices][0][:delta].delete(:content)
     identity = text_chunk("same").compare_by_identity
     [holes, readded, shrunk, gone, identity].each do |shape|
-      expect([chat.process_streamed_message(shape), chat.process_streamed_message(shape.merge(usage: nil))])
+      expect([chat.process_streamed_message(shape), chat.process_streamed_message(shape.merge(x_groq: nil))])
         .to eq([shape.dig(:choices, 0, :delta, :content)] * 2), shape.inspect
     end
   end
@@ -151,16 +151,18 @@ RSpec.describe "Hash path: the one reader" do
   end
 
   it "returns the content String itself for a chunk that is nothing but a text delta, and for nothing else" do
-    envelope = { id: "c1", object: "chat.completion.chunk", created: 1, model: "m", system_fingerprint: "fp" }
-    first = { choices: [{ index: 0, delta: { role: "assistant", content: +"first" }, logprobs: nil,
+    envelope = { id: "c1", object: "chat.completion.chunk", created: 1, model: "m", system_fingerprint: "fp",
+                 service_tier: "default", obfuscation: "Zk9", usage: nil }
+    first = { choices: [{ index: 0, delta: { role: "assistant", content: +"first", refusal: nil }, logprobs: nil,
                           finish_reason: nil }] }
     [text_chunk(+"hi"), envelope.merge(text_chunk(+"caf\u00e9")), envelope.merge(first),
-     text_chunk(+"x").merge(object: nil)].each do |chunk|
+     text_chunk(+"x").merge(object: nil), text_chunk(+"x").merge(usage: nil)].each do |chunk|
       expect(chat.process_streamed_message(chunk)).to equal(chunk.dig(:choices, 0, :delta, :content)), chunk.inspect
     end
     # Each of these needs more than the content: the chunk is read whole.
     others = [
-      text_chunk(+"x").merge(usage: nil), text_chunk(+"x").merge(error: nil), text_chunk(+"x").merge(x_groq: nil),
+      text_chunk(+"x").merge(usage: {}), text_chunk(+"x").merge(error: nil), text_chunk(+"x").merge(x_groq: nil),
+      text_chunk(+"x").merge(extra: 1), text_chunk(+"x").merge("id" => "c1"),
       text_chunk(+"x").merge(message: "m"), text_chunk(+"x", finish: "stop"), text_chunk(+"x", finish: ""),
       { choices: [{ delta: { content: +"x", tool_calls: nil } }] },
       { choices: [{ delta: { content: +"x" }, error: nil }] },
@@ -175,15 +177,23 @@ RSpec.describe "Hash path: the one reader" do
     end
   end
 
+  it "reads a field under a String key beside a text delta's Symbol keys" do
+    processor = chat
+    chunk = text_chunk(+"x").merge(usage: nil, "usage" => { prompt_tokens: 3, completion_tokens: 4 })
+    expect(processor.process_streamed_message(chunk)).to eq("x")
+    expected = chat.tap { |c| c.process_streamed_message(usage_chunk(prompt: 3, completion: 4)) }
+    expect(usage_of(processor)).to eq(usage_of(expected))
+  end
+
   it "gives the processor the same results on bare text deltas as on the whole chunk" do
-    # `usage: nil` changes nothing for the processor but makes every event
+    # `x_groq: nil` changes nothing for the processor but makes every event
     # one to read whole.
     mixed = [text_chunk("a"), tool_chunk([call("c1", "f", '{"q":', index: 0)]), text_chunk("between"),
              tool_chunk([fragment(0, '"x"}')]), text_chunk(""), finish_chunk, text_chunk("after"),
              usage_chunk(prompt: 3, completion: 4), text_chunk("late")]
     streams = fixture_names.to_h { |name| [name, sse_events(fixture_bytes(name))] }.merge("mixed" => mixed)
     streams.each do |name, events|
-      whole = events.map { |event| event.merge(usage: event.fetch(:usage, nil)) }
+      whole = events.map { |event| event.merge(x_groq: event.fetch(:x_groq, nil)) }
       expect(outcome(chat(partial_tool_calls: true), events))
         .to eq(outcome(chat(partial_tool_calls: true), whole)), name
     end

@@ -530,45 +530,127 @@ unsafe extern "C" fn collect(key: VALUE, value: VALUE, arg: VALUE) -> c_int {
     rb_sys::st_retval::ST_CONTINUE as c_int
 }
 
-/// The text of a chat chunk that is nothing but a text delta, and its
-/// String: `{choices: [{delta: {content: "..."}}]}`, with a `finish_reason`
-/// that is nil, an `object` that is nil or a String other than `"error"`,
-/// and any keys no rule reads. The core reads that text alone
-/// (`process_text`) as it would read the whole chunk.
-///
-/// # Safety
-///
-/// `chunk` is a Hash; the text is used before Ruby code runs.
-pub unsafe fn bare_text<'a>(chunk: VALUE) -> Option<(&'a str, VALUE)> {
-    // The value under `name` of a Hash whose other pairs are nil under
-    // `nil_or`, or a String but "error" under `object`.
-    let only = |h: VALUE, node: &'static Node, name: &str, nil_or: &str| {
-        // SAFETY: a live value; the macro reads its header only.
+/// How a Hash of a bare text delta may hold a key besides the one read.
+#[derive(Clone, Copy, PartialEq)]
+enum May {
+    /// Hold anything: no rule reads the key.
+    Hold,
+    /// Hold nil only: a rule reads the key.
+    BeNil,
+    /// `object`: nil, or a String other than `"error"`.
+    NotError,
+}
+
+/// The keys of one Hash of a bare text delta: the one read, then those it
+/// may also hold, the commonest first.
+struct Level {
+    read: VALUE,
+    others: Vec<(VALUE, May)>,
+}
+
+/// The levels of a bare text delta: chunk, choice, delta. A key a rule
+/// reads is never one to hold, and a key is counted once, whatever the
+/// lists below say: a slip there can make the try fail, never succeed.
+fn levels() -> &'static Option<[Level; 3]> {
+    static LEVELS: OnceLock<Option<[Level; 3]>> = OnceLock::new();
+    LEVELS.get_or_init(|| {
+        let chunk = chunk_keys()?;
+        let choice = chunk.keys.iter().find(|k| k.name == "choices")?.node.as_ref()?;
+        let delta = choice.keys.iter().find(|k| k.name == "delta")?.node.as_ref()?;
+        let level = |node: &Node, read: &str, others: &[(&str, May)]| {
+            let read_by_a_rule = |name: &str| node.keys.iter().any(|k| k.name == name);
+            let once = |i: usize, name: &str| name != read && others[..i].iter().all(|&(n, _)| n != name);
+            let others = others
+                .iter()
+                .enumerate()
+                .filter(|&(i, &(name, may))| once(i, name) && (may != May::Hold || !read_by_a_rule(name)));
+            Level {
+                read: intern(read),
+                others: others.map(|(_, &(name, may))| (intern(name), may)).collect(),
+            }
+        };
+        let envelope = ["id", "created", "model", "system_fingerprint"].map(|name| (name, May::Hold));
+        let rarer = [
+            ("usage", May::BeNil),
+            ("service_tier", May::Hold),
+            ("obfuscation", May::Hold),
+            ("provider", May::Hold),
+        ];
+        let chunk_others: Vec<_> =
+            [("object", May::NotError)].into_iter().chain(envelope).chain(rarer).collect();
+        let choice_others = [("index", May::Hold), ("finish_reason", May::BeNil), ("logprobs", May::Hold)];
+        let delta_others = [("role", May::Hold), ("refusal", May::Hold), ("reasoning_content", May::Hold)];
+        Some([
+            level(chunk, "choices", &chunk_others),
+            level(choice, "delta", &choice_others),
+            level(delta, "content", &delta_others),
+        ])
+    })
+}
+
+impl Level {
+    /// The value under the key read, when `h` is a Hash that holds it and
+    /// nothing but what it may hold. Found by lookups, not by iterating:
+    /// when as many keys are found as the Hash has, there is no other.
+    ///
+    /// # Safety
+    ///
+    /// `h` is a live value; inside `protect` (a lookup compares keys, which
+    /// may run a key's `eql?`).
+    unsafe fn only(&self, h: VALUE) -> Option<VALUE> {
+        let undef = rb_sys::Qundef as VALUE;
+        // SAFETY: a live value, looked into by Ruby's public API.
+        let lookup = |key| unsafe { rb_sys::rb_hash_lookup2(h, key, undef) };
         if !unsafe { rb_sys::RB_TYPE_P(h, T::RUBY_T_HASH) } {
             return None;
         }
-        let pairs = Pairs::of(h, Some(node));
-        let mut found = None;
-        for (_, value, key) in pairs.kept() {
-            let key = key.filter(|_| pairs.spill == 0)?;
-            match key.name {
-                n if n == name => found = Some((value, key.node.as_ref())),
-                n if n == nil_or && value == rb_sys::Qnil as VALUE => {}
-                // SAFETY: as above.
-                "object" if unsafe { utf8(value) }.is_some_and(|t| t != "error") => {}
-                _ => return None,
+        let size = unsafe { rb_sys::rb_hash_size_num(h) };
+        let value = Some(lookup(self.read)).filter(|&v| v != undef)?;
+        let mut found = 1;
+        for &(key, may) in &self.others {
+            if found == size {
+                break;
             }
+            let v = lookup(key);
+            let fits = match may {
+                _ if v == undef => continue,
+                May::Hold => true,
+                May::BeNil => v == rb_sys::Qnil as VALUE,
+                // SAFETY: as above.
+                May::NotError => {
+                    v == rb_sys::Qnil as VALUE || unsafe { utf8(v) }.is_some_and(|t| t != "error")
+                }
+            };
+            if !fits {
+                return None;
+            }
+            found += 1;
         }
-        found
-    };
-    let (choices, choice) = only(chunk, chunk_keys()?, "choices", "object")?;
-    // SAFETY: as above; the Array's element is read at once.
-    if !unsafe { rb_sys::RB_TYPE_P(choices, T::RUBY_T_ARRAY) && rb_sys::RARRAY_LEN(choices) == 1 } {
-        return None;
+        (found == size).then_some(value)
     }
-    let (delta, delta_keys) =
-        only(unsafe { rb_sys::rb_ary_entry(choices, 0) }, choice?, "delta", "finish_reason")?;
-    let (content, _) = only(delta, delta_keys?, "content", "")?;
-    // SAFETY: as above; the text is used before Ruby code runs.
-    Some((unsafe { utf8(content) }?, content))
+}
+
+/// The text of a chat chunk that is nothing but a text delta, and its
+/// String: `{choices: [{delta: {content: "..."}}]}`, besides which each
+/// level may hold the keys [`levels`] lists: keys no rule reads, nil under
+/// some that one does (`usage`, `finish_reason`), and an `object` that is
+/// not `"error"`. The core reads that text alone (`process_text`) as it
+/// would read the whole chunk.
+pub fn bare_text<'a>(chunk: Value) -> Result<Option<(&'a str, VALUE)>, Error> {
+    let Some([chunk_level, choice, delta]) = levels() else { return Ok(None) };
+    let no = rb_sys::Qfalse as VALUE;
+    let content = protect(|| {
+        // SAFETY: live values, inside `protect`; the Array's element is
+        // read at once.
+        unsafe {
+            let Some(choices) = chunk_level.only(chunk.as_raw()) else { return no };
+            if !rb_sys::RB_TYPE_P(choices, T::RUBY_T_ARRAY) || rb_sys::RARRAY_LEN(choices) != 1 {
+                return no;
+            }
+            let inner = choice.only(rb_sys::rb_ary_entry(choices, 0)).and_then(|d| delta.only(d));
+            inner.unwrap_or(no)
+        }
+    })?;
+    // SAFETY: a live value; the text is used before Ruby code runs.
+    Ok(unsafe { utf8(content) }.map(|text| (text, content)))
 }

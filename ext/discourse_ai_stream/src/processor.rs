@@ -114,8 +114,8 @@ impl RbProcessor {
     /// path's reader; a bare text delta by its text alone.
     fn read(ruby: &Ruby, rb_self: Me, value: Value, shape: Shape, whole: bool) -> Result<Value, Error> {
         let bare = !whole && !rb_self.past_text.replace(true);
-        // SAFETY: a Hash; the text is read by the core before Ruby code runs.
-        let bare_text = guard(ruby, || Ok(bare.then(|| unsafe { hash_reader::bare_text(value.as_raw()) })))?;
+        // The text is read by the core before Ruby code runs.
+        let bare_text = guard(ruby, || bare.then(|| hash_reader::bare_text(value)).transpose())?;
         if let Some((text, content)) = bare_text.flatten() {
             return Self::run(ruby, rb_self, shape, Some(value), Some(content), |core| {
                 core.process_text(text).map(|_| ())
