@@ -10,9 +10,9 @@ use super::model::{responses_field_name, usage_of, DeltaEvent, ItemKind, OutputI
 use crate::anomaly::{excerpt, Anomaly, AnomalyKind};
 use crate::calls::CallId;
 use crate::driver::{Driver, OutputLimit, Protocol, State};
-use crate::error::{Error, StreamErrorKind};
-use crate::event_data::invalid_json;
-use crate::json::{parse_complete, JsonValue};
+use crate::error::Error;
+use crate::event_data::{invalid_json, parsed_json};
+use crate::json::JsonValue;
 use crate::output::{Output, Thinking};
 use crate::sse::MaxLineBytes;
 use crate::usage::UsageMode;
@@ -63,8 +63,7 @@ impl ResponsesProcessor {
     /// path, whose reader writes a parsed Hash back as JSON.
     pub fn process_json(&mut self, text: &str, whole: bool) -> Result<&Output, Error> {
         self.step(|s| {
-            let value = parse_complete(text)
-                .map_err(|e| Error::stream(StreamErrorKind::InvalidChunk, e.to_string(), excerpt(text)))?;
+            let value = parsed_json(text)?;
             if whole {
                 s.apply_message(&value)
             } else {
