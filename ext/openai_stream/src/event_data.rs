@@ -3,6 +3,7 @@
 
 use crate::anomaly::{excerpt, excerpt_bytes};
 use crate::error::{Error, StreamErrorKind};
+use crate::json::{parse_complete, JsonValue};
 use crate::sse::LineTooLong;
 
 /// A data payload serde_json refused.
@@ -14,6 +15,17 @@ pub(crate) fn invalid_json(e: &serde_json::Error, text: &str) -> Error {
         StreamErrorKind::InvalidJson
     };
     Error::stream(kind, format!("data line is not valid JSON ({message}): {}", excerpt(text)), excerpt(text))
+}
+
+/// A chunk or event the caller parsed, as JSON text (the Hash path): its
+/// value, or an `InvalidChunk` error.
+pub(crate) fn parsed_json(text: &str) -> Result<JsonValue, Error> {
+    parse_complete(text).map_err(|e| invalid_chunk(e.to_string(), text))
+}
+
+/// The error for a chunk or event the caller parsed that cannot be read.
+pub(crate) fn invalid_chunk(message: String, text: &str) -> Error {
+    Error::stream(StreamErrorKind::InvalidChunk, message, excerpt(text))
 }
 
 /// True when a data line starts like an event of its own.

@@ -10,9 +10,9 @@ use super::{Choice, Chunk, Content, Delta, ToolCallDelta};
 use crate::anomaly::{excerpt, Anomaly, AnomalyKind};
 use crate::calls::CallId;
 use crate::driver::{keep_first, Driver, OutputLimit, Protocol, State};
-use crate::error::{Error, StreamErrorKind};
-use crate::event_data::{glued_value_end, invalid_json};
-use crate::json::{parse_complete, JsonValue, Reparsed};
+use crate::error::Error;
+use crate::event_data::{glued_value_end, invalid_chunk, invalid_json, parsed_json};
+use crate::json::{JsonValue, Reparsed};
 use crate::lenient::{Field, Kind, List, Text};
 use crate::output::Output;
 use crate::sse::MaxLineBytes;
@@ -279,10 +279,9 @@ impl State<Chat> {
         if scan::read(text, &mut scanned, &mut self.own.envelope) {
             return self.apply_chunk(&scanned, whole);
         }
-        let invalid = |e: String| Error::stream(StreamErrorKind::InvalidChunk, e, excerpt(text));
-        let value = parse_complete(text).map_err(|e| invalid(e.to_string()))?;
+        let value = parsed_json(text)?;
         let field = serde::Deserialize::deserialize(&value)
-            .map_err(|e: serde::de::value::Error| invalid(e.to_string()))?;
+            .map_err(|e: serde::de::value::Error| invalid_chunk(e.to_string(), text))?;
         self.apply_chunk(&Chunk::from_field(field), whole)
     }
 

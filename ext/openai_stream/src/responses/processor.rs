@@ -10,9 +10,9 @@ use super::model::{responses_field_name, usage_of, DeltaEvent, ItemKind, OutputI
 use crate::anomaly::{excerpt, Anomaly, AnomalyKind};
 use crate::calls::CallId;
 use crate::driver::{Driver, OutputLimit, Protocol, State};
-use crate::error::{Error, StreamErrorKind};
-use crate::event_data::invalid_json;
-use crate::json::{parse_complete, JsonValue};
+use crate::error::Error;
+use crate::event_data::{invalid_json, parsed_json};
+use crate::json::JsonValue;
 use crate::output::{Output, Thinking};
 use crate::sse::MaxLineBytes;
 use crate::usage::UsageMode;
@@ -60,16 +60,14 @@ impl ResponsesProcessor {
     }
 
     /// An event, or (`whole`) a whole response, as JSON text: the Hash
-    /// path, whose reader writes a parsed Hash back as JSON.
+    /// path, whose reader writes a parsed Hash back as JSON. An event is
+    /// read as the raw path reads a payload: a plain delta by the fast
+    /// reading, anything else whole.
     pub fn process_json(&mut self, text: &str, whole: bool) -> Result<&Output, Error> {
-        self.step(|s| {
-            let value = parse_complete(text)
-                .map_err(|e| Error::stream(StreamErrorKind::InvalidChunk, e.to_string(), excerpt(text)))?;
-            if whole {
-                s.apply_message(&value)
-            } else {
-                s.apply_value(&value, false)
-            }
+        self.step(|s| match whole {
+            false if s.delta_event(text) => Ok(()),
+            false => s.apply_value(&parsed_json(text)?, false),
+            true => s.apply_message(&parsed_json(text)?),
         })
     }
 
@@ -109,13 +107,8 @@ impl Protocol for State<Responses> {
 
     fn payload(&mut self, data: &[u8]) -> Result<bool, Error> {
         let text = self.utf8(data)?;
-        if !self.error_event {
-            if let Ok(e) = serde_json::from_str::<DeltaEvent>(text) {
-                self.saw_event = true;
-                let item_id = e.item_id.as_deref().filter(|s| !s.is_empty());
-                self.apply_delta(e.arguments, Place { output_index: e.output_index, item_id }, &e.delta);
-                return Ok(true);
-            }
+        if !self.error_event && self.delta_event(text) {
+            return Ok(true);
         }
         let value: JsonValue = match serde_json::from_str(text) {
             Ok(value) => value,
@@ -148,6 +141,17 @@ impl Protocol for State<Responses> {
 }
 
 impl State<Responses> {
+    /// The fast reading of a plain text or arguments delta event, on both
+    /// paths; false, nothing applied, for any other event (see [`DeltaEvent`]).
+    #[inline(always)]
+    fn delta_event(&mut self, text: &str) -> bool {
+        let Ok(e) = serde_json::from_str::<DeltaEvent>(text) else { return false };
+        self.saw_event = true;
+        let item_id = e.item_id.as_deref().filter(|s| !s.is_empty());
+        self.apply_delta(e.arguments, Place { output_index: e.output_index, item_id }, &e.delta);
+        true
+    }
+
     fn close_calls(&mut self) -> Result<(), Error> {
         let ids = self.open_ids();
         if ids.is_empty() {
@@ -662,36 +666,50 @@ mod tests {
             .expect("a text delta");
         assert_eq!((t.arguments, &*t.delta), (false, "hi"));
         // Anything else is left to the full reading.
-        for other in [
+        let others = [
             r#"{"type":"response.output_text.delta","delta":{"a":1}}"#,
             r#"{"type":"response.output_text.delta","delta":null}"#,
             r#"{"type":"response.output_text.delta","output_index":"1","delta":"x"}"#,
             r#"{"type":"response.output_text.delta","delta":"x","response":{"usage":{"output_tokens":1}}}"#,
+            r#"{"type":"response.function_call_arguments.delta","output_index":0,"delta":"1}","item":{}}"#,
             r#"{"type":"response.completed","delta":"x"}"#,
             r#"{"delta":"x"}"#,
-        ] {
+        ];
+        for other in others {
             assert_eq!(fast(other), None, "{other}");
         }
-        // The same stream decoded (fast) and as parsed events gives the same
-        // calls and anomalies.
-        let stream = [
+        // A stream read fast, decoded and as the Hash path's events, gives
+        // what the full reading of each event gives.
+        let args = args_delta(0, "fc_a", r#"{"q":"#);
+        let mut stream = vec![
             ADD_A,
-            &args_delta(0, "fc_a", r#"{"q":1}"#),
+            &args,
             r#"{"type":"response.function_call_arguments.delta","output_index":7,"delta":"orphan"}"#,
-            r#"{"type":"response.output_text.delta","delta":"text"}"#,
         ];
-        let (quick, b, _) = decode(Options::default(), &sse(&stream), 1000);
-        let mut full = ResponsesProcessor::default();
-        let mut a = Seen::default();
-        for e in stream {
-            full.process_json(e, false).unwrap();
+        stream.extend([r#"{"type":"response.output_text.delta","item_id":"","delta":"t\u00e9"}"#, ADD_A]);
+        stream.extend(others);
+        let (decoded, b, _) = decode(Options::default(), &sse(&stream), 1000);
+        let (mut full, mut hash) = (ResponsesProcessor::default(), ResponsesProcessor::default());
+        let (mut a, mut c) = (Seen::default(), Seen::default());
+        for e in &stream {
+            let value = crate::json::parse_complete(e).unwrap();
+            full.step(|s| s.apply_value(&value, false)).unwrap();
             collect(&full, &mut a);
+            hash.process_json(e, false).unwrap();
+            collect(&hash, &mut c);
         }
-        full.finish().unwrap();
-        collect(&full, &mut a);
-        assert_eq!(a, b);
-        assert_eq!(full.anomalies().all(), quick.anomalies().all());
-        assert_eq!(a.calls.len(), 1);
+        for (p, seen) in [(&mut full, &mut a), (&mut hash, &mut c)] {
+            p.finish().unwrap();
+            collect(p, seen);
+        }
+        assert_eq!((&a, &b), (&c, &c));
+        assert_eq!((full.usage(), decoded.anomalies().all()), (hash.usage(), hash.anomalies().all()));
+        assert_eq!(full.anomalies().all(), hash.anomalies().all());
+        assert_eq!((c.text.as_str(), c.calls.len(), hash.usage().completion_tokens), ("téxx", 1, Some(1)));
+        // A number serde_json refuses (an infinite Float, as the Hash reader
+        // writes it) is read whole too.
+        let inf = r#"{"type":"response.output_text.delta","delta":"x","output_index":1e400}"#;
+        assert_eq!(hash.process_json(inf, false).unwrap().items().collect::<Vec<_>>(), [Item::Text("x")]);
     }
 
     #[test]
