@@ -143,7 +143,6 @@ impl Protocol for State<Responses> {
 impl State<Responses> {
     /// The fast reading of a plain text or arguments delta event, on both
     /// paths; false, nothing applied, for any other event (see [`DeltaEvent`]).
-    #[inline(always)]
     fn delta_event(&mut self, text: &str) -> bool {
         let Ok(e) = serde_json::from_str::<DeltaEvent>(text) else { return false };
         self.saw_event = true;
