@@ -209,11 +209,12 @@ pub(crate) fn run<P: CallSource>(
         if let Some((value, items)) = fast {
             return Ok((Ok(value), new_anomalies(ruby, core)?, items));
         }
-        let mut built = Built::new(ruby, holder.held.take().map(|h| ruby.get_inner(h)), out.len());
+        let held = holder.held.take().map(|h| ruby.get_inner(h));
+        let mut built = Built::new(ruby, held, out.len(), holder.tools(ruby)?);
         // Ruby code runs to make a ToolCall, a Thinking or an error (not for
         // the partial updates of a ToolCall that exists: most reads of a
         // partial stream).
-        let calls = holder.tools(ruby)?.calls;
+        let calls = built.tools.calls;
         let new = |call: CallId| calls.entry::<Value>(call.0 as isize).map_or(true, |e| e.is_nil());
         let mask = outcome.is_err()
             || core.links()

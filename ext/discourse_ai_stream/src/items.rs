@@ -12,7 +12,7 @@ use magnus::{Error, KwArgs, RArray, RHash, Ruby, Value};
 use openai_stream::anomaly::{Anomalies, Anomaly, AnomalyKind};
 use openai_stream::calls::{CallId, Calls};
 use openai_stream::json::JsonValue;
-use openai_stream::output::{Item, Output};
+use openai_stream::output::{Item, Output, Thinking};
 use rb_sys::VALUE;
 
 use crate::convert::{anomaly_to_ruby, json_to_ruby, object_to_hash};
@@ -116,9 +116,11 @@ pub(crate) fn shape_items(ruby: &Ruby, items: RArray, shape: &Shape) -> Value {
     }
 }
 
-/// What the `build_items` of a processor made of the core's output.
+/// The Ruby items a read builds of the core's output ([`Built::build`]).
 pub(crate) struct Built {
     pub(crate) items: RArray,
+    /// The ToolCall class and the calls' objects, looked up once per read.
+    pub(crate) tools: Tools,
     /// How many of `items`, at their start, an interrupted read held.
     held: usize,
     /// Anomalies found while building (recorded in the core afterwards).
@@ -290,10 +292,11 @@ pub(crate) fn completed<C: CallSource>(
 impl Built {
     /// Nothing built yet: the items an interrupted read held, a new Array
     /// for `capacity` items, or the shared frozen empty Array.
-    pub(crate) fn new(ruby: &Ruby, held: Option<RArray>, capacity: usize) -> Built {
+    pub(crate) fn new(ruby: &Ruby, held: Option<RArray>, capacity: usize, tools: Tools) -> Built {
         let none = || if capacity == 0 { ruby.get_inner(&NO_ITEMS) } else { ruby.ary_new_capa(capacity) };
         Built {
             items: held.unwrap_or_else(none),
+            tools,
             held: held.map_or(0, |h| h.len()),
             notes: Vec::new(),
             tool_call_errors: Vec::new(),
@@ -327,16 +330,46 @@ impl Built {
         Err((text, None))
     }
 
-    /// The item of an `Item::Progress`: the partial ToolCall, or None. A
-    /// ToolCall class that raises costs the call its partial updates, with
-    /// an anomaly.
-    pub(crate) fn progress_item<C: CallSource>(
+    /// Adds the Ruby items of the core's output to `items`; `thinking`
+    /// makes the item of a thinking, or none (only the Responses processor
+    /// returns them). A ToolCall class that raises (a frozen parameters
+    /// Hash, a `new` or `partial=` that refuses) costs the call concerned
+    /// its partial updates, with an anomaly; every other item of the read
+    /// is still built.
+    pub(crate) fn build<C: CallSource>(
         &mut self,
         ruby: &Ruby,
         core: &C,
-        tools: Tools,
+        mut thinking: impl FnMut(&str, Thinking) -> Result<Option<Value>, Error>,
+    ) -> Result<(), Error> {
+        for item in core.out().items() {
+            let value = match item {
+                Item::Text(text) => Some(ruby.str_new(text).as_value()),
+                Item::Progress(call) => self.progress_item(ruby, core, call)?,
+                Item::Completed(call, params) => self.completed_item(ruby, core, call, params)?,
+                Item::Thinking { text, kind } => thinking(text, kind)?,
+            };
+            if let Some(value) = value {
+                // SAFETY: `items` is an unfrozen Array of ours (the frozen
+                // empty one only when there is no item), so the push cannot
+                // raise (magnus's `push` would wrap it in rb_protect, a cost
+                // on every text event).
+                unsafe { rb_sys::rb_ary_push(self.items.as_raw(), value.as_raw()) };
+            }
+        }
+        Ok(())
+    }
+
+    /// The item of an `Item::Progress`: the partial ToolCall, or None. A
+    /// ToolCall class that raises costs the call its partial updates, with
+    /// an anomaly.
+    fn progress_item<C: CallSource>(
+        &mut self,
+        ruby: &Ruby,
+        core: &C,
         call: CallId,
     ) -> Result<Option<Value>, Error> {
+        let tools = self.tools;
         match self.call(ruby, || progress(ruby, core, tools, call)) {
             Ok(value) => Ok(value),
             Err((what, _)) => {
@@ -358,14 +391,14 @@ impl Built {
     /// The item of an `Item::Completed`: the finished ToolCall, or None
     /// when the class failed to build it (a ToolCallError once every item
     /// is built).
-    pub(crate) fn completed_item<C: CallSource>(
+    fn completed_item<C: CallSource>(
         &mut self,
         ruby: &Ruby,
         core: &C,
-        tools: Tools,
         call: CallId,
         params: &JsonValue,
     ) -> Result<Option<Value>, Error> {
+        let tools = self.tools;
         match self.call(ruby, || completed(ruby, core, tools, call, params)) {
             Ok(value) => Ok(Some(value)),
             Err((error, exception)) => {

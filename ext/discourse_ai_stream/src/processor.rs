@@ -4,14 +4,13 @@
 
 use std::cell::Cell;
 
-use magnus::rb_sys::AsRawValue;
 use magnus::typed_data::Obj;
 use magnus::value::ReprValue;
 use magnus::{Error, RArray, Ruby, Symbol, TypedData, Value};
 use openai_stream::anomaly::Anomalies;
 use openai_stream::calls::Calls;
 use openai_stream::chat::{ChatProcessor as Processor, Options};
-use openai_stream::output::{Item, Output};
+use openai_stream::output::Output;
 use openai_stream::usage::UsageMode;
 use rb_sys::VALUE;
 
@@ -19,7 +18,7 @@ use crate::errors;
 use crate::guard::guard;
 use crate::hash_reader;
 use crate::holder::{self, read, Holder, CALLS};
-use crate::items::{Built, CallSource, Shape};
+use crate::items::{CallSource, Shape};
 
 #[derive(TypedData, Default)]
 #[magnus(class = "DiscourseAiStream::OpenAiMessageProcessor", free_immediately, mark, size)]
@@ -141,38 +140,10 @@ impl RbProcessor {
                 .and_then(|s| hash_reader::reusable(s, text))
                 .unwrap_or_else(|| ruby.str_new(text).as_value())
         };
+        // Only the Responses processor returns thinking.
         holder::run(ruby, &this.holder, rb_self.as_value(), shape, payload, f, text, |core, built| {
-            this.build_items(ruby, core, built)
+            built.build(ruby, core, |_, _| Ok(None))
         })
-    }
-
-    /// The Ruby items of the core's output. A ToolCall class that raises (a
-    /// frozen parameters Hash, a `new` or `partial=` that refuses) costs the
-    /// call concerned its partial updates, with an anomaly; every other item
-    /// of the read is still built.
-    fn build_items(&self, ruby: &Ruby, core: &Processor, built: &mut Built) -> Result<(), Error> {
-        let out = core.output();
-        if out.is_empty() {
-            return Ok(());
-        }
-        let items = built.items;
-        let tools = self.holder.tools(ruby)?;
-        for item in out.items() {
-            let value = match item {
-                Item::Text(text) => Some(ruby.str_new(text).as_value()),
-                Item::Progress(call) => built.progress_item(ruby, core, tools, call)?,
-                Item::Completed(call, params) => built.completed_item(ruby, core, tools, call, params)?,
-                // Only the Responses processor returns thinking.
-                Item::Thinking { .. } => None,
-            };
-            if let Some(value) = value {
-                // SAFETY: `items` is an unfrozen Array of ours, so the push
-                // cannot raise (magnus's `push` would wrap it in rb_protect, a
-                // cost on every text event).
-                unsafe { rb_sys::rb_ary_push(items.as_raw(), value.as_raw()) };
-            }
-        }
-        Ok(())
     }
 
     pub fn usage_mode(ruby: &Ruby, rb_self: &RbProcessor) -> Result<Symbol, Error> {

@@ -9,7 +9,7 @@ use magnus::value::ReprValue;
 use magnus::{Error, RArray, RHash, Ruby, Symbol, TypedData, Value};
 use openai_stream::anomaly::Anomalies;
 use openai_stream::calls::{CallId, Calls};
-use openai_stream::output::{Item, Output, Thinking};
+use openai_stream::output::{Output, Thinking};
 use openai_stream::responses::{Options, ResponsesProcessor};
 
 use crate::errors;
@@ -132,49 +132,34 @@ impl RbResponsesProcessor {
         core: &ResponsesProcessor,
         built: &mut Built,
     ) -> Result<(), Error> {
-        let out = core.output();
-        // The shared frozen empty Array when nothing came out (most
-        // argument deltas), as in the chat processor.
-        if out.is_empty() && core.linked_reasonings().is_empty() {
-            return Ok(());
-        }
-        let tools = self.holder.tools(ruby)?;
-        let thinkings: RArray = self.holder.objects(ruby)?.entry(THINKINGS)?;
-        for item in out.items() {
-            let value = match item {
-                Item::Text(text) => Some(ruby.str_new(text).as_value()),
-                Item::Thinking { text, kind: Thinking::Delta } => {
-                    Some(me.funcall("__thinking", (text, true, ruby.qnil(), ruby.qnil()))?)
-                }
-                Item::Thinking { text, kind: Thinking::Reasoning(n) } => {
+        let thinkings = || self.holder.objects(ruby)?.entry::<RArray>(THINKINGS);
+        built.build(ruby, core, |text, kind| {
+            Ok(Some(match kind {
+                Thinking::Delta => me.funcall("__thinking", (text, true, ruby.qnil(), ruby.qnil()))?,
+                Thinking::Reasoning(n) => {
                     let info = core.reasoning(n);
                     let id = info.and_then(|r| r.id.as_deref());
                     let encrypted = info.and_then(|r| r.encrypted_content.as_deref());
                     let thinking: Value = me.funcall("__thinking", (text, false, id, encrypted))?;
-                    thinkings.store(n as isize, thinking)?;
-                    Some(thinking)
+                    thinkings()?.store(n as isize, thinking)?;
+                    thinking
                 }
                 // A native tool's activity, or (no message) the output items.
-                Item::Thinking { text, kind } => {
+                kind => {
                     let (message, with_items) = match kind {
                         Thinking::Tool { with_items } => (Some(text), with_items),
                         _ => (None, true),
                     };
                     let items = with_items.then(|| output_items(ruby, core)).transpose()?;
-                    Some(me.funcall("__tool_thinking", (message, items))?)
+                    me.funcall("__tool_thinking", (message, items))?
                 }
-                Item::Progress(call) => built.progress_item(ruby, core, tools, call)?,
-                Item::Completed(call, params) => built.completed_item(ruby, core, tools, call, params)?,
-            };
-            if let Some(value) = value {
-                built.items.push(value)?;
-            }
-        }
+            }))
+        })?;
         for &n in core.linked_reasonings() {
             let Some(message_id) = core.reasoning(n).and_then(|r| r.next_message_id.as_deref()) else {
                 continue;
             };
-            let thinking: Value = thinkings.entry(n as isize)?;
+            let thinking: Value = thinkings()?.entry(n as isize)?;
             if !thinking.is_nil() {
                 let _: Value = me.funcall("__link_thinking", (thinking, message_id))?;
             }
