@@ -6,6 +6,7 @@ use magnus::value::ReprValue;
 use magnus::{Error, IntoValue, RHash, Ruby, Symbol, Value};
 use openai_stream::anomaly::Anomaly;
 use openai_stream::driver::OutputLimit;
+use openai_stream::error::StreamErrorKind;
 use openai_stream::json::{JsonValue, Number};
 
 /// A JSON value as Ruby: objects become Hashes with Symbol keys (a repeated
@@ -19,7 +20,7 @@ pub fn json_to_ruby(ruby: &Ruby, value: &JsonValue) -> Result<Value, Error> {
         JsonValue::Number(n) => number(ruby, n)?,
         JsonValue::String(s) => ruby.str_new(s).as_value(),
         JsonValue::Array(items) => {
-            room(ruby)?;
+            room_or_error(ruby)?;
             let array = ruby.ary_new_capa(items.len());
             for item in items {
                 array.push(json_to_ruby(ruby, item)?)?;
@@ -32,7 +33,7 @@ pub fn json_to_ruby(ruby: &Ruby, value: &JsonValue) -> Result<Value, Error> {
 
 /// An object's pairs as a Hash with Symbol keys.
 pub fn object_to_hash(ruby: &Ruby, pairs: &[(String, JsonValue)]) -> Result<RHash, Error> {
-    room(ruby)?;
+    room_or_error(ruby)?;
     let hash = ruby.hash_new();
     for (k, v) in pairs {
         hash.aset(ruby.to_symbol(k), json_to_ruby(ruby, v)?)?;
@@ -40,15 +41,20 @@ pub fn object_to_hash(ruby: &Ruby, pairs: &[(String, JsonValue)]) -> Result<RHas
     Ok(hash)
 }
 
-/// Room on the machine stack for one more level of a value's nesting, or a
-/// StreamError (see docs/reliability.md).
-fn room(ruby: &Ruby) -> Result<(), Error> {
+/// Room on the machine stack for one more level of a value's nesting, else
+/// the message of the `TooDeep` StreamError. The Hash reader asks every few
+/// levels, the parameters' builder at every level (docs/reliability.md).
+pub(crate) fn room() -> Result<(), &'static str> {
     // SAFETY: a query of the current thread's stack.
-    if unsafe { rb_sys::ruby_stack_check() } == 0 {
-        return Ok(());
+    match unsafe { rb_sys::ruby_stack_check() } {
+        0 => Ok(()),
+        _ => Err("a value nested too deep for this thread's machine stack"),
     }
-    let message = "a value nested too deep for this thread's machine stack".to_owned();
-    Err(crate::errors::stream(ruby, openai_stream::error::StreamErrorKind::TooDeep, message))
+}
+
+/// [`room`], or the StreamError.
+fn room_or_error(ruby: &Ruby) -> Result<(), Error> {
+    room().map_err(|m| crate::errors::stream(ruby, StreamErrorKind::TooDeep, m.to_owned()))
 }
 
 /// What both `__setup`s check: `max_line_bytes` is positive, and the

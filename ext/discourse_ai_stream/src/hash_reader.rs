@@ -220,22 +220,18 @@ impl Writer {
     /// many take far less than the room Ruby keeps when it says there is
     /// enough (docs/reliability.md).
     fn enter(&mut self, depth: usize) -> Step {
-        // SAFETY: a query of the current thread's stack.
-        if depth >= MAX_DEPTH || depth % 8 == 0 && unsafe { rb_sys::ruby_stack_check() } != 0 {
-            return self.too_deep(depth);
+        match depth {
+            MAX_DEPTH.. => self.too_deep(None),
+            _ if depth % 8 == 0 => crate::convert::room().or_else(|m| self.too_deep(Some(m))),
+            _ => Ok(()),
         }
-        Ok(())
     }
 
+    /// Fails with the message of `no_room`, else of nesting past `MAX_DEPTH`.
     #[cold]
-    fn too_deep(&mut self, depth: usize) -> Step {
-        self.fail(
-            StreamErrorKind::TooDeep,
-            match depth {
-                MAX_DEPTH.. => format!("nested deeper than {MAX_DEPTH} levels"),
-                _ => format!("nested too deep for this thread's machine stack ({depth} levels)"),
-            },
-        )
+    fn too_deep(&mut self, no_room: Option<&str>) -> Step {
+        let message = no_room.map_or_else(|| format!("nested deeper than {MAX_DEPTH} levels"), str::to_owned);
+        self.fail(StreamErrorKind::TooDeep, message)
     }
 
     fn array(&mut self, a: VALUE, depth: usize, keys: Option<&Node>) -> Step {
