@@ -58,7 +58,13 @@ RSpec.describe "Hash path: the one reader" do
       { choices: [], usage: { prompt_tokens: 1, completion_tokens: 2 } }, { x_groq: { usage: nil } },
       { choices: [{ error: { message: "no" } }] }, { object: 5, choices: [] },
       { choices: [{ delta: {}, finish_reason: "error", native_finish_reason: "MALFORMED_FUNCTION_CALL" }] },
-      parsed(envelope.merge(text_chunk("caf\u00e9 \u{1F389} \"quoted\" \\ \n\t\u0001")))
+      parsed(envelope.merge(text_chunk("caf\u00e9 \u{1F389} \"quoted\" \\ \n\t\u0001"))),
+      # Beside a text delta, what a bare one may not hold.
+      text_chunk("x").merge(object: "error"), text_chunk("x").merge(object: :error), text_chunk("x").merge(object: 5),
+      { choices: [{ delta: { content: "x" }, "finish_reason" => "stop" }] },
+      { choices: [{ delta: { content: "x", "tool_calls" => [call("c1", "f", "{}", index: 0)] } }] },
+      { choices: [{ delta: { content: "x" }, native_finish_reason: "STOP" }] },
+      Hash.new { |hash, key| hash[key] = [] }.update(text_chunk("x"))
     ]
     shapes.each do |shape|
       hash = chat
@@ -155,7 +161,14 @@ RSpec.describe "Hash path: the one reader" do
                  service_tier: "default", obfuscation: "Zk9", usage: nil }
     first = { choices: [{ index: 0, delta: { role: "assistant", content: +"first", refusal: nil }, logprobs: nil,
                           finish_reason: nil }] }
-    [text_chunk(+"hi"), envelope.merge(text_chunk(+"caf\u00e9")), envelope.merge(first),
+    # OpenRouter's and Azure's text deltas, as they send them.
+    openrouter = { id: "gen-1", provider: "Anthropic", model: "m", object: "chat.completion.chunk", created: 1,
+                   choices: [{ index: 0, delta: { role: "assistant", content: +"or" }, finish_reason: nil,
+                               native_finish_reason: nil, logprobs: nil }] }
+    azure = { choices: [{ index: 0, logprobs: nil, delta: { content: +"az" }, finish_reason: nil,
+                          content_filter_results: { hate: { filtered: false } } }],
+              created: 1, id: "c", model: "m", object: "chat.completion.chunk", system_fingerprint: "fp" }
+    [text_chunk(+"hi"), envelope.merge(text_chunk(+"caf\u00e9")), envelope.merge(first), openrouter, azure,
      text_chunk(+"x").merge(object: nil), text_chunk(+"x").merge(usage: nil)].each do |chunk|
       expect(chat.process_streamed_message(chunk)).to equal(chunk.dig(:choices, 0, :delta, :content)), chunk.inspect
     end

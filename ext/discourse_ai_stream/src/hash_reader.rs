@@ -546,7 +546,9 @@ struct Level {
 
 /// The levels of a bare text delta: chunk, choice, delta. A key a rule
 /// reads is never one to hold, and a key is counted once, whatever the
-/// lists below say: a slip there can make the try fail, never succeed.
+/// lists below say: a key left out, or listed to hold, can only make the
+/// try fail. A key listed as one that may be nil must be one whose rule
+/// reads nil as absent.
 fn levels() -> &'static Option<[Level; 3]> {
     static LEVELS: OnceLock<Option<[Level; 3]>> = OnceLock::new();
     LEVELS.get_or_init(|| {
@@ -571,10 +573,19 @@ fn levels() -> &'static Option<[Level; 3]> {
             ("service_tier", May::Hold),
             ("obfuscation", May::Hold),
             ("provider", May::Hold),
+            ("prompt_filter_results", May::Hold),
         ];
         let chunk_others: Vec<_> =
             [("object", May::NotError)].into_iter().chain(envelope).chain(rarer).collect();
-        let choice_others = [("index", May::Hold), ("finish_reason", May::BeNil), ("logprobs", May::Hold)];
+        // OpenRouter's, Azure's and vLLM's own on every choice of theirs.
+        let choice_others = [
+            ("index", May::Hold),
+            ("finish_reason", May::BeNil),
+            ("logprobs", May::Hold),
+            ("native_finish_reason", May::BeNil),
+            ("content_filter_results", May::Hold),
+            ("stop_reason", May::Hold),
+        ];
         let delta_others = [("role", May::Hold), ("refusal", May::Hold), ("reasoning_content", May::Hold)];
         Some([
             level(chunk, "choices", &chunk_others),
@@ -591,8 +602,8 @@ impl Level {
     ///
     /// # Safety
     ///
-    /// `h` is a live value; inside `protect` (a lookup compares keys, which
-    /// may run a key's `eql?`).
+    /// `h` is a live value; inside `protect` (a lookup compares keys by
+    /// `eql?`, which runs Ruby code if it was redefined).
     unsafe fn only(&self, h: VALUE) -> Option<VALUE> {
         let undef = rb_sys::Qundef as VALUE;
         // SAFETY: a live value, looked into by Ruby's public API.
