@@ -12,7 +12,7 @@ use crate::calls::CallId;
 use crate::driver::{Driver, OutputLimit, Protocol, State};
 use crate::error::Error;
 use crate::event_data::{invalid_json, parsed_json};
-use crate::json::JsonValue;
+use crate::json::{beyond_f64, JsonValue, Reparsed};
 use crate::output::{Output, Thinking};
 use crate::sse::MaxLineBytes;
 use crate::usage::UsageMode;
@@ -113,7 +113,12 @@ impl Protocol for State<Responses> {
         let value: JsonValue = match serde_json::from_str(text) {
             Ok(value) => value,
             Err(e) if e.is_eof() => return Ok(false),
-            Err(e) => return Err(self.lost(invalid_json(&e, text))),
+            // Numbers beyond f64's range read as Infinity, as in Ruby (rule 56).
+            Err(e) => match beyond_f64(text, &e) {
+                Some(Reparsed::Value(value)) => value,
+                Some(Reparsed::Incomplete) => return Ok(false),
+                None => return Err(self.lost(invalid_json(&e, text))),
+            },
         };
         self.apply_value(&value, true).map(|()| true)
     }
@@ -731,6 +736,20 @@ mod tests {
         assert_eq!(error, None);
         assert_eq!(seen.calls, [("call_a".into(), "search".into(), r#"{"q":2}"#.into())]);
         assert_eq!(kinds(&p), [AnomalyKind::DuplicateId, AnomalyKind::Truncated]);
+    }
+
+    #[test]
+    fn numbers_beyond_a_float_lose_no_event() {
+        let created = r#"{"type":"response.created","response":{"id":"r","status":"in_progress"},"x":1e400}"#;
+        let text = r#"{"type":"response.output_text.delta","item_id":"m","delta":"hi","x":-1e400}"#;
+        let big = format!(
+            r#"{{"type":"response.output_text.delta","item_id":"m","delta":" you","n":{}}}"#,
+            "9".repeat(400)
+        );
+        let stream: String = [created, text, &big].iter().map(|e| format!("data: {e}\n\n")).collect();
+        let (p, seen, error) = decode(Options::default(), &stream, 5);
+        assert_eq!((seen.text.as_str(), error), ("hi you", None));
+        assert!(!kinds(&p).contains(&AnomalyKind::UnreadableEvent), "{:?}", p.anomalies().all());
     }
 
     #[test]
