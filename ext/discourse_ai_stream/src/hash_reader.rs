@@ -555,42 +555,34 @@ fn levels() -> &'static Option<[Level; 3]> {
         let chunk = chunk_keys()?;
         let choice = chunk.keys.iter().find(|k| k.name == "choices")?.node.as_ref()?;
         let delta = choice.keys.iter().find(|k| k.name == "delta")?.node.as_ref()?;
-        let level = |node: &Node, read: &str, others: &[(&str, May)]| {
+        // The keys, each with what it may hold: `?` nil only, `!` an
+        // `object`, else anything.
+        let level = |node: &Node, read: &str, others: &'static str| {
             let read_by_a_rule = |name: &str| node.keys.iter().any(|k| k.name == name);
+            let may = |key: &'static str| match key.split_at(key.len().saturating_sub(1)) {
+                (name, "?") => (name, May::BeNil),
+                (name, "!") => (name, May::NotError),
+                _ => (key, May::Hold),
+            };
+            let others: Vec<_> = others.split_whitespace().map(may).collect();
             let once = |i: usize, name: &str| name != read && others[..i].iter().all(|&(n, _)| n != name);
-            let others = others
+            let kept = others
                 .iter()
                 .enumerate()
                 .filter(|&(i, &(name, may))| once(i, name) && (may != May::Hold || !read_by_a_rule(name)));
-            Level {
-                read: intern(read),
-                others: others.map(|(_, &(name, may))| (intern(name), may)).collect(),
-            }
+            Level { read: intern(read), others: kept.map(|(_, &(name, may))| (intern(name), may)).collect() }
         };
-        let envelope = ["id", "created", "model", "system_fingerprint"].map(|name| (name, May::Hold));
-        let rarer = [
-            ("usage", May::BeNil),
-            ("service_tier", May::Hold),
-            ("obfuscation", May::Hold),
-            ("provider", May::Hold),
-            ("prompt_filter_results", May::Hold),
-        ];
-        let chunk_others: Vec<_> =
-            [("object", May::NotError)].into_iter().chain(envelope).chain(rarer).collect();
-        // OpenRouter's, Azure's and vLLM's own on every choice of theirs.
-        let choice_others = [
-            ("index", May::Hold),
-            ("finish_reason", May::BeNil),
-            ("logprobs", May::Hold),
-            ("native_finish_reason", May::BeNil),
-            ("content_filter_results", May::Hold),
-            ("stop_reason", May::Hold),
-        ];
-        let delta_others = [("role", May::Hold), ("refusal", May::Hold), ("reasoning_content", May::Hold)];
+        // The envelope first, then rarer keys (OpenAI's, OpenRouter's,
+        // Azure's, vLLM's), each a lookup only while keys are unaccounted for.
+        let chunk_others = "object! id created model system_fingerprint usage? service_tier obfuscation \
+            provider prompt_filter_results";
+        let choice_others =
+            "index finish_reason? logprobs native_finish_reason? content_filter_results stop_reason";
+        let delta_others = "role refusal reasoning_content";
         Some([
-            level(chunk, "choices", &chunk_others),
-            level(choice, "delta", &choice_others),
-            level(delta, "content", &delta_others),
+            level(chunk, "choices", chunk_others),
+            level(choice, "delta", choice_others),
+            level(delta, "content", delta_others),
         ])
     })
 }
