@@ -7,8 +7,10 @@
 use crate::anomaly::{excerpt_bytes, Anomalies, Anomaly, AnomalyKind};
 use crate::calls::{CallId, Calls};
 use crate::error::{Error, StreamErrorKind};
-use crate::event_data::{completeness, line_too_long, starts_event, truncated_event, Completeness};
-use crate::json::JsonValue;
+use crate::event_data::{
+    completeness, invalid_json, line_too_long, starts_event, truncated_event, Completeness,
+};
+use crate::json::{beyond_f64, JsonValue, Reparsed};
 use crate::output::Output;
 use crate::sse::{Event, Line, LineReader};
 use crate::usage::Usage;
@@ -491,6 +493,18 @@ impl<P> State<P> {
             self.calls.note_lost(&format!("an unreadable event ({}): {excerpt}", kind.name()));
         }
         e
+    }
+
+    /// A payload serde_json refused for another reason than its end:
+    /// read again when a number beyond f64's range was all that stood in
+    /// the way, that number as Infinity as in Ruby (rule 56); None while
+    /// the payload is not whole yet; else an event that cannot be read.
+    pub(crate) fn reread(&mut self, text: &str, e: &serde_json::Error) -> Result<Option<JsonValue>, Error> {
+        match beyond_f64(text, e) {
+            Some(Reparsed::Value(value)) => Ok(Some(value)),
+            Some(Reparsed::Incomplete) => Ok(None),
+            None => Err(self.lost(invalid_json(e, text))),
+        }
     }
 
     /// A payload as text; invalid UTF-8 is an event that cannot be read.

@@ -12,7 +12,7 @@ use crate::calls::CallId;
 use crate::driver::{keep_first, Driver, OutputLimit, Protocol, State};
 use crate::error::Error;
 use crate::event_data::{glued_value_end, invalid_chunk, invalid_json, parsed_json};
-use crate::json::{JsonValue, Reparsed};
+use crate::json::JsonValue;
 use crate::lenient::{Field, Kind, List, Text};
 use crate::output::Output;
 use crate::sse::MaxLineBytes;
@@ -162,17 +162,11 @@ impl Protocol for State<Chat> {
                 if let (false, Some(end)) = (self.own.in_glued, glued_value_end(text)) {
                     return self.glued_event(text, end);
                 }
-                // Numbers beyond f64's range read as Infinity, as in Ruby.
-                match crate::json::beyond_f64(text, &e) {
-                    Some(Reparsed::Value(v)) => {
-                        reparsed = v;
-                        match serde::Deserialize::deserialize(&reparsed) {
-                            Ok(f) => f,
-                            Err(_) => return Err(self.lost(invalid_json(&e, text))),
-                        }
-                    }
-                    Some(Reparsed::Incomplete) => return Ok(false),
-                    None => return Err(self.lost(invalid_json(&e, text))),
+                let Some(value) = self.reread(text, &e)? else { return Ok(false) };
+                reparsed = value;
+                match serde::Deserialize::deserialize(&reparsed) {
+                    Ok(f) => f,
+                    Err(_) => return Err(self.lost(invalid_json(&e, text))),
                 }
             }
         };

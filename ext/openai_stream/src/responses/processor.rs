@@ -11,8 +11,8 @@ use crate::anomaly::{excerpt, Anomaly, AnomalyKind};
 use crate::calls::CallId;
 use crate::driver::{Driver, OutputLimit, Protocol, State};
 use crate::error::Error;
-use crate::event_data::{invalid_json, parsed_json};
-use crate::json::{beyond_f64, JsonValue, Reparsed};
+use crate::event_data::parsed_json;
+use crate::json::JsonValue;
 use crate::output::{Output, Thinking};
 use crate::sse::MaxLineBytes;
 use crate::usage::UsageMode;
@@ -113,11 +113,9 @@ impl Protocol for State<Responses> {
         let value: JsonValue = match serde_json::from_str(text) {
             Ok(value) => value,
             Err(e) if e.is_eof() => return Ok(false),
-            // Numbers beyond f64's range read as Infinity, as in Ruby (rule 56).
-            Err(e) => match beyond_f64(text, &e) {
-                Some(Reparsed::Value(value)) => value,
-                Some(Reparsed::Incomplete) => return Ok(false),
-                None => return Err(self.lost(invalid_json(&e, text))),
+            Err(e) => match self.reread(text, &e)? {
+                Some(value) => value,
+                None => return Ok(false),
             },
         };
         self.apply_value(&value, true).map(|()| true)
