@@ -537,18 +537,17 @@ enum May {
     NotError,
 }
 
-/// The keys of one Hash of a bare text delta: the one read, then those it
-/// may also hold, the commonest first.
+/// The keys of one Hash of a bare text delta: the one read, and those it
+/// may also hold.
 struct Level {
     read: VALUE,
     others: Vec<(VALUE, May)>,
 }
 
 /// The levels of a bare text delta: chunk, choice, delta. A key a rule
-/// reads is never one to hold, and a key is counted once, whatever the
-/// lists below say: a key left out, or listed to hold, can only make the
-/// try fail. A key listed as one that may be nil must be one whose rule
-/// reads nil as absent.
+/// reads is never one to hold, whatever the lists below say: a key left
+/// out, or listed to hold, can only make the try fail. A key listed as one
+/// that may be nil must be one whose rule reads nil as absent.
 fn levels() -> &'static Option<[Level; 3]> {
     static LEVELS: OnceLock<Option<[Level; 3]>> = OnceLock::new();
     LEVELS.get_or_init(|| {
@@ -564,16 +563,14 @@ fn levels() -> &'static Option<[Level; 3]> {
                 (name, "!") => (name, May::NotError),
                 _ => (key, May::Hold),
             };
-            let others: Vec<_> = others.split_whitespace().map(may).collect();
-            let once = |i: usize, name: &str| name != read && others[..i].iter().all(|&(n, _)| n != name);
             let kept = others
-                .iter()
-                .enumerate()
-                .filter(|&(i, &(name, may))| once(i, name) && (may != May::Hold || !read_by_a_rule(name)));
-            Level { read: intern(read), others: kept.map(|(_, &(name, may))| (intern(name), may)).collect() }
+                .split_whitespace()
+                .map(may)
+                .filter(|&(name, may)| may != May::Hold || !read_by_a_rule(name));
+            Level { read: intern(read), others: kept.map(|(name, may)| (intern(name), may)).collect() }
         };
-        // The envelope first, then rarer keys (OpenAI's, OpenRouter's,
-        // Azure's, vLLM's), each a lookup only while keys are unaccounted for.
+        // The envelope, then rarer keys: OpenAI's, OpenRouter's, Azure's,
+        // vLLM's.
         let chunk_others = "object! id created model system_fingerprint usage? service_tier obfuscation \
             provider prompt_filter_results";
         let choice_others =
@@ -589,44 +586,60 @@ fn levels() -> &'static Option<[Level; 3]> {
 
 impl Level {
     /// The value under the key read, when `h` is a Hash that holds it and
-    /// nothing but what it may hold. Found by lookups, not by iterating:
-    /// when as many keys are found as the Hash has, there is no other.
+    /// nothing but what it may hold: one `rb_hash_foreach`, each key
+    /// matched by identity, which on Ruby 3.4 + YJIT costs less than
+    /// looking each key up (`docs/decisions.md`).
     ///
     /// # Safety
     ///
-    /// `h` is a live value; inside `protect` (a lookup compares keys by
-    /// `eql?`, which runs Ruby code if it was redefined).
+    /// `h` is a live value; inside `protect`: `rb_hash_foreach` runs no
+    /// Ruby code here, but may raise (a Hash iterated over 127 levels deep
+    /// keeps its level in an instance variable, which allocates).
     unsafe fn only(&self, h: VALUE) -> Option<VALUE> {
-        let undef = rb_sys::Qundef as VALUE;
-        // SAFETY: a live value, looked into by Ruby's public API.
-        let lookup = |key| unsafe { rb_sys::rb_hash_lookup2(h, key, undef) };
-        if !unsafe { rb_sys::RB_TYPE_P(h, T::RUBY_T_HASH) } {
-            return None;
-        }
-        let size = unsafe { rb_sys::rb_hash_size_num(h) };
-        let value = Some(lookup(self.read)).filter(|&v| v != undef)?;
-        let mut found = 1;
-        for &(key, may) in &self.others {
-            if found == size {
-                break;
-            }
-            let v = lookup(key);
-            let fits = match may {
-                _ if v == undef => continue,
-                May::Hold => true,
-                May::BeNil => v == rb_sys::Qnil as VALUE,
-                // SAFETY: as above.
-                May::NotError => {
-                    v == rb_sys::Qnil as VALUE || unsafe { utf8(v) }.is_some_and(|t| t != "error")
-                }
-            };
-            if !fits {
+        let mut seen = Seen { level: self, value: rb_sys::Qundef as VALUE };
+        // SAFETY: a live value, read by Ruby's public API; the callback
+        // gets `seen`, alive for the call.
+        unsafe {
+            if !rb_sys::RB_TYPE_P(h, T::RUBY_T_HASH) {
                 return None;
             }
-            found += 1;
+            rb_sys::rb_hash_foreach(h, Some(visit), &mut seen as *mut Seen as VALUE);
         }
-        (found == size).then_some(value)
+        Some(seen.value).filter(|&v| v != rb_sys::Qundef as VALUE)
     }
+}
+
+/// What [`Level::only`]'s iteration has seen: the value read, or undef.
+struct Seen<'a> {
+    level: &'a Level,
+    value: VALUE,
+}
+
+/// `rb_hash_foreach`'s callback for [`Level::only`]: keeps the value read,
+/// and stops, with no value, at a key the level may not hold or a value it
+/// may not hold there. Runs no Ruby code.
+unsafe extern "C" fn visit(key: VALUE, value: VALUE, arg: VALUE) -> c_int {
+    // SAFETY: `arg` is the `Seen` of `Level::only`, alive and not otherwise
+    // borrowed while the iteration runs.
+    let seen = unsafe { &mut *(arg as *mut Seen) };
+    let nil = rb_sys::Qnil as VALUE;
+    let fits = if key == seen.level.read {
+        seen.value = value;
+        true
+    } else {
+        match seen.level.others.iter().find(|&&(k, _)| k == key) {
+            Some((_, May::Hold)) => true,
+            Some((_, May::BeNil)) => value == nil,
+            // SAFETY: a live value; its bytes are read at once.
+            Some((_, May::NotError)) => value == nil || unsafe { utf8(value) }.is_some_and(|t| t != "error"),
+            None => false,
+        }
+    };
+    if fits {
+        return rb_sys::st_retval::ST_CONTINUE as c_int;
+    }
+    seen.value = rb_sys::Qundef as VALUE;
+    rb_sys::st_retval::ST_STOP as c_int
 }
 
 /// The text of a chat chunk that is nothing but a text delta, and its
