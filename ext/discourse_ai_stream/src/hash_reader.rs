@@ -222,15 +222,17 @@ impl Writer {
     fn enter(&mut self, depth: usize) -> Step {
         match depth {
             MAX_DEPTH.. => self.too_deep(None),
-            _ if depth % 8 == 0 => crate::convert::room().or_else(|m| self.too_deep(Some(m))),
+            _ if depth % 8 == 0 => {
+                crate::convert::room().or_else(|m| self.too_deep(Some(format!("{m} ({depth} levels)"))))
+            }
             _ => Ok(()),
         }
     }
 
-    /// Fails with the message of `no_room`, else of nesting past `MAX_DEPTH`.
+    /// Fails with the message `no_room`, else that of nesting past `MAX_DEPTH`.
     #[cold]
-    fn too_deep(&mut self, no_room: Option<&str>) -> Step {
-        let message = no_room.map_or_else(|| format!("nested deeper than {MAX_DEPTH} levels"), str::to_owned);
+    fn too_deep(&mut self, no_room: Option<String>) -> Step {
+        let message = no_room.unwrap_or_else(|| format!("nested deeper than {MAX_DEPTH} levels"));
         self.fail(StreamErrorKind::TooDeep, message)
     }
 
