@@ -21,13 +21,15 @@
 #   live in the Endpoints::OpenAiShared module; final_log_update writes
 #   cache_read_tokens / cache_write_tokens.
 # - :newest  - the current one, plus stop_reason on both processors and the
-#   output-limit rule; Groq on Endpoints::OpenAi.
+#   output-limit rule; Groq on Endpoints::OpenAi; the Prompt, the request
+#   over HTTP and the AI bot's tool loop (tool_loop.rb).
+# Every generation has the chat dialects (dialects.rb).
 module DiscourseStandIns
   DIR = File.expand_path("discourse_stand_ins", __dir__)
   GENERATIONS = %i[legacy current newest].freeze
   # The files of each generation, loaded in order.
-  FILES = { legacy: %w[common legacy endpoints], current: %w[common current endpoints],
-            newest: %w[common current endpoints newest] }.freeze
+  FILES = { legacy: %w[common legacy endpoints dialects], current: %w[common current endpoints dialects],
+            newest: %w[common current endpoints newest dialects tool_loop] }.freeze
 
   # The raw chunk of the bug report: Mistral sends both parallel calls, the
   # finish_reason and the usage in one chunk, with an unknown top-level "p".
@@ -47,8 +49,9 @@ module DiscourseStandIns
                            :cached_tokens, :cache_read_tokens, :cache_write_tokens, :created_at,
                            keyword_init: true)
 
-  # LlmModel: the endpoint reads provider, name and custom params.
-  LlmModel = Struct.new(:provider, :name, :custom_params, keyword_init: true) do
+  # LlmModel: the endpoint reads provider, name and custom params; the
+  # request its url; the gem its id.
+  LlmModel = Struct.new(:id, :provider, :name, :url, :custom_params, keyword_init: true) do
     def lookup_custom_param(key)
       (custom_params || {})[key]
     end

@@ -121,14 +121,51 @@ module DiscourseAi
       end
     end
 
-    # Shaped as the contract describes DiscourseAi::Completions::Thinking.
+    # Shaped as the contract describes DiscourseAi::Completions::Thinking:
+    # provider_info is normalized on the way in (blank is {}, keys Symbols
+    # down through Hashes, also Hashes inside Arrays), and merged as
+    # ActiveSupport's deep_merge does: nested Hashes merge, anything else
+    # from the incoming side (an Array too) replaces what was there.
     class Thinking
-      attr_accessor :message, :partial, :provider_info
+      attr_accessor :message, :partial
+      attr_reader :provider_info
+
+      def self.normalize_provider_info(info)
+        return {} if info.nil? || info.empty?
+
+        info.to_h { |key, value| [key.to_sym, normalize_value(value)] }
+      end
+
+      def self.normalize_value(value)
+        case value
+        when Hash then normalize_provider_info(value)
+        when Array then value.map { |item| item.is_a?(Hash) ? normalize_provider_info(item) : item }
+        else value
+        end
+      end
+
+      def self.merge_provider_info(existing, incoming)
+        deep_merge(normalize_provider_info(existing), normalize_provider_info(incoming))
+      end
+
+      def self.deep_merge(base, other)
+        base.merge(other) { |_, old, new| old.is_a?(Hash) && new.is_a?(Hash) ? deep_merge(old, new) : new }
+      end
 
       def initialize(message:, partial: false, provider_info: {})
         @message = message
         @partial = partial
-        @provider_info = provider_info
+        self.provider_info = provider_info
+      end
+
+      def provider_info=(info)
+        @provider_info = self.class.normalize_provider_info(info)
+      end
+
+      def provider_info_for(key) = provider_info[key.to_sym]
+
+      def merge_provider_info!(info)
+        @provider_info = self.class.merge_provider_info(provider_info, info)
       end
 
       def partial?
@@ -138,6 +175,10 @@ module DiscourseAi
       def ==(other)
         other.is_a?(Thinking) &&
           [message, partial, provider_info] == [other.message, other.partial, other.provider_info]
+      end
+
+      def dup
+        Thinking.new(message: message&.dup, partial: partial, provider_info: Marshal.load(Marshal.dump(provider_info)))
       end
     end
 
