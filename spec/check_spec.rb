@@ -55,6 +55,25 @@ RSpec.describe DiscourseAiStream::Check, gc_stress: false do
     expect(shown - check.last.lines).to eq([])
   end
 
+  it "says per dialect whether reasoning goes back, as docs/discourse.md shows, and why not, exit status unchanged" do
+    install_into(:newest)
+    section = File.read(File.join(root, "docs/discourse.md"))[/^## Reasoning models.*?^## /m]
+    shown = section[/^On the newest Discourse with the plugin:\n\n```\n(.*?)^```$/m, 1].lines
+    expect(shown.size).to eq(6)
+    expect(check.last.lines.each_cons(6).to_a).to include(shown)
+
+    replay = true
+    install_into(:newest, replay: -> { replay })
+    replay = false
+    status, out = check
+    expect(status).to eq(0)
+    expect(out).to include("  not in use now: switched off (install!'s replay:, " \
+                           "the discourse_ai_stream_reasoning_replay setting)\n")
+    install_into(:current, enabled: -> { false })
+    expect(check.last).to include("Dialects::Vllm: Discourse AI's current generation: reasoning is read on the " \
+                                  "newest only\n  not in use: the gem is switched off\n")
+  end
+
   it "exits 2 when install! has not run: the stock processors are in use" do
     load_discourse_stand_ins(generation: :legacy)
     status, out = check

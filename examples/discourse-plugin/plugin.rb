@@ -18,6 +18,9 @@ enabled_site_setting :discourse_ai_stream_enabled
 after_initialize do
   # Runs again after every code reload in development, on the new classes.
   reloadable_patch do
-    DiscourseAiStream::Discourse.install!(enabled: -> { SiteSetting.discourse_ai_stream_enabled })
+    # replay: reasoning models' reasoning goes back with their tool calls
+    # (DeepSeek, Kimi, Gemini's OpenAI-compatible URL, OpenRouter).
+    DiscourseAiStream::Discourse.install!(enabled: -> { SiteSetting.discourse_ai_stream_enabled },
+                                          replay: -> { SiteSetting.discourse_ai_stream_reasoning_replay })
   end
 end

@@ -32,6 +32,7 @@ module DiscourseAiStream
               "Discourse AI generation: #{GENERATIONS.fetch(Discourse.generation, "none (no stock processor loaded)")}"
       every_call = calls(io)
       status = installed(io) ? IN_USE : NOT_IN_USE
+      replay(io)
       status = LOST unless every_call
       io.puts "", VERDICTS.fetch(status)
       status
@@ -73,13 +74,32 @@ module DiscourseAiStream
       end
 
       io.puts "", "install!:"
-      status.each do |name, decision|
+      status.slice(*Discourse.replaced_processors.keys).each do |name, decision|
         io.puts "  #{name}: #{decision[:replaced] ? "replaced by the gem's" : "left stock: #{decision[:reason]}"}"
       end
       on = Discourse.installed?
       io.puts "  switched off (install!'s enabled:, the discourse_ai_stream_enabled setting): stock in use" unless on
       on && status.values.none? { |decision| decision[:missing].any? }
     end
-    private_class_method :calls, :tally, :installed
+
+    # Per dialect of the ChatGpt family, whether the gem sends reasoning
+    # back with its tool-call turns, and why not; then whether it does now.
+    def replay(io)
+      dialects = Discourse.status.except(*Discourse.replaced_processors.keys)
+      return if dialects.empty?
+
+      io.puts "", "Reasoning sent back with tool-call turns (install!'s replay:):"
+      dialects.each { |name, decision| io.puts "  #{name}: #{decision[:replaced] ? "by the gem" : decision[:reason]}" }
+      io.puts "  #{replay_now(dialects)}"
+    end
+
+    def replay_now(dialects)
+      return "not in use: the gem is switched off" unless Discourse.installed?
+      return "not in use: by no dialect (above)" if dialects.values.none? { |decision| decision[:replaced] }
+      return "in use" if Discourse.replay?
+
+      "not in use now: switched off (install!'s replay:, the discourse_ai_stream_reasoning_replay setting)"
+    end
+    private_class_method :calls, :tally, :installed, :replay, :replay_now
   end
 end

@@ -36,8 +36,11 @@ module DiscourseAiStream
       # enabled: a callable asked on every use (a site setting): while it
       # returns false, the patches pass everything to the stock code, as
       # after uninstall!, at once and in every process that reads it.
+      # replay: reasoning models' data carried back with their tool-call
+      # turns (Replay): true, false, or a callable asked on every use;
+      # nil counts as true.
       # Returns the classes patched by this call.
-      def install!(fast_decode: true, enabled: nil)
+      def install!(fast_decode: true, enabled: nil, replay: true)
         unless lookup(ENDPOINTS).is_a?(Module)
           warn_log("discourse_ai_stream: #{ENDPOINTS} is not defined; nothing installed")
           return []
@@ -46,6 +49,8 @@ module DiscourseAiStream
         @status = Session::REPLACED.to_h { |name, ours| [name, decide(lookup(name), ours)] }
         @fast_decode = fast_decode ? true : false
         @enabled = enabled
+        @replay = replay
+        @status.merge!(Replay.install(replay))
         patched = endpoint_classes.select { |klass| Patch.apply(klass) }
         @installed = true
         patched
@@ -53,6 +58,14 @@ module DiscourseAiStream
 
       # True between install! and uninstall!, while `enabled` allows it.
       def installed? = @installed == true && enabled?
+
+      # Whether reasoning goes back with tool-call turns now: installed, and
+      # install!'s `replay` allows it.
+      def replay? = installed? && asked(@replay, "replay", "reasoning not carried back")
+
+      # The identity of a model that the gem's data is stamped with, and
+      # checked against before it goes back: "id:name"; nil without a model.
+      def model_identity(llm_model) = llm_model && "#{llm_model.id}:#{llm_model.name}"
 
       # A prepended module cannot be removed: the patches stay in place and
       # pass everything through to the stock code until install! runs again.
@@ -73,8 +86,10 @@ module DiscourseAiStream
       # `{ replaced: true, missing: [] }`, or `{ replaced: false, reason:,
       # missing: }` when the stock class is left in place, because it is not
       # loaded or has public methods (`"#stop_reason"`) or `initialize`
-      # keywords (`"initialize(strict:)"`) the gem's lacks. Empty before,
-      # and after uninstall!.
+      # keywords (`"initialize(strict:)"`) the gem's lacks; and per dialect
+      # class of the ChatGpt family, whether the gem writes its tool-call
+      # turns (Replay; `missing` always empty). Empty before, and after
+      # uninstall!.
       def status = @status || {}
 
       # Endpoint classes of the current namespace that carry the patch.
@@ -146,10 +161,16 @@ module DiscourseAiStream
 
       private
 
-      def enabled?
-        @enabled.nil? || @enabled.call ? true : false
+      def enabled? = asked(@enabled, "enabled", "stock processors in use")
+
+      # A switch of install!: nil or true is on, false off, a callable is
+      # asked now (one that raises counts as off, with a warn line).
+      def asked(switch, name, off)
+        return switch != false unless switch.respond_to?(:call)
+
+        switch.call ? true : false
       rescue StandardError => e
-        warn_log("discourse_ai_stream: the enabled check raised #{e.class}: #{e.message}; stock processors in use")
+        warn_log("discourse_ai_stream: the #{name} check raised #{e.class}: #{e.message}; #{off}")
         false
       end
 
@@ -194,3 +215,4 @@ end
 require_relative "discourse/reporter"
 require_relative "discourse/session"
 require_relative "discourse/patch"
+require_relative "discourse/replay"

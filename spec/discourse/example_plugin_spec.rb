@@ -101,10 +101,23 @@ RSpec.describe "examples/discourse-plugin", gc_stress: false do
     expect(mistral_calls).to eq(DiscourseStandIns::MISTRAL_IDS)
   end
 
-  it "describes its setting for the admin, with the name plugin.rb reads" do
+  it "describes its settings for the admin, with the names plugin.rb reads" do
     locale = YAML.safe_load(File.read(File.join(dir, "config/locales/server.en.yml")))
     expect(locale.dig("en", "site_settings", "discourse_ai_stream_enabled")).to include("without a rebuild")
-    expect(File.read(File.join(dir, "plugin.rb"))).to include("SiteSetting.discourse_ai_stream_enabled")
+    expect(locale.dig("en", "site_settings", "discourse_ai_stream_reasoning_replay")).to include("tool calls")
+    expect(File.read(File.join(dir, "plugin.rb")))
+      .to include("SiteSetting.discourse_ai_stream_enabled", "SiteSetting.discourse_ai_stream_reasoning_replay")
+  end
+
+  it "sends reasoning back while its replay setting is on, asked on every use" do
+    load_discourse_stand_ins(generation: :newest)
+    plugin.boot
+    expect(DiscourseAiStream::Discourse.replay?).to be(true)
+    SiteSetting.discourse_ai_stream_reasoning_replay = false
+    expect(DiscourseAiStream::Discourse.replay?).to be(false)
+    expect(DiscourseAiStream::Discourse).to be_installed
+    SiteSetting.discourse_ai_stream_reasoning_replay = true
+    expect(DiscourseAiStream::Discourse.replay?).to be(true)
   end
 
   it "has a spec for bin/rspec inside Discourse, and CI that needs no Rust (the precompiled gem)" do

@@ -44,7 +44,18 @@ RSpec.describe "DiscourseAiStream::Discourse.install! and the Discourse generati
         expect(integration.generation).to eq(generation)
         expect(DiscourseAiStream::OpenAiMessageProcessor.new.output_limit).to eq(output_limit)
         integration.install!
-        expect(integration.status).to eq(chat => replaced, responses => replaced)
+        dialects = %w[ChatGpt Mistral OpenAiCompatible Vllm].to_h do |name|
+          decision = if generation != :newest
+                       { replaced: false, reason: "Discourse AI's #{generation} generation: reasoning is read on " \
+                                                  "the newest only", missing: [] }
+                     elsif name == "Vllm"
+                       { replaced: false, reason: "replays reasoning itself (its own tool_call_msg)", missing: [] }
+                     else
+                       replaced
+                     end
+          ["DiscourseAi::Completions::Dialects::#{name}", decision]
+        end
+        expect(integration.status).to eq(chat => replaced, responses => replaced, **dialects)
         expect(endpoint("Mistral").send(:processor)).to be_a(DiscourseAiStream::OpenAiMessageProcessor)
         expect(endpoint("Mistral").send(:processor).output_limit).to eq(output_limit)
         expect(errors).to eq([])
