@@ -36,6 +36,11 @@ RSpec.describe FakeLlmServer do
     (slot["function"]["arguments"] ||= +"") << call.dig("function", "arguments").to_s
   end
 
+  # The server, and its tool turn as a client that sends nothing back has it.
+  def with_turn(name)
+    described_class.open(name) { |server| yield server, stock_turn(server) }
+  end
+
   def reasoning(server, field)
     data_lines(post(server, [question]).last).filter_map { |chunk| chunk.dig("choices", 0, "delta", field) }.join
   end
@@ -56,8 +61,7 @@ RSpec.describe FakeLlmServer do
 
   describe "DeepSeek" do
     it "refuses an assistant message of its calls without reasoning_content, and takes one with it" do
-      described_class.open(:deepseek) do |server|
-        turn = stock_turn(server)
+      with_turn(:deepseek) do |server, turn|
         status, body = post(server, [question, *turn])
         expect(status).to eq(400)
         expect(JSON.parse(body)).to eq("error" => { "message" => FakeLlmServer::DeepSeek::MESSAGE,
@@ -77,8 +81,7 @@ RSpec.describe FakeLlmServer do
 
   describe "Kimi" do
     it "names the index of each assistant tool-call message without reasoning_content, \"\" counting as missing" do
-      described_class.open(:kimi) do |server|
-        turn = stock_turn(server)
+      with_turn(:kimi) do |server, turn|
         expect(turn.first["tool_calls"].map { |call| call["id"] })
           .to eq(%w[functions.get_weather:0 functions.get_weather:1])
         message = "thinking is enabled but reasoning_content is missing in assistant tool call message at index 2"
@@ -98,8 +101,7 @@ RSpec.describe FakeLlmServer do
     let(:signature) { "CiQBjz1rXwAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=" }
 
     it "wants the signature on the first call of the message, verbatim, and the calls in one message" do
-      described_class.open(:gemini) do |server|
-        turn = stock_turn(server)
+      with_turn(:gemini) do |server, turn|
         status, body = post(server, [question, *turn])
         expect(status).to eq(400)
         expect(JSON.parse(body).first["error"]).to include("code" => 400, "status" => "INVALID_ARGUMENT")
@@ -122,8 +124,7 @@ RSpec.describe FakeLlmServer do
     end
 
     it "checks the current turn only: what came before the last user message is not validated" do
-      described_class.open(:gemini) do |server|
-        turn = stock_turn(server)
+      with_turn(:gemini) do |server, turn|
         expect(post(server, [question, *turn, { "role" => "user", "content" => "And now?" }]).first).to eq(200)
       end
     end
@@ -147,8 +148,7 @@ RSpec.describe FakeLlmServer do
   end
 
   it "refuses, in OpenAI's words, results that answer no call before them and calls left unanswered" do
-    described_class.open(:deepseek) do |server|
-      turn = stock_turn(server)
+    with_turn(:deepseek) do |server, turn|
       turn.first["reasoning_content"] = "x"
       expect(JSON.parse(post(server, [question, turn[1]]).last).dig("error", "message"))
         .to start_with("Invalid parameter: messages with role 'tool' must be a response to a preceeding message")
