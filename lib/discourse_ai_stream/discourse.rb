@@ -37,7 +37,11 @@ module DiscourseAiStream
       # returns false, the patches pass everything to the stock code, as
       # after uninstall!, at once and in every process that reads it.
       # Returns the classes patched by this call.
-      def install!(fast_decode: true, enabled: nil)
+      # replay: true, false or a callable asked on every use: the chat
+      # processor hands out what reasoning models need back on the next
+      # request, and the ChatGpt dialect family sends it
+      # (docs/discourse.md#reasoning-models-in-a-tool-loop).
+      def install!(fast_decode: true, enabled: nil, replay: true)
         unless lookup(ENDPOINTS).is_a?(Module)
           warn_log("discourse_ai_stream: #{ENDPOINTS} is not defined; nothing installed")
           return []
@@ -46,6 +50,7 @@ module DiscourseAiStream
         @status = Session::REPLACED.to_h { |name, ours| [name, decide(lookup(name), ours)] }
         @fast_decode = fast_decode ? true : false
         @enabled = enabled
+        @replay = replay
         patched = endpoint_classes.select { |klass| Patch.apply(klass) }
         @installed = true
         patched
@@ -64,6 +69,28 @@ module DiscourseAiStream
       # Not asked of `enabled`: a response whose processor is the gem's is
       # decoded by it to its end, also when the setting goes off meanwhile.
       def fast_decode? = @installed == true && @fast_decode != false
+
+      # Whether the chat processor of `endpoint` hands out what the next
+      # request carries back: replay on, on the newest generation (whose
+      # Prompt keeps a Thinking's provider_info and each call's
+      # provider_data), and where the endpoint's decode_chunk is the stock
+      # one (vLLM's own reads reasoning itself, and its dialect replays it).
+      def round_trip_for?(endpoint)
+        installed? && replay? && generation == :newest && Patch.stock_decode?(endpoint.class)
+      end
+
+      # The replay switch of install! (on when not given).
+      def replay? = asked(@replay, "replay", "replay off")
+
+      # Who a response comes from, as the data carried back names it:
+      # "ID:NAME" of an LlmModel; nil without one.
+      def model_identity(llm_model)
+        return unless llm_model
+
+        id = llm_model.id if llm_model.respond_to?(:id)
+        name = llm_model.name if llm_model.respond_to?(:name)
+        "#{id}:#{name}" unless id.nil? && name.nil?
+      end
 
       # The stock processor classes (by name) that patched endpoints replace,
       # with the gem's class that stands in for each.
@@ -146,10 +173,17 @@ module DiscourseAiStream
 
       private
 
-      def enabled?
-        @enabled.nil? || @enabled.call ? true : false
+      def enabled? = asked(@enabled, "enabled", "stock processors in use")
+
+      # A switch of install!: nil or true is on, false off, a callable is
+      # asked now; one that raises counts as off, with a warn line saying
+      # `outcome`.
+      def asked(switch, name, outcome)
+        return switch != false unless switch.respond_to?(:call)
+
+        switch.call ? true : false
       rescue StandardError => e
-        warn_log("discourse_ai_stream: the enabled check raised #{e.class}: #{e.message}; stock processors in use")
+        warn_log("discourse_ai_stream: the #{name} check raised #{e.class}: #{e.message}; #{outcome}")
         false
       end
 

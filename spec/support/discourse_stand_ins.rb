@@ -47,8 +47,9 @@ module DiscourseStandIns
                            :cached_tokens, :cache_read_tokens, :cache_write_tokens, :created_at,
                            keyword_init: true)
 
-  # LlmModel: the endpoint reads provider, name and custom params.
-  LlmModel = Struct.new(:provider, :name, :custom_params, keyword_init: true) do
+  # LlmModel: the endpoint reads provider, name and custom params (and the
+  # gem its id and name, for whom the reasoning goes back to).
+  LlmModel = Struct.new(:provider, :name, :custom_params, :id, keyword_init: true) do
     def lookup_custom_param(key)
       (custom_params || {})[key]
     end
