@@ -17,6 +17,9 @@ module DecodeChunkExpectations
       cache_write_tokens: write, cached_tokens: read }
   end
 
+  # A call with the provider data of a response that carries something back.
+  def self.turn(call) = call.merge(provider_data: { chat_completions: { turn: :named } })
+
   # The usage of a stream that sent none: the default of an entry.
   NO_USAGE = SseFixtures::USAGE_READERS.to_h { |reader| [reader, nil] }.freeze
 
@@ -38,15 +41,17 @@ module DecodeChunkExpectations
               done_call("function-call-2222", "search", { query: "utf-8 bom", limit: 5 })],
       usage: usage(64, 30)
     },
+    # A `reasoning` or `reasoning_content` field (even empty) names each
+    # call of the response with its turn (rule 79).
     "ollama_reused_index" => {
-      items: [done_call("call_o1aa", "get_weather", { city: "Oslo" }),
-              done_call("call_o2bb", "get_weather", { city: "Bergen" }),
-              done_call("call_o3cc", "get_time", {})],
+      items: [turn(done_call("call_o1aa", "get_weather", { city: "Oslo" })),
+              turn(done_call("call_o2bb", "get_weather", { city: "Bergen" })),
+              turn(done_call("call_o3cc", "get_time", {}))],
       usage: usage(210, 57)
     },
     "vllm_hermes" => {
-      items: [done_call("chatcmpl-tool-a1", "read_file", { path: "README.md" }),
-              done_call("chatcmpl-tool-b2", "read_file", { path: "lib/a.rb", lines: [1, 20] })],
+      items: [turn(done_call("chatcmpl-tool-a1", "read_file", { path: "README.md" })),
+              turn(done_call("chatcmpl-tool-b2", "read_file", { path: "lib/a.rb", lines: [1, 20] }))],
       usage: usage(300, 52)
     },
     "tgi_object_arguments" => {
@@ -90,7 +95,7 @@ module DecodeChunkExpectations
       anomalies: %i[converted_field converted_field]
     },
     "deepseek_cache_usage" => {
-      items: ["Sure.", done_call("call_0_5f1e", "git_log", { limit: 10 })],
+      items: ["Sure.", turn(done_call("call_0_5f1e", "git_log", { limit: 10 }))],
       # 768 cache hits reported twice, counted once: 1000 - 768 = 232 net.
       usage: usage(232, 25, 768)
     },

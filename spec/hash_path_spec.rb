@@ -212,6 +212,22 @@ RSpec.describe "Hash path: the one reader" do
     end
   end
 
+  it "reads a text delta beside a reasoning field whole, beside a null one bare, the same either way" do
+    recorded = Dir[File.join(SseFixtures::FIXTURE_DIR, "recorded", "*.sse")]
+    expect(recorded).not_to be_empty
+    recorded.each do |path|
+      events = sse_events(File.binread(path))
+      whole = events.map { |event| event.merge(x_groq: event.fetch(:x_groq, nil)) }
+      expect(outcome(chat(output_thinking: true), events)).to eq(outcome(chat(output_thinking: true), whole)), path
+    end
+    reasoning = ->(value) { { choices: [{ delta: { content: "a", reasoning_content: value } }] } }
+    ended = tool_chunk([call("c", "f", "{}")], finish: "tool_calls")
+    items = summarize(hash_path_items(chat(output_thinking: true), [reasoning.call(""), ended]))
+    thinking = { thinking: "", provider_info: { chat_completions: { fields: ["reasoning_content"] } } }
+    expect(items.take(2)).to eq([thinking, "a"])
+    expect(summarize(hash_path_items(chat(output_thinking: true), [reasoning.call(nil), ended])).first).to eq("a")
+  end
+
   it "gives the processor the same items either way" do
     processor = chat
     expect(processor.process_streamed_message(text_chunk("a"))).to eq("a")

@@ -36,9 +36,10 @@ module DiscourseAiStream
       # enabled: a callable asked on every use (a site setting): while it
       # returns false, the patches pass everything to the stock code, as
       # after uninstall!, at once and in every process that reads it.
-      # replay: reasoning models' data carried back with their tool-call
-      # turns (Replay): true, false, or a callable asked on every use;
-      # nil counts as true.
+      # replay: true, false or a callable asked on every use (nil counts as
+      # true): the chat processor hands out what reasoning models need back
+      # on the next request, and the ChatGpt dialect family sends it
+      # (Replay; docs/discourse.md#reasoning-models-in-a-tool-loop).
       # Returns the classes patched by this call.
       def install!(fast_decode: true, enabled: nil, replay: true)
         unless lookup(ENDPOINTS).is_a?(Module)
@@ -59,14 +60,6 @@ module DiscourseAiStream
       # True between install! and uninstall!, while `enabled` allows it.
       def installed? = @installed == true && enabled?
 
-      # Whether reasoning goes back with tool-call turns now: installed, and
-      # install!'s `replay` allows it.
-      def replay? = installed? && asked(@replay, "replay", "reasoning not carried back")
-
-      # The identity of a model that the gem's data is stamped with, and
-      # checked against before it goes back: "id:name"; nil without a model.
-      def model_identity(llm_model) = llm_model && "#{llm_model.id}:#{llm_model.name}"
-
       # A prepended module cannot be removed: the patches stay in place and
       # pass everything through to the stock code until install! runs again.
       def uninstall!
@@ -77,6 +70,30 @@ module DiscourseAiStream
       # Not asked of `enabled`: a response whose processor is the gem's is
       # decoded by it to its end, also when the setting goes off meanwhile.
       def fast_decode? = @installed == true && @fast_decode != false
+
+      # Whether the chat processor of `endpoint` hands out what the next
+      # request carries back: replay on, on the newest generation (whose
+      # Prompt keeps a Thinking's provider_info and each call's
+      # provider_data), and where the endpoint's decode_chunk is the stock
+      # one (vLLM's own reads reasoning itself, and its dialect replays it).
+      def round_trip_for?(endpoint)
+        replay? && generation == :newest && Patch.stock_decode?(endpoint.class)
+      end
+
+      # Whether reasoning goes back now: installed, and install!'s `replay`
+      # switch (on when not given) allows it.
+      def replay? = installed? && asked(@replay, "replay", "replay off")
+
+      # Who a response comes from, as the data carried back names it, and
+      # whom it goes back to (Replay): "ID:NAME" of an LlmModel; nil
+      # without one.
+      def model_identity(llm_model)
+        return unless llm_model
+
+        id = llm_model.id if llm_model.respond_to?(:id)
+        name = llm_model.name if llm_model.respond_to?(:name)
+        "#{id}:#{name}" unless id.nil? && name.nil?
+      end
 
       # The stock processor classes (by name) that patched endpoints replace,
       # with the gem's class that stands in for each.
@@ -164,13 +181,14 @@ module DiscourseAiStream
       def enabled? = asked(@enabled, "enabled", "stock processors in use")
 
       # A switch of install!: nil or true is on, false off, a callable is
-      # asked now (one that raises counts as off, with a warn line).
-      def asked(switch, name, off)
+      # asked now; one that raises counts as off, with a warn line saying
+      # `outcome`.
+      def asked(switch, name, outcome)
         return switch != false unless switch.respond_to?(:call)
 
         switch.call ? true : false
       rescue StandardError => e
-        warn_log("discourse_ai_stream: the #{name} check raised #{e.class}: #{e.message}; #{off}")
+        warn_log("discourse_ai_stream: the #{name} check raised #{e.class}: #{e.message}; #{outcome}")
         false
       end
 

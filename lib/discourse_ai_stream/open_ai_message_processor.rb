@@ -7,6 +7,10 @@ module DiscourseAiStream
   class OpenAiMessageProcessor
     include ProcessorSupport
 
+    # The key of what the next request carries back (docs/discourse.md), in
+    # provider_data (ToolCall) and provider_info (Thinking).
+    PROVIDER_KEY = :chat_completions
+
     # What `usage:` takes, and the names it had before (still accepted).
     USAGE_MODES = { as_sent: :as_sent, net_of_cache: :net_of_cache, legacy: :as_sent, current: :net_of_cache }.freeze
 
@@ -30,21 +34,42 @@ module DiscourseAiStream
     # output_limit: the calls still open after finish_reason "length":
     #   :drop, :drop_cut or :keep (docs/behaviour.md); by default the
     #   host's (Discourse.output_limit).
+    # output_thinking: return the reasoning (reasoning_content, reasoning)
+    #   as whole Thinking objects, each before the text or call it led to.
+    # round_trip: hand out what the next request of a tool loop must carry
+    #   back: each call's provider_data, and the Thinking's provider_info
+    #   (docs/discourse.md#reasoning-models-in-a-tool-loop); false: today's
+    #   items whatever the stream holds.
+    # model: who the stream comes from (a String), stamped on what is
+    #   carried back, so that it goes back to that model only.
+    # thinking_class: the class of returned thinking; by default
+    #   DiscourseAiStream.thinking_class, resolved now.
     def initialize(partial_tool_calls: false, usage: DiscourseAiStream.default_usage,
                    max_line_bytes: Native::MAX_LINE_BYTES, tool_call_class: nil, on_anomaly: nil,
-                   simulate_legacy: false, strict: false, output_limit: nil)
+                   simulate_legacy: false, strict: false, output_limit: nil, output_thinking: false,
+                   round_trip: true, model: nil, thinking_class: nil)
       mode = USAGE_MODES.fetch(usage.to_sym) do
         raise ArgumentError, "usage must be one of #{USAGE_MODES.keys.inspect}, not #{usage.inspect}"
       end
 
       @on_anomaly = on_anomaly
+      self.thinking_class = thinking_class
       klass = tool_call_class || DiscourseAiStream.tool_call_class
       @output_limit = (output_limit || Discourse.output_limit(Discourse::STOCK_PROCESSOR)).to_sym
-      __setup(!!partial_tool_calls, mode, Integer(max_line_bytes), klass, !!simulate_legacy, !!strict, @output_limit)
+      flags = [partial_tool_calls, simulate_legacy, strict, output_thinking, round_trip].map { _1 ? true : false }
+      partial, legacy, strict, thinking, round_trip = flags
+      __setup(partial, mode, Integer(max_line_bytes), klass, legacy, strict, @output_limit, thinking, round_trip,
+              model&.to_s)
     end
 
     private
 
     def inspect_options = "usage=#{usage_mode}"
+
+    # Called by the native code for the reasoning before an item: `info`,
+    # what the next request carries back (nil without the round trip).
+    def __thinking(message, info)
+      thinking(message: message, partial: false, provider_info: info ? { PROVIDER_KEY => info } : {})
+    end
   end
 end

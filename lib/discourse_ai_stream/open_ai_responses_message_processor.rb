@@ -29,14 +29,11 @@ module DiscourseAiStream
     def initialize(partial_tool_calls: false, output_thinking: false, max_line_bytes: Native::MAX_LINE_BYTES,
                    tool_call_class: nil, thinking_class: nil, on_anomaly: nil, strict: false, output_limit: nil)
       @on_anomaly = on_anomaly
-      @thinking_class = thinking_class || DiscourseAiStream.thinking_class
-      @thinking_keywords = Discourse.keywords(@thinking_class)
+      self.thinking_class = thinking_class
       @output_limit = (output_limit || Discourse.output_limit(Discourse::STOCK_RESPONSES_PROCESSOR)).to_sym
       klass = tool_call_class || DiscourseAiStream.tool_call_class
       __setup(!!partial_tool_calls, !!output_thinking, Integer(max_line_bytes), klass, !!strict, @output_limit)
     end
-
-    attr_reader :thinking_class
 
     # Usage is reported as Discourse's Responses processor does: net of cache.
     def usage_mode = :net_of_cache
@@ -60,12 +57,6 @@ module DiscourseAiStream
     def __tool_thinking(message, items)
       info = items ? { PROVIDER_KEY => { output_items: items } } : {}
       thinking(message: message, partial: false, provider_info: info)
-    end
-
-    # A new Thinking, with the keywords its class takes (older Discourse
-    # has no provider_info).
-    def thinking(**keywords)
-      @thinking_class.new(**(@thinking_keywords ? keywords.slice(*@thinking_keywords) : keywords))
     end
 
     # Called by the native code when the message after a reasoning item

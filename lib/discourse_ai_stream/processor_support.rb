@@ -2,10 +2,11 @@
 
 module DiscourseAiStream
   # What both processors (chat completions and Responses API) share on the
-  # Ruby side: the anomaly hook, inspect, and refusing copies of native state.
+  # Ruby side: the anomaly hook, the Thinking class, inspect, and refusing
+  # copies of native state.
   module ProcessorSupport
     attr_accessor :on_anomaly
-    attr_reader :output_limit
+    attr_reader :output_limit, :thinking_class
 
     def inspect
       "#<#{self.class.name} partial_tool_calls=#{partial_tool_calls?} #{inspect_options} anomalies=#{anomalies.size}>"
@@ -16,6 +17,18 @@ module DiscourseAiStream
     end
 
     private
+
+    # The class of the Thinking objects returned, and the keywords it takes.
+    def thinking_class=(klass)
+      @thinking_class = klass || DiscourseAiStream.thinking_class
+      @thinking_keywords = Discourse.keywords(@thinking_class)
+    end
+
+    # A new Thinking, with the keywords its class takes (older Discourse
+    # has no provider_info).
+    def thinking(**keywords)
+      @thinking_class.new(**(@thinking_keywords ? keywords.slice(*@thinking_keywords) : keywords))
+    end
 
     # The stream state lives in native memory that dup and clone do not
     # copy; a copy would be an object with no state at all.

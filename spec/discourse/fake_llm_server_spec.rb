@@ -53,7 +53,7 @@ RSpec.describe FakeLlmServer do
         request.body = JSON.generate(messages: [question])
         http.request(request) { |response| response.read_body { |read| reads << read } }
       end
-      expect(reads.join).to eq(File.binread(File.join(FakeLlmServer::DIR, "deepseek_v4_flash_tool_call.sse")))
+      expect(reads.join).to eq(File.binread(File.join(FakeLlmServer::DIR, "deepseek_v4_reasoning_content.sse")))
       expect(reads.size).to be > 60
       expect(server.requests).to eq([{ "messages" => [question] }])
     end
@@ -133,10 +133,10 @@ RSpec.describe FakeLlmServer do
   describe "OpenRouter" do
     it "accepts the request it accepted in the recording, and refuses it without reasoning_details" do
       described_class.open(:openrouter) do |server|
-        recorded = JSON.parse(File.read(File.join(FakeLlmServer::DIR, "openrouter_gemini_3_pro_replay_request.json")))
+        recorded = JSON.parse(File.read(File.join(FakeLlmServer::DIR, "openrouter_gemini3_replay_request.json")))
         status, body = post(server, recorded["messages"])
         expect(status).to eq(200)
-        expect(body).to eq(File.binread(File.join(FakeLlmServer::DIR, "openrouter_gemini_3_pro_after_tool_result.sse")))
+        expect(body).to eq(File.binread(File.join(FakeLlmServer::DIR, "openrouter_gemini3_after_tool_result.sse")))
 
         recorded["messages"][2].delete("reasoning_details")
         expect(post(server, recorded["messages"]))

@@ -16,7 +16,7 @@ RSpec.describe "entry points" do
     finish: [],
     prompt_tokens: [], completion_tokens: [], cache_read_tokens: [], cache_write_tokens: [], cached_tokens: [],
     partial_tool_calls?: [], max_line_bytes: [], usage_mode: [], anomalies: [], dropped_anomalies: [],
-    legacy_tool_call_ids: [], stop_reason: []
+    legacy_tool_call_ids: [], stop_reason: [], output_thinking?: [], round_trip?: []
   }.freeze
 
   define_method(:entry_points) { entry_points }

@@ -50,7 +50,8 @@ module DiscourseStandIns
                            keyword_init: true)
 
   # LlmModel: the endpoint reads provider, name and custom params; the
-  # request its url; the gem its id.
+  # request its url; the gem its id and name (whom the reasoning goes back
+  # to).
   LlmModel = Struct.new(:id, :provider, :name, :url, :custom_params, keyword_init: true) do
     def lookup_custom_param(key)
       (custom_params || {})[key]

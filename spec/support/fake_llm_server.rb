@@ -14,11 +14,11 @@ require "socket"
 #
 #   FakeLlmServer.open(:deepseek) { |server| ... server.url ... server.requests }
 #
-# Each stream is a file of spec/fixtures/reasoning/ (spec/fixtures/README.md
+# Each stream is a file of spec/fixtures/recorded/ (spec/fixtures/README.md
 # says which are recordings). Each SSE event goes out as two chunks, cut in
 # the middle, so a body read may end anywhere.
 class FakeLlmServer
-  DIR = File.expand_path("../fixtures/reasoning", __dir__)
+  DIR = File.expand_path("../fixtures/recorded", __dir__)
 
   attr_reader :requests, :personality
 
@@ -171,7 +171,7 @@ class FakeLlmServer
   # reasoning_content, then one call. An assistant message that carries one
   # of its calls without the reasoning_content key is refused.
   class DeepSeek < Personality
-    TOOL_STREAM = "deepseek_v4_flash_tool_call.sse"
+    TOOL_STREAM = "deepseek_v4_reasoning_content.sse"
     MODEL = "deepseek-v4-flash"
     ANSWER = [["reasoning_content", "The tool says 20C."], ["content", "It is 20°C"],
               ["content", " in San Francisco."]].freeze
@@ -189,7 +189,7 @@ class FakeLlmServer
   # response. Every assistant message with tool calls needs a non-empty
   # reasoning_content (K2.6 counts "" as missing), named by its index.
   class Kimi < Personality
-    TOOL_STREAM = "kimi_k2_thinking_parallel_tool_calls.sse"
+    TOOL_STREAM = "kimi_thinking_parallel_tool_calls.sse"
     MODEL = "kimi-k2.6"
     ANSWER = [["reasoning_content", "Both results are in."], ["content", "Paris: 18°C, London: 14°C."]].freeze
 
@@ -212,7 +212,7 @@ class FakeLlmServer
   # quoted error, its counting a guess), a different one is "Corrupted
   # thought signature.". Both as Google's compat layer sends them, an Array.
   class Gemini < Personality
-    TOOL_STREAM = "gemini_3_compat_parallel_tool_calls.sse"
+    TOOL_STREAM = "gemini_compat_thought_signature.sse"
     MODEL = "gemini-3-flash-preview"
     ANSWER = [["content", "Paris: 18°C, London: 14°C."]].freeze
 
@@ -250,12 +250,12 @@ class FakeLlmServer
   # reasoning_details exactly as in the request OpenRouter accepted in the
   # same recording; else OpenRouter's words, in its error envelope.
   class OpenRouter < Personality
-    TOOL_STREAM = "openrouter_gemini_3_pro_tool_call.sse"
+    TOOL_STREAM = "openrouter_gemini3_reasoning_details.sse"
     MESSAGE = "Gemini models require OpenRouter reasoning details to be preserved in each request."
 
     # reasoning_details of the recorded accepted request's assistant message.
     def self.accepted_details
-      request = JSON.parse(File.read(File.join(DIR, "openrouter_gemini_3_pro_replay_request.json")))
+      request = JSON.parse(File.read(File.join(DIR, "openrouter_gemini3_replay_request.json")))
       request["messages"].find { |message| message["tool_calls"] }.fetch("reasoning_details")
     end
 
@@ -268,7 +268,7 @@ class FakeLlmServer
 
     private
 
-    def answer = File.read(File.join(DIR, "openrouter_gemini_3_pro_after_tool_result.sse"))
+    def answer = File.read(File.join(DIR, "openrouter_gemini3_after_tool_result.sse"))
   end
 
   PERSONALITIES = { deepseek: DeepSeek, kimi: Kimi, gemini: Gemini, openrouter: OpenRouter }.freeze

@@ -66,13 +66,22 @@ module SseFixtures
     (0...bytes.bytesize).step(size).map { |offset| bytes.byteslice(offset, size) }
   end
 
-  # Items as plain values to compare: Strings stay, tool calls become Hashes.
+  # Items as plain values to compare: Strings stay, tool calls and
+  # thinking become Hashes. What the round trip adds (rules 77 to 79) is
+  # there when there is some, with each turn's name (unique per response)
+  # as `:named`.
   def summarize(items)
     items.map do |item|
       next item if item.is_a?(String)
+      next { thinking: item.message, provider_info: named_turns(item.provider_info) } unless item.respond_to?(:id)
 
-      { id: item.id, name: item.name, parameters: item.parameters, partial: item.partial? }
+      call = { id: item.id, name: item.name, parameters: item.parameters, partial: item.partial? }
+      item.provider_data.empty? ? call : call.merge(provider_data: named_turns(item.provider_data))
     end
+  end
+
+  def named_turns(data)
+    data.transform_values { |inner| inner.is_a?(Hash) && inner[:turn] ? inner.merge(turn: :named) : inner }
   end
 
   # What `summarize` gives for a completed call.

@@ -275,10 +275,15 @@ pub(crate) fn completed<C: CallSource>(
     // Nothing streams into this call any more.
     calls.store(call.0 as isize, ruby.qnil())?;
     if let Some(tool_call) = streamed {
-        // The object the partial updates returned gets the parameters; if
-        // it refuses them (frozen, a setter that raises), a new one is built.
+        // The object the partial updates returned gets the parameters (and
+        // the provider data, which may have come after it was built); if it
+        // refuses them (frozen, a setter that raises), a new one is built.
         let finished = tool_call
             .funcall::<_, _, Value>("parameters=", (hash,))
+            .and_then(|_| match core.provider_data(ruby, call)? {
+                Some(data) => tool_call.funcall::<_, _, Value>("provider_data=", (data,)),
+                None => Ok(tool_call),
+            })
             .and_then(|_| tool_call.funcall::<_, _, Value>("partial=", (false,)));
         match finished {
             Ok(_) => return Ok(tool_call),

@@ -29,10 +29,12 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
 
     let class = module.define_class("OpenAiMessageProcessor", ruby.class_object())?;
     class.define_alloc_func::<RbProcessor>();
-    class.define_private_method("__setup", method!(RbProcessor::setup, 7))?;
+    class.define_private_method("__setup", method!(RbProcessor::setup, 10))?;
     holder::define_shared!(class, RbProcessor);
     class.define_method("usage_mode", method!(RbProcessor::usage_mode, 0))?;
     class.define_method("legacy_tool_call_ids", method!(RbProcessor::legacy_tool_call_ids, 0))?;
+    class.define_method("output_thinking?", method!(RbProcessor::output_thinking, 0))?;
+    class.define_method("round_trip?", method!(RbProcessor::round_trip, 0))?;
     let responses = module.define_class("OpenAiResponsesMessageProcessor", ruby.class_object())?;
     responses.define_alloc_func::<RbResponsesProcessor>();
     responses.define_private_method("__setup", method!(RbResponsesProcessor::setup, 6))?;

@@ -6,14 +6,15 @@ use std::cell::Cell;
 
 use magnus::typed_data::Obj;
 use magnus::value::ReprValue;
-use magnus::{Error, RArray, Ruby, Symbol, TypedData, Value};
+use magnus::{Error, RArray, RHash, Ruby, Symbol, TypedData, Value};
 use openai_stream::anomaly::Anomalies;
-use openai_stream::calls::Calls;
+use openai_stream::calls::{CallId, Calls};
 use openai_stream::chat::{ChatProcessor as Processor, Options};
 use openai_stream::output::Output;
 use openai_stream::usage::UsageMode;
 use rb_sys::VALUE;
 
+use crate::convert::json_to_ruby;
 use crate::errors;
 use crate::guard::guard;
 use crate::hash_reader;
@@ -46,11 +47,59 @@ impl CallSource for Processor {
     fn anomaly_list(&mut self) -> &mut Anomalies {
         self.anomalies_mut()
     }
+
+    /// `{ chat_completions: { turn:, model:, extra_content: } }` for every
+    /// call of a response that carries something back (rules 77 to 79),
+    /// without what is absent; none otherwise.
+    fn provider_data(&self, ruby: &Ruby, call: CallId) -> Result<Option<RHash>, Error> {
+        let trip = self.round_trip();
+        if !self.options().round_trip || !trip.carries() {
+            return Ok(None);
+        }
+        let inner = ruby.hash_new();
+        for (key, value) in [("turn", trip.turn()), ("model", trip.model())] {
+            if let Some(value) = value {
+                inner.aset(ruby.to_symbol(key), ruby.str_new(value))?;
+            }
+        }
+        if let Some(extra) = trip.extra(call) {
+            inner.aset(ruby.to_symbol("extra_content"), json_to_ruby(ruby, extra)?)?;
+        }
+        let data = ruby.hash_new();
+        data.aset(ruby.to_symbol(PROVIDER_KEY), inner)?;
+        Ok(Some(data))
+    }
+}
+
+/// The key of what the round trip carries, in a ToolCall's `provider_data`
+/// and a Thinking's `provider_info` (`OpenAiMessageProcessor::PROVIDER_KEY`).
+const PROVIDER_KEY: &str = "chat_completions";
+
+/// The `provider_info` of a Thinking (without the key): the fields the
+/// reasoning came in, its details, the model; nil without the round trip.
+fn thinking_info(ruby: &Ruby, core: &Processor) -> Result<Value, Error> {
+    let trip = core.round_trip();
+    if !core.options().round_trip {
+        return Ok(ruby.qnil().as_value());
+    }
+    let info = ruby.hash_new();
+    info.aset(ruby.to_symbol("fields"), ruby.ary_from_iter(trip.fields().iter().map(|f| ruby.str_new(f))))?;
+    if !trip.details().is_empty() {
+        let details = ruby.ary_new_capa(trip.details().len());
+        for detail in trip.details() {
+            details.push(json_to_ruby(ruby, detail)?)?;
+        }
+        info.aset(ruby.to_symbol("reasoning_details"), details)?;
+    }
+    if let Some(model) = trip.model() {
+        info.aset(ruby.to_symbol("model"), ruby.str_new(model))?;
+    }
+    Ok(info.as_value())
 }
 
 impl RbProcessor {
     /// `__setup(partial_tool_calls, usage_mode, max_line_bytes, tool_call_class, simulate_legacy, strict,
-    /// output_limit)`.
+    /// output_limit, output_thinking, round_trip, model)`.
     // One argument per keyword of `OpenAiMessageProcessor.new`, as magnus passes them.
     #[allow(clippy::too_many_arguments)]
     pub fn setup(
@@ -63,6 +112,9 @@ impl RbProcessor {
         simulate_legacy: bool,
         strict: bool,
         output_limit: Symbol,
+        output_thinking: bool,
+        round_trip: bool,
+        model: Option<String>,
     ) -> Result<(), Error> {
         guard(ruby, || {
             let usage_mode = match &*usage.name()? {
@@ -83,8 +135,12 @@ impl RbProcessor {
                 simulate_legacy,
                 strict,
                 output_limit,
+                output_thinking,
+                round_trip,
             };
-            rb_self.holder.install(ruby, Processor::new(options), tool_call_class, 1)
+            let mut core = Processor::new(options);
+            core.set_model(model);
+            rb_self.holder.install(ruby, core, tool_call_class, 1)
         })
     }
 
@@ -140,10 +196,20 @@ impl RbProcessor {
                 .and_then(|s| hash_reader::reusable(s, text))
                 .unwrap_or_else(|| ruby.str_new(text).as_value())
         };
-        // Only the Responses processor returns thinking.
-        holder::run(ruby, &this.holder, rb_self.as_value(), shape, payload, f, text, |core, built| {
-            built.build(ruby, core, |_, _| Ok(None))
+        let me = rb_self.as_value();
+        holder::run(ruby, &this.holder, me, shape, payload, f, text, |core, built| {
+            built.build(ruby, core, |text, _| {
+                me.funcall("__thinking", (text, thinking_info(ruby, core)?)).map(Some)
+            })
         })
+    }
+
+    pub fn output_thinking(ruby: &Ruby, rb_self: &RbProcessor) -> Result<bool, Error> {
+        read(ruby, rb_self, |c| c.options().output_thinking)
+    }
+
+    pub fn round_trip(ruby: &Ruby, rb_self: &RbProcessor) -> Result<bool, Error> {
+        read(ruby, rb_self, |c| c.options().round_trip)
     }
 
     pub fn usage_mode(ruby: &Ruby, rb_self: &RbProcessor) -> Result<Symbol, Error> {

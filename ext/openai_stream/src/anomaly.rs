@@ -109,6 +109,10 @@ anomaly_kinds! {
     /// An exception from Ruby interrupted a read after the core had read
     /// it: its items are returned by the next read or `finish`.
     Interrupted = "interrupted",
+    /// What the next request carries back (a reasoning detail's member, a
+    /// call's `extra_content`) came again with another value; the first is
+    /// kept (rules 78, 79).
+    ConflictingValue = "conflicting_value",
 }
 
 /// One anomaly.

@@ -186,10 +186,11 @@ pub enum Arguments<'a> {
 
 static GENERATED: AtomicU64 = AtomicU64::new(0);
 
-fn generated_id() -> String {
-    // Unique within the process and unlike any server's ids.
+/// `{what}_das_{pid}_{n}`: unique within the process and unlike any
+/// server's ids (a call's generated id, a response's turn).
+pub(crate) fn unique_id(what: &str) -> String {
     let n = GENERATED.fetch_add(1, Ordering::Relaxed);
-    format!("call_das_{:x}_{n}", std::process::id())
+    format!("{what}_das_{:x}_{n}", std::process::id())
 }
 
 impl Calls {
@@ -269,7 +270,7 @@ impl Calls {
         let n = self.calls.len() as u32;
         let id = id.filter(|id| !id.is_empty());
         let id_generated = id.is_none();
-        let id = id.map_or_else(generated_id, str::to_owned);
+        let id = id.map_or_else(|| unique_id("call"), str::to_owned);
         if let Some(earlier) = self.by_id.insert(id.clone(), n).and_then(|e| self.calls.get_mut(e as usize)) {
             earlier.id_reused = true;
         }

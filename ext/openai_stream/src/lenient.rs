@@ -71,6 +71,11 @@ impl<T> Field<T> {
         }
     }
 
+    /// True when the key was absent or `null`.
+    pub fn is_absent(&self) -> bool {
+        matches!(self, Field::Missing | Field::Null)
+    }
+
     /// The value made into another type, what the field held kept.
     pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Field<U> {
         match self {

@@ -28,6 +28,9 @@ pub enum Thinking {
     Tool { with_items: bool },
     /// No message: the response's output items, for the next turn.
     OutputItems,
+    /// A chat response's reasoning up to the item that follows it, whole
+    /// (rule 77).
+    Chat,
 }
 
 /// One item of an output.
@@ -52,6 +55,10 @@ pub struct Output {
     /// Per call: (epoch, slot) of its appearance in this output.
     positions: Vec<(u64, u32)>,
     epoch: u64,
+    /// Reasoning held for the next item, which it precedes (see
+    /// [`Output::hold_thinking`]); kept across outputs.
+    held: String,
+    holding: bool,
 }
 
 impl Output {
@@ -95,7 +102,31 @@ impl Output {
         })
     }
 
+    /// Reasoning that comes out, whole, in front of the next item pushed
+    /// (text or a call, in this output or a later one), or at
+    /// [`Output::release_held`]: what a reader of the items sees before
+    /// the text or the calls it led to. `text` adds to what is held.
+    pub(crate) fn hold_thinking(&mut self, text: &str) {
+        self.held.push_str(text);
+        self.holding = true;
+    }
+
+    /// The held reasoning as an item now, if any.
+    #[cold]
+    pub(crate) fn release_held(&mut self) {
+        if self.holding {
+            self.holding = false;
+            let held = std::mem::take(&mut self.held);
+            self.push_thinking(&held, Thinking::Chat);
+            self.held = held;
+            self.held.clear();
+        }
+    }
+
     pub(crate) fn push_text(&mut self, text: &str) {
+        if self.holding {
+            self.release_held();
+        }
         let start = self.text.len() as u32;
         self.text.push_str(text);
         self.slots.push(Slot::Text { start, end: self.text.len() as u32 });
@@ -103,6 +134,10 @@ impl Output {
 
     /// Text made of several pieces (content parts), as one item.
     pub(crate) fn push_text_parts<'p>(&mut self, parts: impl Iterator<Item = &'p str>) {
+        let mut parts = parts.filter(|p| !p.is_empty()).peekable();
+        if self.holding && parts.peek().is_some() {
+            self.release_held();
+        }
         let start = self.text.len() as u32;
         for p in parts {
             self.text.push_str(p);
@@ -119,6 +154,9 @@ impl Output {
     }
 
     pub(crate) fn push_progress(&mut self, call: CallId) {
+        if self.holding {
+            self.release_held();
+        }
         if self.position(call).is_none() {
             self.remember(call);
             self.slots.push(Slot::Call { call, completed: None });
@@ -126,6 +164,9 @@ impl Output {
     }
 
     pub(crate) fn push_completed(&mut self, call: CallId, params: JsonValue) {
+        if self.holding {
+            self.release_held();
+        }
         let p = self.params.len() as u32;
         self.params.push(params);
         match self.position(call) {

@@ -7,6 +7,8 @@ mod common;
 
 use common::*;
 use openai_stream::anomaly::AnomalyKind;
+use openai_stream::calls::CallId;
+use openai_stream::chat::Options;
 use openai_stream::error::Error;
 use serde_json::json;
 
@@ -961,7 +963,6 @@ fn rule_14_a_repeated_id_and_name_at_another_index_continue_a_call_not_yet_compl
 
 #[test]
 fn rule_74_output_limit_decides_the_calls_open_at_a_length_stop() {
-    use openai_stream::chat::Options;
     use openai_stream::driver::OutputLimit;
     // "a" has whole arguments, "b" cut ones.
     let calls = tool_chunk(
@@ -1002,4 +1003,198 @@ fn rule_74_output_limit_decides_the_calls_open_at_a_length_stop() {
     assert_eq!(h.processor.stop_reason(), Some("stop"));
     h.chunk(&text_chunk("x")).unwrap();
     assert_eq!(h.processor.stop_reason(), None);
+}
+
+// ---- What the next request carries back (rules 77 to 79) -------------------
+
+fn reasoning_chunk(field: &str, text: &str) -> String {
+    json!({"choices":[{"index":0,"delta":{"content":null, field: text},"finish_reason":null}]}).to_string()
+}
+
+fn thinking_options(partial: bool) -> Options {
+    Options { partial_tool_calls: partial, output_thinking: true, round_trip: true, ..Options::default() }
+}
+
+fn kinds(items: &[Out]) -> Vec<&'static str> {
+    items
+        .iter()
+        .map(|i| match i {
+            Out::Text(_) => "text",
+            Out::Call(c) if c.partial => "partial",
+            Out::Call(_) => "call",
+            Out::Thinking(_) => "thinking",
+        })
+        .collect()
+}
+
+fn thinkings(items: &[Out]) -> Vec<String> {
+    items.iter().filter_map(|i| if let Out::Thinking(t) = i { Some(t.clone()) } else { None }).collect()
+}
+
+#[test]
+fn rule_77_reasoning_comes_out_whole_before_the_item_it_led_to() {
+    let header = header_chunk(0, "call_1", "search");
+    let fragment = fragment_chunk(0, r#"{"q":"x"}"#);
+    for partial in [false, true] {
+        let mut h = Harness::with(thinking_options(partial));
+        let items = h.stream(&[
+            &reasoning_chunk("reasoning_content", ""),
+            &reasoning_chunk("reasoning_content", "Let "),
+            &reasoning_chunk("reasoning_content", "me look."),
+            &header,
+            &fragment,
+            &finish_chunk("tool_calls"),
+        ]);
+        assert_eq!(thinkings(&items), ["Let me look."]);
+        assert_eq!(kinds(&items)[0], "thinking", "partial={partial}");
+        assert_eq!(ids(&final_calls(&items).into_iter().map(Out::Call).collect::<Vec<_>>()), ["call_1"]);
+        assert_eq!(h.processor.round_trip().fields(), ["reasoning_content"]);
+        assert!(h.processor.round_trip().carries());
+        assert!(h.anomaly_kinds().is_empty());
+    }
+    // Text before the calls: the reasoning comes before the text; reasoning
+    // that resumes is a new stretch; at the end, it comes out at finish.
+    let mut h = Harness::with(thinking_options(false));
+    let items = h.stream(&[
+        &reasoning_chunk("reasoning", "a"),
+        &text_chunk("Hi"),
+        &reasoning_chunk("reasoning", "b"),
+        &reasoning_chunk("reasoning", "c"),
+        &header,
+        &fragment,
+        &finish_chunk("tool_calls"),
+    ]);
+    assert_eq!(kinds(&items), ["thinking", "text", "thinking", "call"]);
+    assert_eq!(thinkings(&items), ["a", "bc"]);
+    let mut h = Harness::with(thinking_options(false));
+    assert!(h.chunk(&reasoning_chunk("reasoning", "only")).unwrap().is_empty());
+    assert_eq!(kinds(&h.finish().unwrap()), ["thinking"]);
+}
+
+#[test]
+fn rule_77_an_empty_field_counts_null_does_not_and_without_the_options_nothing_changes() {
+    let calls =
+        tool_chunk(r#"[{"index":0,"id":"c","function":{"name":"f","arguments":"{}"}}]"#, Some("tool_calls"));
+    // DeepSeek V4 sometimes streams a tool turn with empty reasoning, and
+    // then wants the field back: "" is a field used.
+    let mut h = Harness::with(thinking_options(false));
+    let items = h.stream(&[&reasoning_chunk("reasoning_content", ""), &calls]);
+    assert_eq!(kinds(&items), ["thinking", "call"]);
+    assert_eq!(thinkings(&items), [""]);
+    assert_eq!(h.processor.round_trip().fields(), ["reasoning_content"]);
+    // null is absent.
+    let nulls = json!({"choices":[{"delta":{"content":"x","reasoning_content":null,"reasoning":null,"reasoning_details":null}}]});
+    let mut h = Harness::with(thinking_options(false));
+    let items = h.stream(&[&nulls.to_string(), &calls]);
+    assert_eq!(kinds(&items), ["text", "call"]);
+    assert!(!h.processor.round_trip().carries());
+    // Neither option: exactly the items without these fields.
+    let with = [reasoning_chunk("reasoning_content", "hm"), text_chunk("x"), calls.clone()];
+    let without = [text_chunk("x"), calls.clone()];
+    let mut h = Harness::new(false);
+    let items = h.stream(&with.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(items, Harness::new(false).stream(&without.iter().map(String::as_str).collect::<Vec<_>>()));
+    assert!(!h.processor.round_trip().carries());
+}
+
+#[test]
+fn rule_77_both_fields_in_one_delta() {
+    let both =
+        |a: &str, b: &str| json!({"choices":[{"delta":{"reasoning_content":a,"reasoning":b}}]}).to_string();
+    let mut h = Harness::with(thinking_options(false));
+    let items = h.stream(&[&both("same", "same"), &both("", "more"), &text_chunk("x")]);
+    assert_eq!(thinkings(&items), ["samemore"]);
+    assert_eq!(h.processor.round_trip().fields(), ["reasoning_content", "reasoning"]);
+    assert!(h.anomaly_kinds().is_empty());
+    let mut h = Harness::with(thinking_options(false));
+    let items = h.stream(&[&both("one", "other"), &text_chunk("x")]);
+    assert_eq!(thinkings(&items), ["one"]);
+    assert_eq!(h.anomaly_kinds(), [AnomalyKind::ConflictingValue]);
+    // A field of the wrong type is reported and not used.
+    let mut h = Harness::with(thinking_options(false));
+    h.stream(&[&json!({"choices":[{"delta":{"reasoning":5,"content":"x"}}]}).to_string()]);
+    assert_eq!(h.anomaly_kinds(), [AnomalyKind::IgnoredField]);
+    assert!(!h.processor.round_trip().carries());
+}
+
+#[test]
+fn rule_77_a_whole_message_gives_its_reasoning_first() {
+    let message = r#"{"choices":[{"finish_reason":"tool_calls","message":{"content":"Sure","reasoning_content":"Think.",
+        "tool_calls":[{"id":"a","function":{"name":"f","arguments":"{}"},"extra_content":{"google":{"thought_signature":"sig"}}}]}}]}"#;
+    let mut h = Harness::with(thinking_options(false));
+    let items = h.message(message).unwrap();
+    assert_eq!(kinds(&items), ["thinking", "text", "call"]);
+    assert_eq!(thinkings(&items), ["Think."]);
+    let call = h.processor.calls().get(CallId(0)).map(|c| c.id.clone());
+    assert_eq!(call.as_deref(), Some("a"));
+    let extra = h.processor.round_trip().extra(CallId(0)).map(|v| v.to_json());
+    assert_eq!(extra.as_deref(), Some(r#"{"google":{"thought_signature":"sig"}}"#));
+}
+
+#[test]
+fn rule_78_reasoning_details_merge_by_index_and_type() {
+    let details = |d: serde_json::Value| {
+        json!({"choices":[{"delta":{"content":"","reasoning_details":d}}]}).to_string()
+    };
+    let mut h = Harness::with(thinking_options(false));
+    h.stream(&[
+        &details(json!([{"type":"reasoning.text","text":"Look","index":0,"format":"google-gemini-v1"}])),
+        &details(json!([{"type":"reasoning.text","text":"ing.","index":0}])),
+        &details(json!([{"type":"reasoning.encrypted","data":"enc","index":0,"id":"call_1","format":"google-gemini-v1"}])),
+        &text_chunk("x"),
+    ]);
+    let merged: Vec<String> = h.processor.round_trip().details().iter().map(|v| v.to_json()).collect();
+    assert_eq!(
+        merged,
+        [
+            r#"{"format":"google-gemini-v1","index":0,"text":"Looking.","type":"reasoning.text"}"#,
+            r#"{"data":"enc","format":"google-gemini-v1","id":"call_1","index":0,"type":"reasoning.encrypted"}"#
+        ]
+    );
+    assert!(h.processor.round_trip().carries());
+}
+
+#[test]
+fn rule_79_extra_content_per_call_and_one_turn_per_response() {
+    let calls = tool_chunk(
+        r#"[{"id":"a","type":"function","function":{"name":"f","arguments":"{}"},"extra_content":{"google":{"thought_signature":"s1"}}},
+            {"id":"b","type":"function","function":{"name":"g","arguments":"{}"}}]"#,
+        Some("stop"),
+    );
+    for partial in [false, true] {
+        let mut h =
+            Harness::with(Options { round_trip: true, partial_tool_calls: partial, ..Options::default() });
+        let items = h.stream(&[&calls]);
+        assert_eq!(ids(&final_calls(&items).into_iter().map(Out::Call).collect::<Vec<_>>()), ["a", "b"]);
+        let trip = h.processor.round_trip();
+        let extra = |n| trip.extra(CallId(n)).map(|v| v.to_json());
+        assert_eq!(extra(0).as_deref(), Some(r#"{"google":{"thought_signature":"s1"}}"#));
+        assert_eq!(extra(1), None);
+        assert!(trip.carries());
+        let turn = trip.turn().map(str::to_owned);
+        assert!(turn.is_some());
+        // The next response is another turn.
+        h.stream(&[&calls]);
+        assert!(h.processor.round_trip().turn().is_some());
+        assert_ne!(h.processor.round_trip().turn(), turn.as_deref());
+    }
+    // Another value later: the first is kept, and reported; not an object: ignored.
+    let again = tool_chunk(
+        r#"[{"id":"a","function":{"arguments":""},"extra_content":{"google":{"thought_signature":"s2"}}}]"#,
+        None,
+    );
+    let odd = tool_chunk(
+        r#"[{"id":"c","function":{"name":"h","arguments":"{}"},"extra_content":"x"}]"#,
+        Some("stop"),
+    );
+    let mut h = Harness::with(Options { round_trip: true, ..Options::default() });
+    h.stream(&[&calls.replace("\"stop\"", "null"), &again, &odd]);
+    let extra = h.processor.round_trip().extra(CallId(0)).map(|v| v.to_json());
+    assert_eq!(extra.as_deref(), Some(r#"{"google":{"thought_signature":"s1"}}"#));
+    assert_eq!(h.anomaly_kinds(), [AnomalyKind::ConflictingValue, AnomalyKind::IgnoredField]);
+    // Without round_trip nothing is kept.
+    let mut h = Harness::new(false);
+    h.stream(&[&calls]);
+    assert!(!h.processor.round_trip().carries());
+    assert_eq!(h.processor.round_trip().extra(CallId(0)), None);
 }

@@ -55,18 +55,23 @@ fn check_after(before: Option<&str>, text: &str) -> bool {
     true
 }
 
-/// The recorded streams of spec/fixtures, in name order.
+/// The streams of spec/fixtures and of its `recorded/` folder, in name order.
 fn fixture_paths() -> Vec<std::path::PathBuf> {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../spec/fixtures");
-    let mut paths: Vec<_> = std::fs::read_dir(dir)
-        .map(|d| {
+    let mut paths: Vec<_> = [dir.to_owned(), format!("{dir}/recorded")]
+        .iter()
+        .filter_map(|dir| std::fs::read_dir(dir).ok())
+        .flat_map(|d| {
             d.filter_map(Result::ok)
                 .map(|e| e.path())
                 .filter(|p| p.extension().is_some_and(|e| e == "sse"))
-                .collect()
+                .collect::<Vec<_>>()
         })
-        .unwrap_or_default();
-    assert!(!paths.is_empty(), "no .sse fixtures in {dir}");
+        .collect();
+    assert!(
+        paths.iter().any(|p| p.to_string_lossy().contains("/recorded/")),
+        "no recorded fixtures in {dir}"
+    );
     paths.sort();
     paths
 }
@@ -124,6 +129,12 @@ const LINES: &[&str] = &[
     r#"{"error":{"message":"boom","code":500}}"#,
     r#"{"object":"error","message":"vLLM says no","code":400}"#,
     r#"{"choices":[{"finish_reason":"error","error":{"message":"upstream"}}]}"#,
+    // Reasoning beside text and calls (rules 77 to 79), and of other types.
+    r#"{"choices":[{"delta":{"content":null,"reasoning_content":"Let \u0041 me","reasoning":"x"}}]}"#,
+    r#"{"choices":[{"delta":{"reasoning_details":[{"type":"reasoning.text","text":"a","index":0},{"type":"reasoning.encrypted","data":"b","index":0}]}}]}"#,
+    r#"{"choices":[{"delta":{"reasoning_content":5,"reasoning":["x"],"reasoning_details":{"a":1}}}]}"#,
+    r#"{"choices":[{"delta":{"tool_calls":[{"id":"a","function":{"name":"f","arguments":"{}"},"extra_content":{"google":{"thought_signature":"s"}}}]}}]}"#,
+    r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"x"},"extra_content":null}]}}]}"#,
     // Groq, DeepSeek, Claude-compat usage.
     r#"{"choices":[],"x_groq":{"id":"req_1","usage":{"prompt_tokens":10,"completion_tokens":5}}}"#,
     r#"{"usage":{"prompt_tokens":10,"prompt_cache_hit_tokens":4,"cache_creation_tokens":2,"prompt_tokens_details":{"cache_write_tokens":1,"cache_creation_tokens":3}}}"#,

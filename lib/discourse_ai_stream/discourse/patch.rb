@@ -32,6 +32,16 @@ module DiscourseAiStream
         # A class worth patching: it has a processor method (own or inherited).
         def endpoint?(klass) = klass.method_defined?(:processor) || klass.private_method_defined?(:processor)
 
+        # Whether the decode_chunk instances of `klass` run, under the
+        # patches, is the stock one.
+        def stock_decode?(klass)
+          method = klass.instance_method(:decode_chunk)
+          method = method.super_method while method&.owner.is_a?(Patch)
+          method ? STOCK_DECODE_OWNERS.include?(method.owner.name) : false
+        rescue NameError
+          false
+        end
+
         # Whether `klass` carries a patch of its own (not only its parent's).
         def applied?(klass) = klass.ancestors.take_while { |mod| !mod.equal?(klass) }.any?(Patch)
 
@@ -67,8 +77,7 @@ module DiscourseAiStream
         super()
         @target_name = klass.name || klass.inspect
         @wrapped = methods.freeze
-        owner = klass.instance_method(:decode_chunk).owner if methods.include?(:decode_chunk)
-        @fast_decode = owner ? STOCK_DECODE_OWNERS.include?(owner.name) : false
+        @fast_decode = methods.include?(:decode_chunk) && Patch.stock_decode?(klass)
         methods.each do |name|
           send(:"wrap_#{name}")
           private name if klass.private_method_defined?(name)

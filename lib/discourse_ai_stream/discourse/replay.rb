@@ -37,7 +37,7 @@ module DiscourseAiStream
     # line).
     module Replay
       CHAT_GPT = "#{NAMESPACE}::Dialects::ChatGpt".freeze
-      KEY = :chat_completions
+      KEY = OpenAiMessageProcessor::PROVIDER_KEY
       # The fields a server streams reasoning under, which go back as they came.
       FIELDS = %w[reasoning_content reasoning].freeze
       # What an assistant message carries back, besides each call's extra_content.

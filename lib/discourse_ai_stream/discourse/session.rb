@@ -101,8 +101,17 @@ module DiscourseAiStream
         private
 
         def provider_name(endpoint)
-          model = endpoint.send(:llm_model) if endpoint.respond_to?(:llm_model, true)
+          model = llm_model(endpoint)
           model.provider&.to_s if model.respond_to?(:provider)
+        rescue StandardError
+          nil
+        end
+
+        public
+
+        # The endpoint's LlmModel, or nil.
+        def llm_model(endpoint)
+          endpoint.send(:llm_model) if endpoint.respond_to?(:llm_model, true)
         rescue StandardError
           nil
         end
@@ -149,9 +158,20 @@ module DiscourseAiStream
           options[:output_thinking] = setting(endpoint, stock, :output_thinking)
           options[:thinking_class] = completions_class(:Thinking)
         else
-          options[:usage] = Discourse.usage_mode(stock.class)
+          options.merge!(round_trip(endpoint, stock), usage: Discourse.usage_mode(stock.class))
         end
         klass.new(**options)
+      end
+
+      # What the chat processor hands out for the next request: on where
+      # install! replays it (Discourse.round_trip_for?), with the thinking
+      # the endpoint asked for and the model it comes from.
+      def round_trip(endpoint, stock)
+        return { round_trip: false } unless Discourse.round_trip_for?(endpoint)
+
+        { round_trip: true, output_thinking: setting(endpoint, stock, :output_thinking),
+          model: Discourse.model_identity(self.class.llm_model(endpoint)),
+          thinking_class: completions_class(:Thinking) }
       end
 
       # A setting the stock processor was built with (its ivar), else the

@@ -43,12 +43,21 @@ lenient_struct! {
     pub struct Delta<'a> {
         "content" => content: Field<Content<'a>>,
         "tool_calls" => tool_calls: Field<List<ToolCallDelta<'a>>>,
+        /// Reasoning text (DeepSeek, Kimi, z.ai, vLLM...), read for the
+        /// round trip (rule 77).
+        "reasoning_content" => reasoning_content: Field<Text<'a>>,
+        /// The same, as OpenRouter, Ollama and Groq name it (rule 77).
+        "reasoning" => reasoning: Field<Text<'a>>,
+        /// OpenRouter's typed reasoning fragments (rule 78).
+        "reasoning_details" => reasoning_details: Field<Any>,
     }
 
     pub struct ToolCallDelta<'a> {
         "index" => index: Field<Int>,
         "id" => id: Field<Id<'a>>,
         "function" => function: Field<Function<'a>>,
+        /// What the call must carry back (Gemini's thought signature, rule 79).
+        "extra_content" => extra_content: Field<Any>,
     }
 
     pub struct Function<'a> {

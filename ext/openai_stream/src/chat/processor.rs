@@ -5,6 +5,7 @@
 
 use super::in_band::{choice_error, provider_error_of};
 use super::legacy::{LegacyOutcome, LegacySimulator};
+use super::round_trip::{RoundTrip, REASONING_FIELDS};
 use super::scan::{self, Plain, ScanMemo};
 use super::{Choice, Chunk, Content, Delta, ToolCallDelta};
 use crate::anomaly::{excerpt, Anomaly, AnomalyKind};
@@ -13,7 +14,7 @@ use crate::driver::{keep_first, Driver, OutputLimit, Protocol, State};
 use crate::error::Error;
 use crate::event_data::{glued_value_end, invalid_chunk, invalid_json, parsed_json};
 use crate::json::JsonValue;
-use crate::lenient::{Field, Kind, List, Text};
+use crate::lenient::{Any, Field, Kind, List, Text};
 use crate::output::Output;
 use crate::sse::MaxLineBytes;
 use crate::usage::UsageMode;
@@ -42,6 +43,12 @@ pub struct Options {
     pub strict: bool,
     /// The calls still open after `finish_reason: "length"`.
     pub output_limit: OutputLimit,
+    /// Return the reasoning (`reasoning_content`, `reasoning`) as whole
+    /// thinking items, each before the item it led to (rule 77).
+    pub output_thinking: bool,
+    /// Keep what the next request must carry back: the reasoning's fields
+    /// and details, each call's `extra_content`, the turn (rules 77 to 79).
+    pub round_trip: bool,
 }
 
 /// See the module documentation.
@@ -58,6 +65,8 @@ pub struct Chat {
     saw_finish_reason: bool,
     /// Text came out in this stream (so a whole `message` echoes it).
     streamed_text: bool,
+    /// What the next request must carry back (rules 77 to 79).
+    round_trip: RoundTrip,
     legacy: Option<LegacySimulator>,
     /// What the legacy processor would have run in the last finished stream.
     legacy_outcome: Option<LegacyOutcome>,
@@ -127,6 +136,17 @@ impl ChatProcessor {
         self.state.own.options
     }
 
+    /// What this response carries back to the next request (rules 77 to 79).
+    pub fn round_trip(&self) -> &RoundTrip {
+        &self.state.own.round_trip
+    }
+
+    /// Who the stream comes from, as the caller names it (see
+    /// [`RoundTrip::model`]).
+    pub fn set_model(&mut self, model: Option<String>) {
+        self.state.own.round_trip.set_model(model);
+    }
+
     /// For the crate's tests: every chunk is read whole, also a plain delta
     /// (which is otherwise applied without a chunk built), so that the two
     /// roads can be compared.
@@ -187,6 +207,7 @@ impl Protocol for State<Chat> {
         let own = &mut self.own;
         own.saw_finish_reason = false;
         own.streamed_text = false;
+        own.round_trip.reset();
     }
 
     /// Calls still open are completed from what arrived (reported when
@@ -202,6 +223,7 @@ impl Protocol for State<Chat> {
             self.anomalies.push(Anomaly::new(AnomalyKind::Truncated, what));
         }
         let completed = self.complete_open();
+        self.out.release_held();
         if let Some(legacy) = self.own.legacy.as_mut() {
             self.own.legacy_outcome = Some(legacy.finish());
         }
@@ -369,6 +391,7 @@ impl State<Chat> {
             _ => &choice.delta,
         };
         if let Some(delta) = self.field(delta, "choices[0].delta") {
+            self.apply_reasoning(delta);
             self.apply_content(&delta.content);
             self.apply_tool_calls(delta, finishing)?;
         }
@@ -474,6 +497,66 @@ impl State<Chat> {
         }
     }
 
+    /// The reasoning of a delta (rules 77 and 78), when it has any and
+    /// the processor keeps it.
+    #[inline(always)]
+    fn apply_reasoning(&mut self, delta: &Delta) {
+        let Options { output_thinking, round_trip, .. } = self.own.options;
+        if (output_thinking || round_trip)
+            && !(delta.reasoning_content.is_absent()
+                && delta.reasoning.is_absent()
+                && delta.reasoning_details.is_absent())
+        {
+            self.apply_reasoning_fields(delta);
+        }
+    }
+
+    /// Rule 77: the text comes from the first field that has some (the
+    /// other, when it holds other text, is reported), and each field
+    /// present counts as used; rule 78: the details are merged.
+    #[cold]
+    fn apply_reasoning_fields(&mut self, delta: &Delta) {
+        let Options { output_thinking, .. } = self.own.options;
+        let fields = [
+            (&delta.reasoning_content, "choices[0].delta.reasoning_content"),
+            (&delta.reasoning, "choices[0].delta.reasoning"),
+        ];
+        let mut kept: Option<&str> = None;
+        for (&name, (field, path)) in REASONING_FIELDS.iter().zip(fields) {
+            let Some(Text(text)) = self.field(field, path) else { continue };
+            self.own.round_trip.field(name);
+            match kept {
+                None | Some("") => {
+                    kept = Some(text);
+                    if output_thinking {
+                        self.out.hold_thinking(text);
+                    }
+                }
+                Some(first) if text.is_empty() || first == text => {}
+                Some(_) => {
+                    let what =
+                        format!("{name} held other text than the reasoning before it in the delta; ignored");
+                    let a = Anomaly::new(AnomalyKind::ConflictingValue, what).field(path);
+                    self.anomalies.push(a.excerpt(text));
+                }
+            }
+        }
+        if let Some(Any(details)) = self.field(&delta.reasoning_details, "choices[0].delta.reasoning_details")
+        {
+            self.own.round_trip.details_fragment(details, &mut self.anomalies);
+        }
+    }
+
+    /// Rule 79: a call's `extra_content`, when the processor keeps it.
+    #[inline(always)]
+    fn apply_extra_content(&mut self, target: Option<CallId>, d: &ToolCallDelta) {
+        if let (Some(call), Field::Value(Any(value)), true) =
+            (target, &d.extra_content, self.own.options.round_trip)
+        {
+            self.own.round_trip.extra_content(call, value, &self.calls, &mut self.anomalies);
+        }
+    }
+
     fn apply_tool_calls(&mut self, delta: &Delta, finishing: bool) -> Result<(), Error> {
         let Some(list) = self.field(&delta.tool_calls, "choices[0].delta.tool_calls") else { return Ok(()) };
         if list.is_empty() && !finishing {
@@ -494,6 +577,7 @@ impl State<Chat> {
     fn apply_call(&mut self, d: &ToolCallDelta, finishing: bool, first_error: &mut Result<(), Error>) {
         let before = self.calls.len();
         let applied = self.calls.apply(d, &mut self.anomalies);
+        self.apply_extra_content(applied.target, d);
         if self.calls.len() > before {
             // A call started after the last finish_reason: only a new
             // one (or [DONE]) says that it arrived whole.
@@ -550,11 +634,13 @@ impl State<Chat> {
         self.finish_reason(choice, false);
         let mut result = Ok(());
         if let Some(message) = self.field(&choice.message, "choices[0].message") {
+            self.apply_reasoning(message);
             self.apply_content(&message.content);
             let list = self.field(&message.tool_calls, "choices[0].message.tool_calls");
             for item in list.iter().flat_map(|l| l.iter()) {
                 let Some(d) = self.field(item, "choices[0].message.tool_calls[]") else { continue };
                 let Some(call) = self.calls.add_whole(d, &mut self.anomalies) else { continue };
+                self.apply_extra_content(Some(call), d);
                 keep_first(&mut result, self.complete(call));
             }
         }

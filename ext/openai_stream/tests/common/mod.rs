@@ -10,7 +10,7 @@ use openai_stream::calls::CallId;
 use openai_stream::chat::{ChatProcessor, Options};
 use openai_stream::error::Error;
 use openai_stream::json::{ContainerKind, JsonValue, ViewEvent};
-use openai_stream::output::Item;
+use openai_stream::output::{Item, Thinking};
 use openai_stream::usage::UsageReport;
 use serde_json::{json, Map, Value};
 
@@ -28,13 +28,15 @@ pub struct Call {
 pub enum Out {
     Text(String),
     Call(Call),
+    /// Reasoning, whole (with `Options::output_thinking`).
+    Thinking(String),
 }
 
 impl Out {
     pub fn call(&self) -> Option<&Call> {
         match self {
             Out::Call(c) => Some(c),
-            Out::Text(_) => None,
+            _ => None,
         }
     }
 }
@@ -136,8 +138,8 @@ impl Harness {
                     mirror.call.partial = false;
                     items.push(Out::Call(mirror.call.clone()));
                 }
-                // Only the Responses processor returns thinking.
-                Item::Thinking { .. } => panic!("the chat processor returned a thinking item"),
+                Item::Thinking { text, kind: Thinking::Chat } => items.push(Out::Thinking(text.to_owned())),
+                Item::Thinking { kind, .. } => panic!("the chat processor returned a {kind:?} thinking item"),
             }
         }
         result.map(|()| items)
@@ -242,7 +244,7 @@ pub fn texts(items: &[Out]) -> Vec<String> {
         .iter()
         .filter_map(|i| match i {
             Out::Text(t) => Some(t.clone()),
-            Out::Call(_) => None,
+            _ => None,
         })
         .collect()
 }

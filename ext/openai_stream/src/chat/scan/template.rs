@@ -65,6 +65,10 @@ impl Template {
         let Field::Value(choices) = &c.choices else { return None };
         let [Field::Value(choice)] = choices.as_slice() else { return None };
         let (Field::Value(delta), Field::Missing) = (&choice.delta, &choice.message) else { return None };
+        // What the next request carries back is read from whole chunks only.
+        Absent::of(&delta.reasoning_content)
+            .and(Absent::of(&delta.reasoning))
+            .and(Absent::of(&delta.reasoning_details))?;
         let call = match (&delta.content, &delta.tool_calls) {
             (Field::Value(Content::Text(_)), tool_calls) => {
                 Absent::of(tool_calls)?;
@@ -75,6 +79,7 @@ impl Template {
                 let Field::Value(function) = &call.function else { return None };
                 if !matches!(function.arguments, Field::Value(Arguments::Text(_)))
                     || matches!(call.index, Field::Converted(..) | Field::Wrong(_))
+                    || Absent::of(&call.extra_content).is_none()
                 {
                     return None;
                 }
@@ -148,6 +153,7 @@ impl CallAt {
             index: self.index.clone(),
             id: self.id.get(text, Id),
             function: Field::Value(function),
+            extra_content: Field::Missing,
         }
     }
 }

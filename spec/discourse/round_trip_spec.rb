@@ -1,0 +1,85 @@
+# frozen_string_literal: true
+
+require_relative "../support/discourse_stand_ins"
+require_relative "../support/sse_fixtures"
+
+# What install! has the chat processor hand out for the next request
+# (docs/discourse.md#reasoning-models-in-a-tool-loop): where it replays it
+# (the newest generation, an endpoint whose decode_chunk is the stock one,
+# the replay switch on), with the thinking the endpoint asked for and the
+# model the stream comes from; elsewhere Discourse's own items.
+RSpec.describe "DiscourseAiStream::Discourse: the round trip on the read side", gc_stress: false do
+  include_context "with the Discourse stand-ins"
+
+  let(:deepseek) { File.binread(File.join(SseFixtures::FIXTURE_DIR, "recorded", "deepseek_v4_reasoning_content.sse")) }
+  let(:model) { DiscourseStandIns::LlmModel.new(provider: "open_ai", name: "deepseek-v4-flash", id: 12) }
+
+  def endpoint(klass = :OpenAi, llm = model) = DiscourseAi::Completions::Endpoints.const_get(klass).new(llm)
+
+  def stream(target = endpoint, **options) = target.perform_stream([deepseek], **options)
+
+  def calls(items)
+    items.grep(DiscourseAi::Completions::ToolCall).map { |c| [c.id, c.name, c.parameters, c.provider_data] }
+  end
+
+  # What the stock processor of that generation returns for the stream.
+  def stock_calls(generation, klass = :OpenAi, **options)
+    load_discourse_stand_ins(generation: generation)
+    calls(stream(endpoint(klass), **options))
+  end
+
+  context "with the newest generation, installed" do
+    before { install_into(:newest) }
+
+    it "gives the Thinking, in Discourse's class, before the call, both naming the model" do
+      items = stream(output_thinking: true)
+      expect(items.map(&:class)).to eq([DiscourseAi::Completions::Thinking, DiscourseAi::Completions::ToolCall])
+      expect(items.first.provider_info).to eq(chat_completions: { fields: ["reasoning_content"],
+                                                                  model: "12:deepseek-v4-flash" })
+      expect(items.first.message).to start_with("The user asks about the weather")
+      expect(items.last.provider_data[:chat_completions]).to match(turn: /\Aturn_das_/, model: "12:deepseek-v4-flash")
+    end
+
+    it "gives no Thinking to a caller that did not ask for it" do
+      items = stream
+      expect(items.map(&:class)).to eq([DiscourseAi::Completions::ToolCall])
+      expect(items.first.provider_data[:chat_completions].keys).to eq(%i[turn model])
+    end
+
+    it "gives Discourse's own items with the replay switched off, at once and back" do
+      stock = stock_calls(:newest, output_thinking: true)
+      replay = true
+      install_into(:newest, replay: -> { replay })
+      replay = false
+      expect(calls(stream(output_thinking: true))).to eq(stock)
+      expect(stream(output_thinking: true).grep(DiscourseAi::Completions::Thinking)).to be_empty
+      replay = true
+      expect(stream(output_thinking: true).first).to be_a(DiscourseAi::Completions::Thinking)
+      install_into(:newest, replay: false)
+      expect(calls(stream(output_thinking: true))).to eq(stock)
+    end
+
+    it "leaves the vLLM endpoint, which reads reasoning itself and whose dialect replays it, as it was" do
+      vllm = DiscourseStandIns::LlmModel.new(provider: "vllm", name: "deepseek", id: 3)
+      items = stream(endpoint(:Vllm, vllm), output_thinking: true)
+      expect(items.grep(DiscourseAi::Completions::Thinking)).to be_empty
+      expect(items.last.provider_data.keys).to eq([:vllm])
+    end
+
+    it "counts a replay check that raises as off, with a warn line" do
+      install_into(:newest, replay: -> { raise "no settings yet" })
+      expect(stream(output_thinking: true).map(&:class)).to eq([DiscourseAi::Completions::ToolCall])
+      expect(logger.warnings.join).to include("the replay check raised RuntimeError: no settings yet; replay off")
+    end
+  end
+
+  %i[legacy current].each do |generation|
+    it "gives the #{generation} generation, whose Prompt may not keep what is carried back, Discourse's own items" do
+      stock = stock_calls(generation, output_thinking: true)
+      install_into(generation)
+      items = stream(output_thinking: true)
+      expect(items.map(&:class)).to eq([DiscourseAi::Completions::ToolCall])
+      expect(calls(items)).to eq(stock)
+    end
+  end
+end
