@@ -150,6 +150,29 @@ RSpec.describe "GC safety" do
                                             { n: { m: [true, nil, "v"] } }])
     end
 
+    it "the round trip: Thinking, details and extra content, on both paths" do
+      details = [{ type: "reasoning.text", text: "de", index: 0 }, { type: "reasoning.encrypted", data: "x", index: 0 }]
+      chunks = [{ choices: [{ delta: { reasoning: "Think", reasoning_details: details } }] },
+                tool_chunk([call("a", "f", '{"q":"', index: 0).merge(extra_content: { google: { s: "sig" } })]),
+                { choices: [{ delta: { reasoning_details: [{ type: "reasoning.text", text: "tail", index: 0 }] } }] },
+                tool_chunk([fragment(0, 'v"}')], finish: "tool_calls")]
+      options = { partial_tool_calls: true, output_thinking: true, model: "1:m" }
+      hash = stressed(DiscourseAiStream::OpenAiMessageProcessor.new(**options))
+      from_hash = [*chunks.flat_map { |chunk| [hash.process_streamed_message(chunk)].flatten.compact }, *hash.finish]
+      churn
+      raw = stressed(DiscourseAiStream::OpenAiMessageProcessor.new(**options))
+      from_raw = [*raw.decode_chunk(sse(chunks)), *raw.finish]
+      [from_hash, from_raw].each do |items|
+        thinking = items.grep(DiscourseAiStream::Thinking).last
+        call = items.find { |item| item.respond_to?(:parameters) }
+        # The last Thinking carries every detail (details after the first
+        # one came out make another: docs/stream-shapes.md, rule 78).
+        expect(thinking.provider_info[:chat_completions][:reasoning_details].first[:text]).to eq("detail")
+        expect(call.provider_data[:chat_completions]).to include(extra_content: { google: { s: "sig" } }, model: "1:m")
+        expect(call.parameters).to eq(q: "v")
+      end
+    end
+
     it "bad input, raw path: errors keep their items and payloads; the stream goes on" do
       # Strict: unreadable events raise too (by default they are skipped).
       processor = stressed(DiscourseAiStream::OpenAiMessageProcessor.new(strict: true))

@@ -1152,6 +1152,18 @@ fn rule_78_reasoning_details_merge_by_index_and_type() {
         ]
     );
     assert!(h.processor.round_trip().carries());
+    // Details after the thinking came out make another (no text of its
+    // own) before the next item.
+    let mut h = Harness::with(thinking_options(false));
+    let items = h.stream(&[
+        &details(json!([{"type":"reasoning.text","text":"a","index":0}])),
+        &text_chunk("x"),
+        &details(json!([{"type":"reasoning.text","text":"b","index":0}])),
+        &tool_chunk(r#"[{"id":"c","function":{"name":"f","arguments":"{}"}}]"#, Some("tool_calls")),
+    ]);
+    assert_eq!(kinds(&items), ["thinking", "text", "thinking", "call"]);
+    assert_eq!(thinkings(&items), ["", ""]);
+    assert_eq!(h.processor.round_trip().details()[0].get("text").and_then(|t| t.as_str()), Some("ab"));
 }
 
 #[test]

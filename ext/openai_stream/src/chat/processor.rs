@@ -544,6 +544,11 @@ impl State<Chat> {
         if let Some(Any(details)) = self.field(&delta.reasoning_details, "choices[0].delta.reasoning_details")
         {
             self.own.round_trip.details_fragment(details, &mut self.anomalies);
+            // Details after the last thinking item came out: the next one
+            // carries them (with all before them).
+            if output_thinking {
+                self.out.hold_thinking("");
+            }
         }
     }
 
