@@ -174,6 +174,21 @@ RSpec.describe "DiscourseAiStream::Discourse reasoning replay", gc_stress: false
       expect(ours[5]).to include(reasoning_content: "next", tool_calls: [a_hash_including(id: "call_c")])
     end
 
+    it "appends reasoning that resumed after a call, and keeps the last reasoning_details, which hold them all" do
+      first = [{ type: "reasoning.text", text: "Paris. ", index: 0 }]
+      all = first + [{ type: "reasoning.encrypted", data: "ENC", index: 1 }]
+      prompt = new_prompt
+      called(prompt, "call_a", "Paris", provider_data: data("t1"), thinking: "Paris. ",
+                                        thinking_provider_info: info(["reasoning"], reasoning_details: first))
+      called(prompt, "call_b", "London", provider_data: data("t1"), thinking: "London.",
+                                         thinking_provider_info: info(["reasoning"], reasoning_details: all))
+      called(prompt, "call_c", "Rome", provider_data: data("t1"),
+                                       thinking_provider_info: info(["reasoning"], reasoning_details: all))
+      message = calling(stock_and_gem(prompt, model("open_router")).last)
+      expect(message).to include(reasoning: "Paris. London.", reasoning_details: all)
+      expect(message[:tool_calls].map { |call| call[:id] }).to eq(%w[call_a call_b call_c])
+    end
+
     it "ends a response's message at anything but a result of its calls" do
       prompt = new_prompt
       called(prompt, "call_a", "Paris", provider_data: data("t1"))

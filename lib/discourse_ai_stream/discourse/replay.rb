@@ -23,7 +23,9 @@ module DiscourseAiStream
     #   next message pushed, which may be text);
     # - translate: the stock request, then the assistant messages of one
     #   response (the same `turn`) folded into the first of them, the
-    #   results of its calls after it in order.
+    #   results of its calls after it in order; reasoning that resumed
+    #   after a call is appended, the last reasoning_details (every entry
+    #   so far) kept.
     # Only data stamped with the identity of the dialect's own model is
     # written: a fallback model never gets another model's reasoning.
     # Where nothing carries that data, the request is the stock one, the
@@ -214,13 +216,20 @@ module DiscourseAiStream
           open if message[:role] == "tool" && open&.dig(:ids)&.include?(message[:tool_call_id])
         end
 
+        # A later message of the turn into the first: its calls, the text
+        # of reasoning that resumed after a call (the stream's text goes on
+        # where the first's stopped), and its reasoning_details, which hold
+        # every entry merged so far.
         def absorb(open, message)
           first = open[:message]
           first[:tool_calls].concat(message[:tool_calls])
           open[:ids].concat(message[:tool_calls].map { |call| call[:id] })
-          return if REASONING.any? { |key| first.key?(key) }
+          REASONING.each do |key|
+            next unless message.key?(key)
 
-          REASONING.each { |key| first[key] = message[key] if message.key?(key) }
+            text = key != :reasoning_details && first[key].is_a?(String) && message[key].is_a?(String)
+            first[key] = text ? first[key] + message[key] : message[key]
+          end
         end
       end
     end
