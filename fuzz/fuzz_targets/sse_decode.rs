@@ -22,7 +22,11 @@
 //!   and every bad event is reported exactly once: raised (the first of a
 //!   read) or recorded (later ones of the read, `unreadable_event` /
 //!   `provider_error`), so errors raised plus those anomalies are the same
-//!   however the bytes are split.
+//!   however the bytes are split;
+//! - both runs return the reasoning as thinking and keep what the next
+//!   request carries back (rules 77 to 79): the thinking text, the fields,
+//!   the merged details and each call's extra content are the same however
+//!   the bytes are split.
 #![no_main]
 
 mod common;
@@ -34,7 +38,8 @@ use libfuzzer_sys::fuzz_target;
 use openai_stream::anomaly::{Anomalies, Anomaly, AnomalyKind};
 use openai_stream::error::Error;
 use openai_stream::json::JsonValue;
-use openai_stream::output::Item;
+use openai_stream::calls::CallId;
+use openai_stream::output::{Item, Thinking};
 use openai_stream::sse::MaxLineBytes;
 use openai_stream::chat::{ChatProcessor, Options};
 use openai_stream::usage::UsageReport;
@@ -49,6 +54,7 @@ enum Seen {
     /// CallId, the server's id (None when generated: those are unique per
     /// process), name, parameters.
     Completed(u32, Option<String>, String, JsonValue),
+    Thinking(String),
 }
 
 #[derive(Debug, PartialEq)]
@@ -63,6 +69,9 @@ struct Run {
     /// The other anomalies.
     anomalies: Vec<AnomalyKind>,
     anomaly_limit: bool,
+    /// The thinking text, then the round trip's fields, details and extra
+    /// contents, as JSON.
+    carried: (String, String),
 }
 
 fn run(data: &[u8]) {
@@ -72,6 +81,8 @@ fn run(data: &[u8]) {
         partial_tool_calls: partial,
         max_line_bytes: MaxLineBytes(max_line),
         strict: flags & 8 != 0,
+        output_thinking: true,
+        round_trip: true,
         ..Options::default()
     };
 
@@ -82,6 +93,7 @@ fn run(data: &[u8]) {
     assert_eq!(texts(&whole.seen), texts(&split.seen), "text, whole vs {} reads", reads.len());
     assert_eq!(completions(&whole.seen), completions(&split.seen), "calls, whole vs {} reads", reads.len());
     assert_eq!(whole.usage, split.usage, "usage");
+    assert_eq!(whole.carried, split.carried, "what the next request carries back");
     assert_eq!(whole.any_error, split.any_error, "errors");
     // Past the anomaly limit later ones are only counted, and whole and
     // split record different numbers of bad events (raised vs recorded).
@@ -139,7 +151,14 @@ fn drive(mut p: ChatProcessor, reads: &[&[u8]]) -> Run {
     invalid.dedup();
     assert_eq!(invalid.len(), reported, "a call reported invalid twice: {all:#?}");
     let anomaly_limit = all.len() >= Anomalies::LIMIT;
-    Run { seen, usage: p.usage(), any_error, reports, anomalies, anomaly_limit }
+    let thinking = seen.iter().filter_map(|s| if let Seen::Thinking(t) = s { Some(t.as_str()) } else { None });
+    let trip = p.round_trip();
+    let extras = (0..p.calls().len() as u32).map(|n| trip.extra(CallId(n)).map_or("-".to_owned(), JsonValue::to_json));
+    let carried = (
+        thinking.collect::<String>(),
+        format!("{:?} {} {:?}", trip.fields(), JsonValue::Array(trip.details().to_vec()).to_json(), extras.collect::<Vec<_>>()),
+    );
+    Run { seen, usage: p.usage(), any_error, reports, anomalies, anomaly_limit, carried }
 }
 
 fn collect(p: &ChatProcessor, seen: &mut Vec<Seen>, completed: &mut HashSet<u32>) {
@@ -160,7 +179,8 @@ fn collect(p: &ChatProcessor, seen: &mut Vec<Seen>, completed: &mut HashSet<u32>
                 let server_id = (!call.id_generated).then(|| call.id.clone());
                 seen.push(Seen::Completed(id.0, server_id, call.name.clone(), ruby_view(params)));
             }
-            Item::Thinking { .. } => panic!("the chat processor returned a thinking item"),
+            Item::Thinking { text, kind: Thinking::Chat } => seen.push(Seen::Thinking(text.to_owned())),
+            Item::Thinking { kind, .. } => panic!("the chat processor returned a {kind:?} thinking item"),
         }
     }
 }
