@@ -36,12 +36,12 @@ use std::collections::HashSet;
 use common::{cut, longest_piece, ruby_view, Rng};
 use libfuzzer_sys::fuzz_target;
 use openai_stream::anomaly::{Anomalies, Anomaly, AnomalyKind};
+use openai_stream::calls::CallId;
+use openai_stream::chat::{ChatProcessor, Options};
 use openai_stream::error::Error;
 use openai_stream::json::JsonValue;
-use openai_stream::calls::CallId;
 use openai_stream::output::{Item, Thinking};
 use openai_stream::sse::MaxLineBytes;
-use openai_stream::chat::{ChatProcessor, Options};
 use openai_stream::usage::UsageReport;
 
 fuzz_target!(|data: &[u8]| run(data));
@@ -151,12 +151,19 @@ fn drive(mut p: ChatProcessor, reads: &[&[u8]]) -> Run {
     invalid.dedup();
     assert_eq!(invalid.len(), reported, "a call reported invalid twice: {all:#?}");
     let anomaly_limit = all.len() >= Anomalies::LIMIT;
-    let thinking = seen.iter().filter_map(|s| if let Seen::Thinking(t) = s { Some(t.as_str()) } else { None });
+    let thinking =
+        seen.iter().filter_map(|s| if let Seen::Thinking(t) = s { Some(t.as_str()) } else { None });
     let trip = p.round_trip();
-    let extras = (0..p.calls().len() as u32).map(|n| trip.extra(CallId(n)).map_or("-".to_owned(), JsonValue::to_json));
+    let extras =
+        (0..p.calls().len() as u32).map(|n| trip.extra(CallId(n)).map_or("-".to_owned(), JsonValue::to_json));
     let carried = (
         thinking.collect::<String>(),
-        format!("{:?} {} {:?}", trip.fields(), JsonValue::Array(trip.details().to_vec()).to_json(), extras.collect::<Vec<_>>()),
+        format!(
+            "{:?} {} {:?}",
+            trip.fields(),
+            JsonValue::Array(trip.details().to_vec()).to_json(),
+            extras.collect::<Vec<_>>()
+        ),
     );
     Run { seen, usage: p.usage(), any_error, reports, anomalies, anomaly_limit, carried }
 }
