@@ -215,6 +215,22 @@ RSpec.describe "DiscourseAiStream::Discourse reasoning replay", gc_stress: false
       end
     end
 
+    it "sends a text answer's own reasoning back, as DeepSeek V4 wants on the answer that ends a turn of calls" do
+      prompt = new_prompt
+      called(prompt, "call_a", "Paris", provider_data: data("t1"), thinking: "Look.", thinking_provider_info: info)
+      prompt.push(type: :model, content: "Paris: 18.", thinking: "Done.", thinking_provider_info: info)
+      prompt.push(type: :user, content: "Thanks!", id: "sam")
+      stock, ours = stock_and_gem(prompt, deepseek)
+
+      answer = ours.find { |message| message[:content] == "Paris: 18." }
+      expect(answer).to eq(role: "assistant", content: "Paris: 18.", reasoning_content: "Done.")
+      expect(ours.map { |message| message.except(:reasoning_content) }).to eq(stock)
+      # Another model's answer goes as it is.
+      other = new_prompt
+      other.push(type: :model, content: "Hi.", thinking: "x", thinking_provider_info: info(model: "9:other"))
+      expect(stock_and_gem(other, deepseek).uniq.size).to eq(1)
+    end
+
     it "fills in the content Mistral wants on the one assistant message" do
       prompt = new_prompt
       called(prompt, "call_a", "Paris", provider_data: data("t1"), thinking: "why", thinking_provider_info: info)

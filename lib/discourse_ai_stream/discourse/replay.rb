@@ -21,6 +21,9 @@ module DiscourseAiStream
     #   reasoning_details, from the message itself or from a :model message
     #   right before it that carries them (a Prompt hands a Thinking to the
     #   next message pushed, which may be text);
+    # - model_msg: the stock text message, plus its reasoning when it did
+    #   not go to the call after it (DeepSeek V4 wants it back on the
+    #   answer that ends a turn of calls, in every later request);
     # - translate: the stock request, then the assistant messages of one
     #   response (the same `turn`) folded into the first of them, the
     #   results of its calls after it in order; reasoning that resumed
@@ -58,6 +61,8 @@ module DiscourseAiStream
         private
 
         def tool_call_msg(msg) = Replay.tool_call(self, msg, super)
+
+        def model_msg(msg) = Replay.text(self, msg, super)
       end
 
       class << self
@@ -94,6 +99,12 @@ module DiscourseAiStream
         def tool_call(dialect, msg, message)
           state = dialect.instance_variable_get(IVAR) if dialect.instance_variable_defined?(IVAR)
           state ? state.carry(msg, message) : message
+        end
+
+        # The stock text message, with the reasoning `msg` carries.
+        def text(dialect, msg, message)
+          state = dialect.instance_variable_get(IVAR) if dialect.instance_variable_defined?(IVAR)
+          state ? state.text(msg, message) : message
         end
 
         # The host's stock message already carries `keys`: the class's
@@ -136,6 +147,7 @@ module DiscourseAiStream
           @class = dialect.class
           @turns = {}.compare_by_identity
           @carried = {}.compare_by_identity
+          @moved = Set.new.compare_by_identity
           dialect.prompt.messages.each_cons(2) { |before, after| carry_over(before, after) }
         end
 
@@ -146,10 +158,20 @@ module DiscourseAiStream
 
           found = REASONING.select { |key| message.key?(key) }
           found << :extra_content if message[:tool_calls].first.key?(:extra_content)
-          return write(message, data, thinking, info) if found.empty?
+          unless_host(message, found) { write(message, data, thinking, info) }
+        end
 
-          Replay.host_replays(@class, found)
-          message
+        # A text message's own reasoning, unless it went to the call right
+        # after it: DeepSeek V4 wants it back on the answer that ends a
+        # turn of calls too, in every later request. (A call written as
+        # text, without native tools, is a :tool_call message: left as it is.)
+        def text(msg, message)
+          info = ours(msg[:thinking_provider_info]) if msg[:type] == :model
+          return message unless info && message.is_a?(Hash) && !@moved.include?(msg[:thinking_provider_info])
+
+          unless_host(message, REASONING.select { |key| message.key?(key) }) do
+            write_reasoning(message, msg[:thinking], info)
+          end
         end
 
         # The assistant messages of one turn folded into the first; tool
@@ -190,7 +212,19 @@ module DiscourseAiStream
           return if ours(after[:thinking_provider_info])
 
           info = ours(before[:thinking_provider_info])
-          @carried[after[:provider_data]] = [before[:thinking], info] if info
+          return unless info
+
+          @carried[after[:provider_data]] = [before[:thinking], info]
+          @moved << before[:thinking_provider_info]
+        end
+
+        # The block's message, unless the host's stock message already
+        # carries `found`: then the host replays, and it is left to it.
+        def unless_host(message, found)
+          return yield if found.empty?
+
+          Replay.host_replays(@class, found)
+          message
         end
 
         def single_call?(message)
@@ -200,11 +234,16 @@ module DiscourseAiStream
 
         def write(message, data, thinking, info)
           message[:tool_calls].first[:extra_content] = data[:extra_content] if data&.dig(:extra_content)
-          if info
-            (Array(info[:fields]).map(&:to_s) & FIELDS).each { |field| message[field.to_sym] = thinking || "" }
-            message[:reasoning_details] = info[:reasoning_details] if info[:reasoning_details]
-          end
+          write_reasoning(message, thinking, info) if info
           @turns[message] = data[:turn] if data&.dig(:turn)
+          message
+        end
+
+        # Each field the server used holds the thinking ("" when there was
+        # none), and reasoning_details go back as merged.
+        def write_reasoning(message, thinking, info)
+          (Array(info[:fields]).map(&:to_s) & FIELDS).each { |field| message[field.to_sym] = thinking || "" }
+          message[:reasoning_details] = info[:reasoning_details] if info[:reasoning_details]
           message
         end
 
