@@ -43,6 +43,8 @@ module DiscourseAiStream
           return []
         end
 
+        return stand_aside if DiscourseAiStream.load_error
+
         @status = Session::REPLACED.to_h { |name, ours| [name, decide(lookup(name), ours)] }
         @fast_decode = fast_decode ? true : false
         @enabled = enabled
@@ -91,6 +93,10 @@ module DiscourseAiStream
         legacy = stock_class.method_defined?(:cached_tokens) && !stock_class.method_defined?(:cache_read_tokens)
         legacy ? :legacy : :current
       end
+
+      # The streams that lost or refused something, counted for the health
+      # report (see Reporter and Tally).
+      def tally = @tally ||= Tally.new
 
       # The usage mode of Discourse's own accounting: the legacy processor
       # reports prompt_tokens as sent, every later generation net of cache.
@@ -146,6 +152,16 @@ module DiscourseAiStream
 
       private
 
+      # Without the native extension there is no processor of the gem's:
+      # every stock one stays in place, and status says why.
+      def stand_aside
+        reason = "the gem's native extension did not load (DiscourseAiStream.load_error says why)"
+        @status = [STOCK_PROCESSOR, STOCK_RESPONSES_PROCESSOR].to_h do |name|
+          [name, { replaced: false, reason: reason, missing: [] }]
+        end
+        []
+      end
+
       def enabled?
         @enabled.nil? || @enabled.call ? true : false
       rescue StandardError => e
@@ -192,5 +208,14 @@ module DiscourseAiStream
 end
 
 require_relative "discourse/reporter"
-require_relative "discourse/session"
+require_relative "discourse/tally"
+require_relative "discourse/health"
 require_relative "discourse/patch"
+
+module DiscourseAiStream
+  module Discourse
+    # Loaded when first used: it names the gem's processors, which the
+    # native extension defines (see discourse_ai_stream/host).
+    autoload :Session, File.expand_path("discourse/session", __dir__)
+  end
+end
