@@ -25,6 +25,9 @@ module DiscourseAiStream
     # Public methods of the stock processors that only their own JSON
     # tracker calls: the gem's processors need not have them.
     INTERNAL_CALLBACKS = %i[notify_progress current_tool_progress].freeze
+    # Loaded when first used: it names the gem's processors, which the
+    # native extension defines (see discourse_ai_stream/host).
+    autoload :Session, File.expand_path("discourse/session", __dir__)
 
     class << self
       # Patches every endpoint class defined now (after a code reload: the
@@ -211,11 +214,3 @@ require_relative "discourse/reporter"
 require_relative "discourse/tally"
 require_relative "discourse/health"
 require_relative "discourse/patch"
-
-module DiscourseAiStream
-  module Discourse
-    # Loaded when first used: it names the gem's processors, which the
-    # native extension defines (see discourse_ai_stream/host).
-    autoload :Session, File.expand_path("discourse/session", __dir__)
-  end
-end

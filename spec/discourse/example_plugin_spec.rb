@@ -16,6 +16,8 @@ RSpec.describe "examples/discourse-plugin", gc_stress: false do
   dir = File.expand_path("../../examples/discourse-plugin", __dir__)
 
   let(:plugin) { DiscourseStandIns::PluginInstance.new(File.join(dir, "plugin.rb")) }
+  # Counted in the site's Redis, Discourse.redis of the stand-ins.
+  let(:tally) { DiscourseAiStream::Discourse::Tally.new }
 
   # SiteSetting, with the plugin's settings at their defaults.
   let(:site_setting) do

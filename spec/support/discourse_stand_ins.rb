@@ -54,6 +54,23 @@ module DiscourseStandIns
     end
   end
 
+  # Discourse.redis stand-in: Hashes, with the three commands the gem
+  # sends; `expiries` keeps the seconds each key was last given.
+  class FakeRedis
+    attr_reader :hashes, :expiries
+
+    def initialize
+      @hashes = Hash.new { |all, key| all[key] = Hash.new(0) }
+      @expiries = {}
+    end
+
+    def hincrby(key, field, increment) = @hashes[key][field] += increment
+
+    def expire(key, seconds) = @expiries[key] = seconds
+
+    def hgetall(key) = @hashes.fetch(key, {}).transform_values(&:to_s)
+  end
+
   # Rails.logger stand-in: keeps what was logged, by level.
   class FakeLogger
     attr_reader :lines
@@ -216,14 +233,14 @@ return unless defined?(RSpec)
 
 # The setting of the specs of the gem installed into the stand-ins: their
 # helpers, Rails.logger stubbed (as `logger`) before each example, a count
-# of lost or refused streams of the example's own (as `tally`, in this
-# process: no host Redis), and the gem uninstalled after it.
+# of lost or refused streams of the example's own (as `tally`, in a Redis
+# of its own), and the gem uninstalled after it.
 RSpec.shared_context "with the Discourse stand-ins" do
   include DiscourseStandIns
 
   let(:logger) { stub_rails_logger }
   let(:integration) { DiscourseAiStream::Discourse }
-  let(:tally) { DiscourseAiStream::Discourse::Tally.new }
+  let(:tally) { DiscourseAiStream::Discourse::Tally.new(redis: DiscourseStandIns::FakeRedis.new) }
 
   before do
     logger

@@ -15,29 +15,12 @@ return unless defined?(DiscourseStandIns) && DiscourseStandIns.loading?
 require "json"
 require "yaml"
 
-# Discourse's module: the site's path prefix, and its Redis (a Hash here,
-# with the three commands the gem sends).
+# Discourse's module: the site's path prefix, and its Redis.
 module Discourse
-  # HINCRBY, EXPIRE and HGETALL; `expiries` keeps the seconds each key got.
-  class FakeRedis
-    attr_reader :hashes, :expiries
-
-    def initialize
-      @hashes = Hash.new { |all, key| all[key] = Hash.new(0) }
-      @expiries = {}
-    end
-
-    def hincrby(key, field, increment) = @hashes[key][field] += increment
-
-    def expire(key, seconds) = @expiries[key] = seconds
-
-    def hgetall(key) = @hashes.fetch(key, {}).transform_values(&:to_s)
-  end
-
   class << self
     attr_accessor :base_path
 
-    def redis = @redis ||= FakeRedis.new
+    def redis = @redis ||= DiscourseStandIns::FakeRedis.new
   end
   self.base_path = ""
 end
