@@ -26,6 +26,13 @@ module DiscourseAiStream
                      "Tried:\n#{failures.join("\n")}\nSee #{DOCS}/troubleshooting.md"
   end
 
+  class << self
+    # The LoadError that kept the native extension from loading when the gem
+    # was loaded through discourse_ai_stream/host, which carries on without
+    # it; nil when it loaded.
+    attr_accessor :load_error
+  end
+
   # Loaded when first used: a Discourse process never needs them, only the
   # rake tasks, bin/repro and the command do.
   autoload :Audit, File.expand_path("discourse_ai_stream/audit", __dir__)

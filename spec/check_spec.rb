@@ -79,15 +79,20 @@ RSpec.describe DiscourseAiStream::Check, gc_stress: false do
     status, out = check
     expect(status).to eq(2)
     expect(tallies(out, "chat")).to eq([[2, 1, 2], [2, 1, 2], [3, 1, 3], [3, 1, 3]])
-    expect(out).to include("install!: not run here")
-    expect(out).to end_with("The gem is not in use for every stock processor: see install! above.\n")
+    expect(out).to include("install!: not run here",
+                           "  discourse_ai_stream #{DiscourseAiStream::VERSION} is installed but not in use: " \
+                           "install! has not run in this process.\n")
+    expect(out).to end_with("The gem is not in use for every stock processor: see above.\n")
   end
 
   it "exits 2 when install!'s enabled: check (the site setting) is off" do
     install_into(:current, enabled: -> { false })
     status, out = check
     expect(status).to eq(2)
-    expect(out).to include("  switched off (install!'s enabled:, the discourse_ai_stream_enabled setting)")
+    expect(out).to include("  discourse_ai_stream #{DiscourseAiStream::VERSION} is installed but switched off " \
+                           "(install!'s enabled:, the discourse_ai_stream_enabled site setting), so Discourse's own " \
+                           "processors decode every stream.\n",
+                           "  What to do: #{DiscourseAiStream::DOCS}/troubleshooting.md#switched-off\n")
   end
 
   it "exits 2, saying why, when install! left a stock processor that grew in place" do

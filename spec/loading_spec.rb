@@ -1,6 +1,8 @@
 # frozen_string_literal: true
 
 require "fileutils"
+require "json"
+require_relative "support/broken_build"
 require_relative "support/child_process"
 
 # lib/discourse_ai_stream.rb loads the build for this Ruby's minor version
@@ -33,23 +35,11 @@ RSpec.describe "loading the native extension" do
     end
   end
 
-  # A copy of lib/'s Ruby files in `dir`, with no build at all.
-  def copy_lib(dir)
-    Dir.chdir(lib) { Dir.glob("**/*.rb") }.each do |path|
-      FileUtils.mkdir_p(File.join(dir, File.dirname(path)))
-      FileUtils.cp(File.join(lib, path), File.join(dir, path))
-    end
-  end
-
   it "names each build it tried and why it failed, the Ruby and the glibc the builds need, when none loads" do
     Dir.mktmpdir("broken-") do |dir|
-      copy_lib(dir)
       # This Ruby's build is there but cannot be loaded, as on a host whose
-      # glibc is too old: a copy of the real library that asks for a glibc
-      # symbol version no glibc has (same length, so the file stays whole).
-      broken = File.join(dir, "discourse_ai_stream", minor, File.basename(native))
-      FileUtils.mkdir_p(File.dirname(broken))
-      File.binwrite(broken, File.binread(native).sub("GLIBC_2.2.5\0".b, "GLIBC_9.9.9\0".b))
+      # glibc is too old.
+      broken = BrokenBuild.lib_with_broken_build(dir, native)
       message = run_ruby(dir, 'begin; require "discourse_ai_stream"; rescue LoadError => e; p e.message; end')
                 .undump
       expect(message).to start_with("discourse_ai_stream #{DiscourseAiStream::VERSION} has no native extension " \
@@ -60,6 +50,22 @@ RSpec.describe "loading the native extension" do
                                  "discourse_ai_stream/discourse_ai_stream: cannot load such file",
                                  "docs/troubleshooting.md")
       expect(message).not_to start_with("cannot load such file")
+    end
+  end
+
+  it "through discourse_ai_stream/host, keeps the LoadError, says so once, and loads what needs no native code" do
+    Dir.mktmpdir("broken-") do |dir|
+      BrokenBuild.lib_with_broken_build(dir, native)
+      code = 'require "discourse_ai_stream/host"; require "json"; ' \
+             "puts JSON.generate([DiscourseAiStream.load_error.class.name, defined?(DiscourseAiStream::Native), " \
+             "DiscourseAiStream::Discourse::Health.not_in_use.cause, defined?(DiscourseAiStream::Check.run)])"
+      output = ChildProcess.run!({}, RbConfig.ruby, "-I", dir, "-e", code)
+      error, native_defined, cause, check = JSON.parse(output.lines.last)
+      expect([error, native_defined, check]).to eq(["LoadError", nil, "method"])
+      expect(cause).to include("has no native extension that loads", "version `GLIBC_9.9.9' not found")
+      expect(output.scan("discourse_ai_stream #{DiscourseAiStream::VERSION}: not in use, Discourse's own " \
+                         "processors stay in place: discourse_ai_stream #{DiscourseAiStream::VERSION} has no " \
+                         "native extension").size).to eq(1), output
     end
   end
 
@@ -75,7 +81,7 @@ RSpec.describe "loading the native extension" do
     # the single build is a stand-in that marks it was loaded, then loads the
     # real extension this process runs.
     Dir.mktmpdir("single-") do |dir|
-      copy_lib(dir)
+      BrokenBuild.copy_lib(dir)
       File.write(File.join(dir, "discourse_ai_stream", "discourse_ai_stream.rb"), <<~RUBY)
         $single_build_loaded = true
         require #{native.inspect}

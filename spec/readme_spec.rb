@@ -58,7 +58,8 @@ RSpec.describe "README.md and docs/" do
   it "gives the example plugin's own code for installing it in Discourse, and says first that no release exists" do
     plugin = File.read(File.join(root, "examples/discourse-plugin/plugin.rb"))
     code = plugin.lines.grep_v(/\A\s*#/).join.strip.squeeze("\n")
-    expect(code).to start_with(%(gem "discourse_ai_stream", "#{DiscourseAiStream::VERSION}"\n))
+    gem_line = %(gem "discourse_ai_stream", "#{DiscourseAiStream::VERSION}", require_name: "discourse_ai_stream/host")
+    expect(code).to start_with("#{gem_line}\n")
     shown = readme[/^The plugin's `plugin.rb` is.*?```ruby\n(.*?)```/m, 1]
     expect(shown.strip.squeeze("\n")).to eq(code)
     expect(readme).to include("discourse_ai_stream-#{DiscourseAiStream::VERSION}-x86_64-linux.gem",

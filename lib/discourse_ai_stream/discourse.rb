@@ -22,9 +22,18 @@ module DiscourseAiStream
     ENDPOINTS = "#{NAMESPACE}::Endpoints".freeze
     STOCK_PROCESSOR = "#{NAMESPACE}::OpenAiMessageProcessor".freeze
     STOCK_RESPONSES_PROCESSOR = "#{NAMESPACE}::OpenAiResponsesMessageProcessor".freeze
+    # The stock processors the gem stands in for, by name (status's entries
+    # for them; the others are the dialects the reasoning replay writes).
+    STOCK_PROCESSORS = [STOCK_PROCESSOR, STOCK_RESPONSES_PROCESSOR].freeze
     # Public methods of the stock processors that only their own JSON
     # tracker calls: the gem's processors need not have them.
     INTERNAL_CALLBACKS = %i[notify_progress current_tool_progress].freeze
+    # Loaded when first used: it names the gem's processors, which the
+    # native extension defines (see discourse_ai_stream/host).
+    autoload :Session, File.expand_path("discourse/session", __dir__)
+    # Names the gem's processor too: loaded by install!, which does not run
+    # it without the native extension.
+    autoload :Replay, File.expand_path("discourse/replay", __dir__)
 
     class << self
       # Patches every endpoint class defined now (after a code reload: the
@@ -46,6 +55,8 @@ module DiscourseAiStream
           warn_log("discourse_ai_stream: #{ENDPOINTS} is not defined; nothing installed")
           return []
         end
+
+        return stand_aside if DiscourseAiStream.load_error
 
         @status = Session::REPLACED.to_h { |name, ours| [name, decide(lookup(name), ours)] }
         @fast_decode = fast_decode ? true : false
@@ -124,6 +135,10 @@ module DiscourseAiStream
         legacy ? :legacy : :current
       end
 
+      # The streams that lost or refused something, counted for the health
+      # report (see Reporter and Tally).
+      def tally = @tally ||= Tally.new
+
       # The usage mode of Discourse's own accounting: the legacy processor
       # reports prompt_tokens as sent, every later generation net of cache.
       def usage_mode(stock_class = lookup(STOCK_PROCESSOR))
@@ -178,6 +193,16 @@ module DiscourseAiStream
 
       private
 
+      # Without the native extension there is no processor of the gem's:
+      # every stock one stays in place, and status says why.
+      def stand_aside
+        reason = "the gem's native extension did not load (DiscourseAiStream.load_error says why)"
+        @status = STOCK_PROCESSORS.to_h do |name|
+          [name, { replaced: false, reason: reason, missing: [] }]
+        end
+        []
+      end
+
       def enabled? = asked(@enabled, "enabled", "stock processors in use")
 
       # A switch of install!: nil or true is on, false off, a callable is
@@ -231,6 +256,6 @@ module DiscourseAiStream
 end
 
 require_relative "discourse/reporter"
-require_relative "discourse/session"
+require_relative "discourse/tally"
+require_relative "discourse/health"
 require_relative "discourse/patch"
-require_relative "discourse/replay"

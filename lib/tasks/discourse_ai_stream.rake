@@ -12,7 +12,9 @@ namespace :discourse_ai_stream do
        "beside the gem's, and whether the gem replaced them (exit 0: in use, every call out; 1: the gem lost " \
        "a call; 2: not in use)"
   task check: :environment do
-    require "discourse_ai_stream"
+    # Loaded as the plugin loads it: without its native extension the
+    # check still runs, and says so.
+    require "discourse_ai_stream/host"
     exit DiscourseAiStream::Check.run
   end
 end

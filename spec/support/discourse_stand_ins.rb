@@ -58,6 +58,23 @@ module DiscourseStandIns
     end
   end
 
+  # Discourse.redis stand-in: Hashes, with the three commands the gem
+  # sends; `expiries` keeps the seconds each key was last given.
+  class FakeRedis
+    attr_reader :hashes, :expiries
+
+    def initialize
+      @hashes = Hash.new { |all, key| all[key] = Hash.new(0) }
+      @expiries = {}
+    end
+
+    def hincrby(key, field, increment) = @hashes[key][field] += increment
+
+    def expire(key, seconds) = @expiries[key] = seconds
+
+    def hgetall(key) = @hashes.fetch(key, {}).transform_values(&:to_s)
+  end
+
   # Rails.logger stand-in: keeps what was logged, by level.
   class FakeLogger
     attr_reader :lines
@@ -75,6 +92,70 @@ module DiscourseStandIns
     end
   end
 
+  # The two contracts of ProblemCheck since plugins register checks
+  # (problem_checks.rb): 2024's, whose call returns an Array, and the
+  # newest, whose call returns one Problem or nil.
+  CONTRACTS = %i[listed single].freeze
+  # The top-level constants problem_checks.rb defines.
+  PROBLEM_CHECK_CONSTANTS = { "Discourse" => Module, "I18n" => Module, "DiscoursePluginRegistry" => Module,
+                              "AdminNotice" => Class, "ProblemCheckTracker" => Class, "ProblemCheck" => Class }.freeze
+
+  # The part of Plugin::Instance that a plugin.rb touches, evaluated the way
+  # Discourse does it: instance_eval of the file (its gem lines required as
+  # PluginGem.load requires them), after_initialize blocks
+  # run at `boot`, reloadable_patch blocks again at every `reload` (a code
+  # reload in development). Checks count while the site setting named by
+  # enabled_site_setting is on (SiteSetting, the example's to stub).
+  class PluginInstance
+    attr_reader :gems, :initializers, :patches, :enabled_setting
+
+    def initialize(path)
+      @gems = []
+      @initializers = []
+      @patches = []
+      instance_eval(File.read(path), path)
+    end
+
+    # PluginGem.load, the gem installed: requires it by its require_name,
+    # else its name, unless require: false.
+    def gem(name, version, **options)
+      @gems << [name, version, options]
+      require(options[:require_name] || name) unless options[:require] == false
+    end
+
+    def enabled_site_setting(name)
+      @enabled_setting = name
+    end
+
+    def after_initialize(&block)
+      @initializers << block
+    end
+
+    def reloadable_patch(&block)
+      @patches << block
+      yield(self)
+    end
+
+    def register_problem_check(klass)
+      DiscoursePluginRegistry.register_problem_check(klass, self)
+    end
+
+    def enabled? = SiteSetting.public_send(enabled_setting) ? true : false
+
+    def boot
+      initializers.each { |block| block.call(self) }
+    end
+
+    def reload
+      patches.each { |block| block.call(self) }
+    end
+  end
+
+  # A Discourse from before plugins could register problem checks.
+  class OlderPluginInstance < PluginInstance
+    undef_method :register_problem_check
+  end
+
   # The class files return at once unless loaded from here, so a spec
   # helper that requires everything under spec/support cannot define
   # DiscourseAi for the whole run.
@@ -87,6 +168,35 @@ module DiscourseStandIns
     FILES.fetch(generation).each { |file| load File.join(DIR, "#{file}.rb") }
   ensure
     @loading = false
+  end
+
+  # Defines the constants of problem_checks.rb, ProblemCheck in `contract`
+  # (in a child process; an example stubs them: load_problem_check_stand_ins).
+  def self.load_problem_checks(contract)
+    raise ArgumentError, "contract: #{contract.inspect}" unless CONTRACTS.include?(contract)
+
+    @loading = true
+    load File.join(DIR, "problem_checks.rb")
+    ProblemCheck.contract = contract
+  ensure
+    @loading = false
+  end
+
+  # What the admin dashboard shows: the notice of a check no longer
+  # registered goes, every realtime check runs, then every notice is listed.
+  def self.admin_dashboard
+    checks = ProblemCheck.checks
+    AdminNotice.store.select! { |identifier, _| checks.any? { |check| check.identifier == identifier } }
+    checks.select(&:realtime?).each { |check| check.new.run }
+    AdminNotice.all
+  end
+
+  # Stubs fresh constants for problem_checks.rb and loads it, the plugin's
+  # locale file among its translations.
+  def load_problem_check_stand_ins(contract: :single, locale: nil)
+    PROBLEM_CHECK_CONSTANTS.each { |name, kind| stub_const(name, kind.new) }
+    DiscourseStandIns.load_problem_checks(contract)
+    I18n.load(locale) if locale
   end
 
   def load_discourse_stand_ins(generation: :legacy)
@@ -126,14 +236,20 @@ end
 return unless defined?(RSpec)
 
 # The setting of the specs of the gem installed into the stand-ins: their
-# helpers, Rails.logger stubbed (as `logger`) before each example, and the
-# gem uninstalled after it.
+# helpers, Rails.logger stubbed (as `logger`) before each example, a count
+# of lost or refused streams of the example's own (as `tally`, in a Redis
+# of its own), and the gem uninstalled after it.
 RSpec.shared_context "with the Discourse stand-ins" do
   include DiscourseStandIns
 
   let(:logger) { stub_rails_logger }
   let(:integration) { DiscourseAiStream::Discourse }
+  let(:tally) { DiscourseAiStream::Discourse::Tally.new(redis: DiscourseStandIns::FakeRedis.new) }
 
-  before { logger }
+  before do
+    logger
+    allow(integration).to receive(:tally).and_return(tally)
+  end
+
   after { integration.uninstall! }
 end

@@ -71,6 +71,13 @@ RSpec.describe "discourse-ai-stream" do
     expect(DiscourseAiStream::Check.run(io)).to eq(DiscourseAiStream::Check::IN_USE), io.string
   end
 
+  it "registers the admin dashboard's problem checks, which find nothing while the gem is in use" do
+    checks = %i[discourse_ai_stream_not_in_use discourse_ai_stream_lost_or_refused].map { |id| ProblemCheck[id] }
+    expect(checks).to all(be_present)
+    # An Array (2024's contract) or one problem or nil (the newest).
+    expect(checks.map { |check| Array(check.new.call).compact }).to eq([[], []])
+  end
+
   it "reports the usage to the audit log" do
     endpoint = DiscourseAi::Completions::Endpoints::Mistral.new(mistral_model)
     stream(endpoint)

@@ -6,15 +6,20 @@ module DiscourseAiStream
     # repeat an anomaly on every delta (Poolside's integer ids, for one), so
     # only the first anomaly of each kind in a response gets a line; at the
     # end of the response one more line counts the ones left out. Argument
-    # excerpts are not logged: they may hold user data.
+    # excerpts are not logged: they may hold user data. A kind that means
+    # something was lost or refused (Health::KINDS) is counted once per
+    # response, for the admin dashboard (Tally).
     class Reporter
-      attr_reader :label
+      # interruptions: the :interrupted anomalies the hook was given.
+      attr_reader :label, :interruptions
 
       def initialize(label)
         @label = label
         @logged = Set.new
         @unlogged = Hash.new(0)
         @errors = Set.new.compare_by_identity
+        @counted = Set.new
+        @interruptions = 0
       end
 
       # The processor's on_anomaly hook. Then hands the anomaly on to the
@@ -22,6 +27,8 @@ module DiscourseAiStream
       # would otherwise shadow; the processor warns when that raises.
       def anomaly(anomaly)
         kind = anomaly[:kind]
+        # An interrupted read's items came out of this read: nothing lost.
+        kind == :interrupted ? @interruptions += 1 : count(kind)
         if @logged.add?(kind)
           Discourse.warn_log("discourse_ai_stream: #{label}: #{kind}: #{anomaly[:message]}#{call_of(anomaly)}")
         else
@@ -34,6 +41,7 @@ module DiscourseAiStream
       def provider_error(error)
         return unless @errors.add?(error)
 
+        count(:provider_error)
         Discourse.warn_log("discourse_ai_stream: #{label}: provider error in the stream: #{error.message}")
       end
 
@@ -42,6 +50,15 @@ module DiscourseAiStream
         Discourse.warn_log("discourse_ai_stream: #{label}: #{error.class.name} in a read that also produced " \
                            "#{error.items.size} item(s): delivering them first, raising on the next read: " \
                            "#{error.message}")
+      end
+
+      # Counts this response under `kind` once, when the kind means that
+      # something was lost or refused.
+      def count(kind)
+        return unless Health::KINDS.key?(kind) && !@counted.include?(kind)
+
+        Discourse.tally.add(label, kind, new_stream: @counted.empty?)
+        @counted << kind
       end
 
       def flush

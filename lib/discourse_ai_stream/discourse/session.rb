@@ -75,6 +75,8 @@ module DiscourseAiStream
         end
 
         # Runs the block; a provider error is logged (once) and raised on.
+        # Whatever else leaves it ends the request: the items of a read it
+        # interrupted are lost (see Session#interrupted).
         def reporting(endpoint)
           yield
         rescue DiscourseAiStream::ProviderError => e
@@ -82,6 +84,9 @@ module DiscourseAiStream
             reporter = of(endpoint)&.reporter || Reporter.new(label(endpoint))
             reporter.provider_error(e)
           end
+          raise
+        rescue Exception # rubocop:disable Lint/RescueException -- counted, then raised as it is
+          of(endpoint)&.interrupted
           raise
         end
 
@@ -138,6 +143,17 @@ module DiscourseAiStream
         @pending_error = error
         reporter.deferred(error)
         Discourse.distinct_calls(error.items)
+      end
+
+      # An exception is leaving the endpoint. A read it interrupted holds its
+      # items for the next read or finish, which will not come: counted as
+      # :interrupted when the processor has an :interrupted anomaly its hook
+      # was not given yet (one it was given came with those items).
+      def interrupted
+        held = processor.anomalies.count { |anomaly| anomaly[:kind] == :interrupted }
+        reporter.count(:interrupted) if held > reporter.interruptions
+      rescue StandardError
+        nil # the exception on its way out matters more than this count
       end
 
       # Raises the error kept by defer, once.

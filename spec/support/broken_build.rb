@@ -1,0 +1,31 @@
+# frozen_string_literal: true
+
+require "fileutils"
+
+# lib/ as a host whose native build cannot load has it (a glibc too old for
+# the precompiled build), for child processes to load the gem from.
+module BrokenBuild
+  LIB = File.expand_path("../../lib", __dir__)
+
+  module_function
+
+  # A copy of lib/'s Ruby files in `dir`, with no build at all.
+  def copy_lib(dir)
+    Dir.chdir(LIB) { Dir.glob("**/*.rb") }.each do |path|
+      FileUtils.mkdir_p(File.join(dir, File.dirname(path)))
+      FileUtils.cp(File.join(LIB, path), File.join(dir, path))
+    end
+  end
+
+  # The copy, with this Ruby's build there but unable to load: a copy of
+  # `native` (the library this process loaded) that asks for a glibc symbol
+  # version no glibc has (same length, so the file stays whole). Returns
+  # the broken build's path.
+  def lib_with_broken_build(dir, native)
+    copy_lib(dir)
+    broken = File.join(dir, "discourse_ai_stream", RUBY_VERSION[/\A\d+\.\d+/], File.basename(native))
+    FileUtils.mkdir_p(File.dirname(broken))
+    File.binwrite(broken, File.binread(native).sub("GLIBC_2.2.5\0".b, "GLIBC_9.9.9\0".b))
+    broken
+  end
+end
