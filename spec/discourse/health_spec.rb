@@ -62,7 +62,7 @@ RSpec.describe DiscourseAiStream::Discourse::Health, gc_stress: false do
       )
     end
 
-    it "names each stock class left in place for what the gem lacks, any entry of status" do
+    it "names each stock processor left in place for what the gem lacks, and no dialect the replay stands aside for" do
       load_discourse_stand_ins(generation: :newest)
       DiscourseAi::Completions::OpenAiResponsesMessageProcessor.class_eval { def cited_sources = [] }
       integration.install!
@@ -71,11 +71,21 @@ RSpec.describe DiscourseAiStream::Discourse::Health, gc_stress: false do
         "#cited_sources): Discourse's own class stays in place there."
       )
 
-      grown = { replaced: false, reason: "the gem lacks #replay", missing: ["#replay"] }
-      allow(integration).to(receive(:status).and_wrap_original { |original| original.call.merge("Dialect" => grown) })
+      grown = { replaced: false, reason: "the gem lacks #cited_sources", missing: ["#cited_sources"] }
+      aside = { replaced: false, reason: "replays reasoning itself (its own tool_call_msg)", missing: [] }
+      allow(integration).to(receive(:status).and_wrap_original do |original|
+        original.call.merge(DiscourseAiStream::Discourse::STOCK_PROCESSOR => grown, "Dialects::Vllm" => aside)
+      end)
       expect(described_class.not_in_use.text).to end_with(
-        "lacks #cited_sources) and Dialect (the gem lacks #replay): Discourse's own classes stay in place there."
-      )
+        "lacks #cited_sources) and #{responses} (the gem's DiscourseAiStream::OpenAiResponsesMessageProcessor " \
+        "lacks #cited_sources): Discourse's own classes stay in place there."
+      ).and include("not in use for DiscourseAi::Completions::OpenAiMessageProcessor (the gem lacks #cited_sources)")
+      # Only the replay standing aside: nothing to report.
+      allow(integration).to(receive(:status).and_wrap_original do |original|
+        original.call.except(DiscourseAiStream::Discourse::STOCK_PROCESSOR)
+                .transform_values { |decision| decision.merge(replaced: true, missing: []) }.merge("Dialects::Vllm" => aside)
+      end)
+      expect(described_class.not_in_use).to be_nil
     end
 
     it "says nothing of a stock class the site does not have, unless it has none" do
