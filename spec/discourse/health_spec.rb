@@ -83,7 +83,10 @@ RSpec.describe DiscourseAiStream::Discourse::Health, gc_stress: false do
       # Only the replay standing aside: nothing to report.
       allow(integration).to(receive(:status).and_wrap_original do |original|
         original.call.except(DiscourseAiStream::Discourse::STOCK_PROCESSOR)
-                .transform_values { |decision| decision.merge(replaced: true, missing: []) }.merge("Dialects::Vllm" => aside)
+                .transform_values do |decision|
+          decision.merge(replaced: true,
+                         missing: [])
+        end.merge("Dialects::Vllm" => aside)
       end)
       expect(described_class.not_in_use).to be_nil
     end
