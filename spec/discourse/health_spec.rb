@@ -81,13 +81,10 @@ RSpec.describe DiscourseAiStream::Discourse::Health, gc_stress: false do
         "lacks #cited_sources): Discourse's own classes stay in place there."
       ).and include("not in use for DiscourseAi::Completions::OpenAiMessageProcessor (the gem lacks #cited_sources)")
       # Only the replay standing aside: nothing to report.
-      allow(integration).to(receive(:status).and_wrap_original do |original|
-        original.call.except(DiscourseAiStream::Discourse::STOCK_PROCESSOR)
-                .transform_values do |decision|
-          decision.merge(replaced: true,
-                         missing: [])
-        end.merge("Dialects::Vllm" => aside)
-      end)
+      in_use = { replaced: true, missing: [] }
+      allow(integration).to receive(:status)
+        .and_return(DiscourseAiStream::Discourse::STOCK_PROCESSORS.to_h { |name| [name, in_use] }
+                      .merge("Dialects::Vllm" => aside))
       expect(described_class.not_in_use).to be_nil
     end
 
