@@ -1,0 +1,365 @@
+//! The byte scanner both protocols read their usual events with: a strict,
+//! single-pass reader of JSON text that gives up (`None`) on anything it
+//! does not read exactly as serde_json would, so its caller can leave that
+//! to serde_json. What each protocol reads with it is its own
+//! (`chat/scan/`).
+
+use std::borrow::Cow;
+
+use crate::json::short_escape;
+use crate::lenient::Field;
+
+/// Deepest nesting of a skipped value the scanner follows (serde_json's
+/// limit, 128, is far above; deeper values go to serde_json).
+const MAX_SKIP_DEPTH: u32 = 32;
+
+/// Digits of an integer the scanner reads or skips (fits an i64; longer
+/// numbers go to serde_json, which knows when they overflow).
+const MAX_DIGITS: usize = 18;
+
+/// Bytes that end the fast part of a string: the quote, a backslash, and
+/// control characters (which JSON forbids unescaped).
+static STRING_STOP: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        table[b] = true;
+        b += 1;
+    }
+    table[b'"' as usize] = true;
+    table[b'\\' as usize] = true;
+    table
+};
+
+pub(crate) struct Scanner<'a> {
+    pub(crate) src: &'a str,
+    bytes: &'a [u8],
+    pub(crate) pos: usize,
+    /// The strings a template could vary (see [`Varying`]).
+    pub(crate) varying: Varying,
+}
+
+/// Where the strings that change from event to event were read: each
+/// `delta.content` (or `message.content`) and `function.arguments` string.
+/// A template is made only when there was exactly one.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Varying {
+    pub(crate) count: u32,
+    /// The last one: its first byte after the opening quote, and the
+    /// position of its closing quote.
+    pub(crate) start: usize,
+    pub(crate) end: usize,
+}
+
+impl<'a> Scanner<'a> {
+    pub(crate) fn new(src: &'a str) -> Self {
+        Scanner { src, bytes: src.as_bytes(), pos: 0, varying: Varying::default() }
+    }
+
+    /// Only whitespace is left.
+    pub(crate) fn at_end(&mut self) -> bool {
+        self.ws();
+        self.pos == self.bytes.len()
+    }
+
+    #[inline]
+    pub(crate) fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
+    #[inline]
+    pub(crate) fn ws(&mut self) {
+        while let Some(b' ' | b'\n' | b'\t' | b'\r') = self.peek() {
+            self.pos += 1;
+        }
+    }
+
+    #[inline]
+    pub(crate) fn eat(&mut self, b: u8) -> Option<()> {
+        if self.peek() == Some(b) {
+            self.pos += 1;
+            Some(())
+        } else {
+            None
+        }
+    }
+
+    pub(crate) fn literal(&mut self, word: &[u8]) -> Option<()> {
+        if self.bytes[self.pos..].starts_with(word) {
+            self.pos += word.len();
+            Some(())
+        } else {
+            None
+        }
+    }
+
+    // ---- strings ----------------------------------------------------------
+
+    /// A string at the current position, borrowed when it has no escapes.
+    pub(crate) fn string(&mut self) -> Option<Cow<'a, str>> {
+        self.eat(b'"')?;
+        self.string_body()
+    }
+
+    /// A string that a template may vary: read as `string`, where it was
+    /// is recorded.
+    pub(crate) fn varying_string(&mut self) -> Option<Cow<'a, str>> {
+        self.eat(b'"')?;
+        let start = self.pos;
+        let text = self.string_body()?;
+        self.varying = Varying { count: self.varying.count + 1, start, end: self.pos - 1 };
+        Some(text)
+    }
+
+    /// The rest of a string whose opening quote was read, up to and
+    /// including its closing quote.
+    pub(crate) fn string_body(&mut self) -> Option<Cow<'a, str>> {
+        let start = self.pos;
+        let stop = self.stop()?;
+        if self.bytes[stop] == b'"' {
+            self.pos = stop + 1;
+            return Some(Cow::Borrowed(&self.src[start..stop]));
+        }
+        let mut owned = String::with_capacity(stop - start + 16);
+        owned.push_str(&self.src[start..stop]);
+        self.pos = stop;
+        loop {
+            // At a backslash (a control character fails in `escape`).
+            owned.push(self.escape()?);
+            let from = self.pos;
+            let stop = self.stop()?;
+            owned.push_str(&self.src[from..stop]);
+            self.pos = stop;
+            if self.bytes[stop] == b'"' {
+                self.pos += 1;
+                return Some(Cow::Owned(owned));
+            }
+        }
+    }
+
+    /// The position of the next quote, backslash or control character:
+    /// eight bytes at a time, then byte by byte.
+    #[inline]
+    pub(crate) fn stop(&self) -> Option<usize> {
+        const ONES: u64 = 0x0101_0101_0101_0101;
+        const HIGH: u64 = 0x8080_8080_8080_8080;
+        let mut at = self.pos;
+        while let Some(chunk) = self.bytes.get(at..at + 8) {
+            let word = u64::from_le_bytes(chunk.try_into().ok()?);
+            let quote = word ^ (ONES * b'"' as u64);
+            let backslash = word ^ (ONES * b'\\' as u64);
+            // The lowest flagged byte of each test is exact (borrows only
+            // flag bytes above a real match), so the lowest of all is.
+            let found = ((quote.wrapping_sub(ONES) & !quote)
+                | (backslash.wrapping_sub(ONES) & !backslash)
+                | (word.wrapping_sub(ONES * 0x20) & !word))
+                & HIGH;
+            if found != 0 {
+                return Some(at + (found.trailing_zeros() / 8) as usize);
+            }
+            at += 8;
+        }
+        self.bytes[at..].iter().position(|&b| STRING_STOP[b as usize]).map(|i| at + i)
+    }
+
+    /// A string at the current position, checked as `string` checks it but
+    /// not copied: a skipped value's escapes cost no allocation.
+    pub(crate) fn skip_string(&mut self) -> Option<()> {
+        self.eat(b'"')?;
+        loop {
+            self.pos = self.stop()?;
+            if self.bytes[self.pos] == b'"' {
+                self.pos += 1;
+                return Some(());
+            }
+            self.escape()?;
+        }
+    }
+
+    /// One escape sequence at the current position (a backslash), decoded.
+    /// Surrogates (`\uD800`-`\uDFFF`) are left to serde_json.
+    pub(crate) fn escape(&mut self) -> Option<char> {
+        self.eat(b'\\')?;
+        let b = self.peek()?;
+        let c = match short_escape(b) {
+            Some(c) => c,
+            None if b == b'u' => {
+                let hex = self.bytes.get(self.pos + 1..self.pos + 5)?;
+                let mut code = 0u32;
+                for &h in hex {
+                    code = code * 16 + (h as char).to_digit(16)?;
+                }
+                self.pos += 4;
+                char::from_u32(code)?
+            }
+            _ => return None,
+        };
+        self.pos += 1;
+        Some(c)
+    }
+
+    // ---- numbers and skipped values ---------------------------------------
+
+    /// A non-negative integer of at most [`MAX_DIGITS`] digits, no fraction
+    /// or exponent (serde_json reads those as floats).
+    pub(crate) fn integer(&mut self) -> Option<i64> {
+        let start = self.pos;
+        self.integer_digits()?;
+        if let Some(b'.' | b'e' | b'E') = self.peek() {
+            return None;
+        }
+        self.src[start..self.pos].parse().ok()
+    }
+
+    /// One to [`MAX_DIGITS`] digits, without a leading zero (but `0`).
+    pub(crate) fn integer_digits(&mut self) -> Option<()> {
+        let start = self.pos;
+        let digits = self.digits();
+        ((1..=MAX_DIGITS).contains(&digits) && (digits == 1 || self.bytes[start] != b'0')).then_some(())
+    }
+
+    pub(crate) fn digits(&mut self) -> usize {
+        let start = self.pos;
+        while let Some(b'0'..=b'9') = self.peek() {
+            self.pos += 1;
+        }
+        self.pos - start
+    }
+
+    /// Skips a number: JSON's grammar, without an exponent (serde_json may
+    /// find one out of range) and with short digit runs.
+    pub(crate) fn skip_number(&mut self) -> Option<()> {
+        let _ = self.eat(b'-');
+        self.integer_digits()?;
+        if self.eat(b'.').is_some() && !(1..=MAX_DIGITS).contains(&self.digits()) {
+            return None;
+        }
+        (!matches!(self.peek(), Some(b'e' | b'E'))).then_some(())
+    }
+
+    /// Skips any JSON value at the current position.
+    pub(crate) fn skip(&mut self, depth: u32) -> Option<()> {
+        let inner = (depth < MAX_SKIP_DEPTH).then_some(depth + 1);
+        match self.peek()? {
+            b'"' => self.skip_string(),
+            b'{' => inner.and_then(|depth| self.object(|s, _| s.skip(depth))),
+            b'[' => inner.and_then(|depth| self.array(|s| s.skip(depth))),
+            b't' => self.literal(b"true"),
+            b'f' => self.literal(b"false"),
+            b'n' => self.literal(b"null"),
+            b'-' | b'0'..=b'9' => self.skip_number(),
+            _ => None,
+        }
+    }
+
+    // ---- containers -------------------------------------------------------
+
+    /// An object at the current position; `member` reads each value (the
+    /// position is at the value, after whitespace).
+    pub(crate) fn object(
+        &mut self,
+        mut member: impl FnMut(&mut Self, Cow<'a, str>) -> Option<()>,
+    ) -> Option<()> {
+        match self.open(b'{', b'}')? {
+            true => self.members(None, &mut member),
+            false => Some(()),
+        }
+    }
+
+    /// The members of an object, from a key; or, with `pending`, from the
+    /// value of that key (the text is read up to its colon).
+    pub(crate) fn members(
+        &mut self,
+        mut pending: Option<Cow<'a, str>>,
+        member: &mut impl FnMut(&mut Self, Cow<'a, str>) -> Option<()>,
+    ) -> Option<()> {
+        loop {
+            let key = match pending.take() {
+                Some(key) => {
+                    // Whitespace the memo's bytes stopped before.
+                    self.ws();
+                    key
+                }
+                None => {
+                    let key = self.string()?;
+                    self.ws();
+                    self.eat(b':')?;
+                    self.ws();
+                    key
+                }
+            };
+            member(self, key)?;
+            if !self.next_item(b'}')? {
+                return Some(());
+            }
+        }
+    }
+
+    /// An array at the current position; `element` reads each element.
+    pub(crate) fn array(&mut self, mut element: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        let mut more = self.open(b'[', b']')?;
+        while more {
+            element(self)?;
+            more = self.next_item(b']')?;
+        }
+        Some(())
+    }
+
+    /// The opening `open` of a container: whether an item follows (or
+    /// `close` ends it at once).
+    #[inline(always)]
+    pub(crate) fn open(&mut self, open: u8, close: u8) -> Option<bool> {
+        self.eat(open)?;
+        self.ws();
+        Some(self.eat(close).is_none())
+    }
+
+    /// After an item of a container: whether another follows (a comma) or
+    /// `close` ends it.
+    #[inline(always)]
+    pub(crate) fn next_item(&mut self, close: u8) -> Option<bool> {
+        self.ws();
+        let more = match self.peek()? {
+            b',' => true,
+            b if b == close => false,
+            _ => return None,
+        };
+        self.pos += 1;
+        if more {
+            self.ws();
+        }
+        Some(more)
+    }
+
+    // ---- lenient fields ---------------------------------------------------
+
+    /// A field whose value is `null` or what `read` accepts.
+    #[inline]
+    pub(crate) fn field<T>(&mut self, read: impl FnOnce(&mut Self) -> Option<T>) -> Option<Field<T>> {
+        if self.peek()? == b'n' {
+            self.literal(b"null")?;
+            return Some(Field::Null);
+        }
+        read(self).map(Field::Value)
+    }
+
+    /// A field holding `null` or an object that `fill` reads into a
+    /// default value, in place (these values are large; no moves).
+    #[inline]
+    pub(crate) fn object_field<T: Default>(
+        &mut self,
+        slot: &mut Field<T>,
+        fill: impl FnOnce(&mut Self, &mut T) -> Option<()>,
+    ) -> Option<()> {
+        if self.peek()? == b'n' {
+            self.literal(b"null")?;
+            *slot = Field::Null;
+            return Some(());
+        }
+        *slot = Field::Value(T::default());
+        match slot {
+            Field::Value(value) => fill(self, value),
+            _ => None,
+        }
+    }
+}
