@@ -363,3 +363,87 @@ impl<'a> Scanner<'a> {
         }
     }
 }
+
+/// Longest text a template keeps around its holes.
+const MAX_KEPT: usize = 4096;
+
+/// The text of an event read with the values that change from event to
+/// event cut out (its holes): the next event that has the same bytes around
+/// other values is read by reading those values alone (see
+/// [`Template::read`]). Each protocol decides what the holes are and what
+/// reading one does: the chat processor cuts out a chunk's one text or
+/// arguments string (`chat/scan/template.rs`), the Responses processor every
+/// member value of a delta event (`responses/scan.rs`).
+#[derive(Debug)]
+pub(crate) struct Template<H> {
+    /// The text before the first hole. (The parts are `String`s: each is
+    /// valid UTF-8 on its own, which [`Template::read`] relies on.)
+    prefix: String,
+    /// Each hole, with the text after it up to the next hole (after the
+    /// last, to the end: the suffix).
+    holes: Vec<(H, String)>,
+}
+
+impl<H: Copy> Template<H> {
+    /// `text` with `holes` cut out (each value's start and end, in order,
+    /// and what it is); None when there is none, when they are not in
+    /// order, or when the text kept is too long.
+    pub(crate) fn cut(text: &str, holes: &[(usize, usize, H)]) -> Option<Template<H>> {
+        let prefix = text.get(..holes.first()?.0)?.to_owned();
+        let mut kept = prefix.len();
+        let mut parts = Vec::with_capacity(holes.len());
+        for (i, &(start, end, hole)) in holes.iter().enumerate() {
+            let next = holes.get(i + 1).map_or(text.len(), |h| h.0);
+            let after = text.get(end..next).filter(|_| start < end)?;
+            kept += after.len();
+            parts.push((hole, after.to_owned()));
+        }
+        (kept <= MAX_KEPT).then_some(Template { prefix, holes: parts })
+    }
+
+    /// The bytes as this template with other values in its holes: `read`
+    /// reads each value at the scanner's position, as the text it was cut
+    /// from had it read (None: it cannot). The bytes as text when they are.
+    /// A JSON reader reaches each value in the same state as in that text,
+    /// reads it, and goes on over the same bytes: the event is that text's
+    /// with these values. Only the bytes between prefix and suffix are
+    /// checked for UTF-8: the prefix and suffix are text, so the whole is
+    /// text when they are (the standard check of a whole payload was a
+    /// tenth of an event).
+    #[inline]
+    pub(crate) fn read<'a>(
+        &self,
+        bytes: &'a [u8],
+        mut read: impl FnMut(&mut Scanner<'a>, H) -> Option<()>,
+    ) -> Option<&'a str> {
+        let (_, suffix) = self.holes.last()?;
+        let value_end = bytes.len().checked_sub(suffix.len())?;
+        if value_end < self.prefix.len()
+            || !bytes.starts_with(self.prefix.as_bytes())
+            || !bytes.ends_with(suffix.as_bytes())
+        {
+            return None;
+        }
+        crate::utf8::text(&bytes[self.prefix.len()..value_end])?;
+        // SAFETY: the bytes are the prefix (a String), UTF-8 text (just
+        // checked) and the suffix (a String); each is valid UTF-8 on its
+        // own, so their concatenation is.
+        let text = unsafe { std::str::from_utf8_unchecked(bytes) };
+        let mut s = Scanner::new(text);
+        s.pos = self.prefix.len();
+        // (`read` is called in one place, where it is inlined.)
+        let last = self.holes.len() - 1;
+        for (i, (hole, after)) in self.holes.iter().enumerate() {
+            read(&mut s, *hole)?;
+            if i == last {
+                break;
+            }
+            if !bytes[s.pos..].starts_with(after.as_bytes()) {
+                return None;
+            }
+            s.pos += after.len();
+        }
+        // The last value must end where the suffix starts, not earlier.
+        (s.pos == value_end).then_some(text)
+    }
+}
