@@ -392,8 +392,8 @@ const MAX_KEPT: usize = 4096;
 /// other values is read by reading those values alone (see
 /// [`Template::read`]). Each protocol decides what the holes are and what
 /// reading one does: the chat processor cuts out a chunk's one text or
-/// arguments string (`chat/scan/template.rs`), the Responses processor every
-/// member value of a delta event (`responses/scan.rs`).
+/// arguments string (`chat/scan/template.rs`), the Responses processor the
+/// member values of a delta event that may vary (`responses/scan.rs`).
 #[derive(Debug)]
 pub(crate) struct Template<H> {
     /// The text before the first hole. (The parts are `String`s: each is
