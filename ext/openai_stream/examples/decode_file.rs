@@ -8,11 +8,17 @@
 //! ```
 //!
 //! Arguments: the file, `1` for partial tool calls (else `0`), the number of
-//! streams to run. The body is fed in 512-byte reads, as bin/bench does.
+//! streams to run. The body is fed in 512-byte reads, as bin/bench does. A
+//! file whose name starts with `responses_` (the Responses workloads) is
+//! read by the Responses processor, any other by the chat processor.
 
+use std::path::Path;
 use std::time::Instant;
 
-use openai_stream::chat::{ChatProcessor, Options};
+use openai_stream::chat::{self, ChatProcessor};
+use openai_stream::driver::{Driver, Protocol, State};
+use openai_stream::error::Error;
+use openai_stream::responses::{self, ResponsesProcessor};
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -21,14 +27,19 @@ fn main() {
     let streams: usize = args.next().map_or(1, |n| n.parse().expect("STREAMS is a number"));
     let body = std::fs::read(&path).expect("readable file");
 
+    let name = Path::new(&path).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let started = Instant::now();
     let mut items = 0usize;
     for _ in 0..streams {
-        let mut processor = ChatProcessor::new(Options { partial_tool_calls: partial, ..Options::default() });
-        for read in body.chunks(512) {
-            items += processor.decode(read).map(|out| out.len()).unwrap_or(0);
-        }
-        items += processor.finish().map(|out| out.len()).unwrap_or(0);
+        items += if name.starts_with("responses_") {
+            let options = responses::Options { partial_tool_calls: partial, ..responses::Options::default() };
+            run(ResponsesProcessor::new(options), &body)
+        } else {
+            run(
+                ChatProcessor::new(chat::Options { partial_tool_calls: partial, ..chat::Options::default() }),
+                &body,
+            )
+        };
     }
     let elapsed = started.elapsed();
     let events =
@@ -39,4 +50,17 @@ fn main() {
         body.len() as f64 / per_stream / 1e6,
         per_stream * 1e6 / events.max(1) as f64
     );
+}
+
+/// One stream through `processor`: the items it returned.
+fn run<P>(mut processor: Driver<P>, body: &[u8]) -> usize
+where
+    State<P>: Protocol,
+{
+    let mut items = 0;
+    for read in body.chunks(512) {
+        items += processor.decode(read).map(|out| out.len()).unwrap_or(0);
+    }
+    let finished: Result<_, Error> = processor.finish().map(|out| out.len());
+    items + finished.unwrap_or(0)
 }

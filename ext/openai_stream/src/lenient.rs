@@ -76,6 +76,14 @@ impl<T> Field<T> {
         matches!(self, Field::Missing | Field::Null)
     }
 
+    /// The value, converted or not, as [`Field::get`] gives it, owned.
+    pub fn into_value(self) -> Option<T> {
+        match self {
+            Field::Value(v) | Field::Converted(v, _) => Some(v),
+            _ => None,
+        }
+    }
+
     /// The value made into another type, what the field held kept.
     pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Field<U> {
         match self {

@@ -10,10 +10,10 @@
 //!   item, [`responses::ResponsesProcessor`]).
 //!
 //! The shared layers: SSE framing ([`sse`]) and data payloads, JSON
-//! ([`json`]), lenient field types ([`lenient`]), usage ([`usage`]), the
-//! per-call store ([`calls`]) and its partial view, argument parsing and
-//! repair ([`arguments`]), anomalies, output, errors, and the driver both
-//! processors are ([`driver`]).
+//! ([`json`]), the byte scanner of the usual events, lenient field types
+//! ([`lenient`]), usage ([`usage`]), the per-call store ([`calls`]) and its
+//! partial view, argument parsing and repair ([`arguments`]), anomalies,
+//! output, errors, and the driver both processors are ([`driver`]).
 
 pub mod anomaly;
 pub mod arguments;
@@ -26,6 +26,7 @@ pub mod json;
 pub mod lenient;
 pub mod output;
 pub mod responses;
+mod scan;
 pub mod sse;
 pub mod usage;
 pub mod utf8;

@@ -4,7 +4,9 @@
 //! scanner's memo of the previous text (mutations share long prefixes). Checked on every data line of the
 //! recorded fixtures, on hand-written lines for each construct, and on
 //! mutations of them (truncated, a byte replaced, deleted or inserted
-//! anywhere).
+//! anywhere). The Responses processor's fast reading of delta events (the
+//! same scanner and templates) against its whole reading of the same
+//! streams, on hand-written events and mutations of them.
 
 mod common;
 
@@ -12,6 +14,8 @@ use common::Harness;
 use openai_stream::chat::Options;
 use openai_stream::chat::{scan, Chunk};
 use openai_stream::lenient::Field;
+use openai_stream::responses::scan::{self as deltas, DeltaMemo};
+use openai_stream::responses::{self, ResponsesProcessor};
 
 /// The scanner's chunk, when it reads `text`.
 fn scanned<'a>(text: &'a str, memo: &mut scan::ScanMemo) -> Option<Chunk<'a>> {
@@ -295,4 +299,140 @@ fn plain_deltas_are_read_as_their_chunks_are() {
         plain_path_agrees(body.as_bytes(), 1 << 12);
     }
     assert!(hits > 100, "only {hits} mutations were plain deltas");
+}
+
+// ---- Responses delta events -------------------------------------------------
+
+/// One line per shape of a delta event the fast reading reads, or leaves to
+/// the whole reading. The first ones are read fast.
+const EVENTS: &[&str] = &[
+    // The bench workloads' shapes, and OpenAI's with `obfuscation`.
+    r#"{"type":"response.output_text.delta","sequence_number":1,"item_id":"msg_a","output_index":1,"content_index":0,"delta":"carries a ","logprobs":[]}"#,
+    r#"{"type":"response.function_call_arguments.delta","sequence_number":7,"item_id":"fc_a","output_index":0,"delta":"{\"pat"}"#,
+    r#"{"type":"response.output_text.delta","sequence_number":12,"item_id":"msg_a","output_index":1,"content_index":0,"delta":"Hi","logprobs":[],"obfuscation":"x9Q"}"#,
+    r#" { "type" : "response.function_call_arguments.delta" , "output_index" : 0 , "delta" : "\u00e9\n\"" } "#,
+    r#"{"delta":"late type","item_id":null,"output_index":null,"type":"response.output_text.delta"}"#,
+    // Duplicate keys: the last wins, in both readings.
+    r#"{"type":"response.output_text.delta","delta":"a","item_id":"msg_a","delta":"b","item_id":null}"#,
+    r#"{"type":"response.output_text.delta","delta":"d","type":"response.function_call_arguments.delta","output_index":0}"#,
+    // Skipped values of every kind.
+    r#"{"type":"response.output_text.delta","a":-1.5,"b":[1,{"c":null}],"d":true,"e":{"f":"g"},"delta":"h"}"#,
+    // Left to the whole reading: other types (also before the last
+    // `type`), other shapes, the envelope.
+    r#"{"type":"response.completed","type":"response.output_text.delta","delta":"c"}"#,
+    r#"{"type":"response.output_text.delta","delta":{"a":1}}"#,
+    r#"{"type":"response.output_text.delta","delta":null}"#,
+    r#"{"type":"response.output_text.delta"}"#,
+    r#"{"delta":"no type"}"#,
+    r#"{"type":"response.output_text.delta","output_index":"1","delta":"x"}"#,
+    r#"{"type":"response.output_text.delta","output_index":-1,"delta":"x"}"#,
+    r#"{"type":"response.output_text.delta","output_index":1.0,"delta":"x"}"#,
+    r#"{"type":"response.output_text.delta","output_index":123456789012345678901,"delta":"x"}"#,
+    r#"{"type":"response.output_text.delta","item_id":7,"delta":"x"}"#,
+    r#"{"type":"response.output_text.delta","delta":"x","response":{"usage":{"output_tokens":1}}}"#,
+    r#"{"type":"response.function_call_arguments.delta","output_index":0,"delta":"1}","item":{}}"#,
+    r#"{"type":"response.output_text.delta","delta":"x","error":null}"#,
+    r#"{"type":"response.completed","delta":"x"}"#,
+    r#"{"type":"response.output_text.delta","delta":"surrogates \ud83d\ude00"}"#,
+    r#"{"type":"response.output_text.delta","delta":"x","n":1e400}"#,
+    r#"{"type":"response.output_text.delta","delta":"x"} trailing"#,
+    r#"["type","response.output_text.delta"]"#,
+];
+
+/// The items added before the events, so that deltas find them.
+const ITEMS: &str = concat!(
+    r#"data: {"type":"response.output_item.added","output_index":0,"item":{"id":"fc_a","type":"function_call","call_id":"call_a","name":"f","arguments":""}}"#,
+    "\n\n",
+    r#"data: {"type":"response.output_item.added","output_index":1,"item":{"id":"msg_a","type":"message","content":[]}}"#,
+    "\n\n",
+);
+
+/// What a Responses stream decodes to (the items of each read, the calls at
+/// the end, the anomalies, the errors), read fast or (`whole`) every event
+/// whole.
+fn responses_run(body: &[u8], read: usize, whole: bool) -> (Vec<String>, Vec<String>, String) {
+    let options = responses::Options { partial_tool_calls: read % 2 == 1, ..responses::Options::default() };
+    let mut p = ResponsesProcessor::new(options);
+    if whole {
+        p.read_whole_events();
+    }
+    let mut outs = Vec::new();
+    let mut results: Vec<_> =
+        body.chunks(read.max(1)).map(|r| p.decode(r).map(|o| format!("{o:?}"))).collect();
+    results.push(p.finish().map(|o| format!("{o:?}")));
+    outs.extend(results.into_iter().map(|r| format!("{r:?}")));
+    let calls = (0..p.calls().len() as u32)
+        .filter_map(|n| p.calls().get(openai_stream::calls::CallId(n)))
+        .map(|c| format!("{} {} {}", c.id, c.name, c.raw_arguments()))
+        .collect();
+    (outs, calls, format!("{:?}", p.anomalies().all()))
+}
+
+/// The fast reading of delta events decodes `body` as the whole reading
+/// of every event does.
+fn responses_agree(body: &[u8], read: usize) {
+    let fast = responses_run(body, read, false);
+    let whole = responses_run(body, read, true);
+    assert_eq!(fast, whole, "the fast reading differs on {:?}", String::from_utf8_lossy(body));
+}
+
+#[test]
+fn delta_events_are_read_as_the_whole_reading_reads_them() {
+    for (n, line) in EVENTS.iter().enumerate() {
+        let read = deltas::read(line, &mut DeltaMemo::default());
+        assert_eq!(read.is_some(), n < 8, "read fast or not: {line}");
+        let body = format!("{ITEMS}event: x\ndata: {line}\n\ndata: {line}\n\n");
+        for read in [7, 512] {
+            responses_agree(body.as_bytes(), read);
+        }
+    }
+    // An error event is read whole, also when a template would read it.
+    let error = format!("{ITEMS}data: {0}\n\nevent: error\ndata: {0}\n\n", EVENTS[0]);
+    responses_agree(error.as_bytes(), 512);
+}
+
+#[test]
+fn a_delta_event_through_the_template_is_the_scanned_event() {
+    // The next event of the stream: another sequence number, item and
+    // delta, read through the template of the first.
+    for (first, next) in [
+        (EVENTS[0], EVENTS[0].replace(r#":1,"#, r#":23,"#).replace("carries a ", "caf\u{e9} \\u00e9")),
+        (EVENTS[1], EVENTS[1].replace("fc_a", "fc_b").replace(r#":0,"#, r#":2,"#)),
+        (EVENTS[2], EVENTS[2].replace("x9Q", "").replace(r#""Hi""#, r#""""#)),
+        (EVENTS[4], EVENTS[4].replace(r#""item_id":null"#, r#""item_id":"msg_b""#)),
+    ] {
+        let mut memo = DeltaMemo::default();
+        assert!(deltas::read(first, &mut memo).is_some(), "{first}");
+        let plain = deltas::plain(next.as_bytes(), &memo);
+        assert!(plain.is_some(), "not through the template: {next}");
+        assert_eq!(plain, deltas::read(&next, &mut DeltaMemo::default()), "{next}");
+    }
+    // Another key, another type, or a value of another kind is not.
+    let mut memo = DeltaMemo::default();
+    let _ = deltas::read(EVENTS[0], &mut memo);
+    for other in [
+        EVENTS[0].replace("output_text", "reasoning_summary_text"),
+        EVENTS[0].replace("item_id", "item_ix"),
+        EVENTS[0].replace(r#""msg_a""#, "7"),
+        EVENTS[0].replace("[]", "[1]"),
+        EVENTS[0].replace(r#"":1,"#, r#"":1.5,"#),
+        EVENTS[0].replace(r#"a ""#, r#"a","delta":"b""#),
+    ] {
+        assert_eq!(deltas::plain(other.as_bytes(), &memo), None, "{other}");
+    }
+}
+
+#[test]
+fn mutated_delta_events_are_read_as_the_whole_reading_reads_them() {
+    let mut hits = 0usize;
+    for line in EVENTS.iter().take(8) {
+        mutations(line, |text| {
+            let mut memo = DeltaMemo::default();
+            let _ = deltas::read(line, &mut memo);
+            hits += usize::from(deltas::plain(text.as_bytes(), &memo).is_some());
+            let body = format!("{ITEMS}data: {line}\n\ndata: {text}\n\ndata: {text}\n\n");
+            responses_agree(body.as_bytes(), 1 << 12);
+        });
+    }
+    assert!(hits > 300, "only {hits} mutations were read through a template");
 }

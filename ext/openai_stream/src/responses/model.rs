@@ -1,15 +1,14 @@
 //! The Responses API event model: where an event belongs, one output item
-//! (of an `output_item` event or of a whole response's `output`), the fast
-//! reading of delta events, and usage. Fields of the wrong type read as
-//! absent; the processor reports what that costs.
+//! (of an `output_item` event or of a whole response's `output`), a delta
+//! event as its fast reading gives it, and usage. Fields of the wrong type
+//! read as absent; the processor reports what that costs.
 
 use std::borrow::Cow;
-use std::fmt;
 
-use serde::de::{self, Deserialize, Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
 
 use crate::json::JsonValue;
-use crate::lenient::{Field, Skip, Text};
+use crate::lenient::Field;
 use crate::usage::Usage;
 
 /// Where an event belongs: the output item's position and id.
@@ -119,70 +118,15 @@ pub(crate) fn array_at<'a>(value: &'a JsonValue, key: &str) -> &'a [JsonValue] {
     }
 }
 
-/// The two commonest events, `response.output_text.delta` and
-/// `response.function_call_arguments.delta`, read without building the
-/// whole value (the texts borrowed where the input allows). Deserializing
-/// fails, and the caller reads the event as a [`JsonValue`], for any other
-/// type, any field of another shape, or a `response` envelope (usage).
+/// One of the two commonest events, `response.output_text.delta` and
+/// `response.function_call_arguments.delta`, as their fast reading gives it
+/// (`scan.rs`): the texts borrowed where the input allows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeltaEvent<'a> {
     pub arguments: bool,
     pub delta: Cow<'a, str>,
     pub item_id: Option<Cow<'a, str>>,
     pub output_index: Option<i64>,
-}
-
-struct Str<'a>(Cow<'a, str>);
-
-impl<'de> Deserialize<'de> for Str<'de> {
-    /// A string, borrowed from the input when it has no escapes.
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        match Field::<Text<'de>>::deserialize(d)? {
-            Field::Value(Text(s)) => Ok(Str(s)),
-            _ => Err(de::Error::custom("expected a string")),
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for DeltaEvent<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = DeltaEvent<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a delta event")
-            }
-            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Self::Value, M::Error> {
-                let (mut arguments, mut delta, mut item_id, mut output_index) = (None, None, None, None);
-                while let Some(Str(key)) = map.next_key::<Str>()? {
-                    match &*key {
-                        "type" => {
-                            let Str(kind) = map.next_value::<Str>()?;
-                            arguments = Some(match &*kind {
-                                "response.output_text.delta" => false,
-                                "response.function_call_arguments.delta" => true,
-                                _ => return Err(de::Error::custom("not a delta event")),
-                            });
-                        }
-                        "delta" => delta = Some(map.next_value::<Str>()?.0),
-                        "item_id" => item_id = map.next_value::<Option<Str>>()?.map(|s| s.0),
-                        "output_index" => output_index = map.next_value::<Option<i64>>()?,
-                        "response" | "item" | "error" => return Err(de::Error::custom("an envelope")),
-                        _ => {
-                            map.next_value::<Skip>()?;
-                        }
-                    }
-                }
-                match (arguments, delta) {
-                    (Some(arguments), Some(delta)) => {
-                        Ok(DeltaEvent { arguments, delta, item_id, output_index })
-                    }
-                    _ => Err(de::Error::custom("not a delta event")),
-                }
-            }
-        }
-        d.deserialize_map(V)
-    }
 }
 
 /// A Responses usage object as the shared usage fields, read by their reader

@@ -6,7 +6,8 @@
 //! (`model.rs`) into the state per output item (`items.rs`).
 
 use super::items::{self, Reasoning};
-use super::model::{responses_field_name, usage_of, DeltaEvent, ItemKind, OutputItem, Place, Status};
+use super::model::{responses_field_name, usage_of, ItemKind, OutputItem, Place, Status};
+use super::scan::{self, DeltaMemo};
 use crate::anomaly::{excerpt, Anomaly, AnomalyKind};
 use crate::calls::CallId;
 use crate::driver::{Driver, OutputLimit, Protocol, State};
@@ -43,6 +44,10 @@ pub type ResponsesProcessor = Driver<Responses>;
 pub struct Responses {
     pub(super) options: Options,
     pub(super) items: items::Items,
+    /// The template of this stream's last delta event, for their fast reading.
+    deltas: DeltaMemo,
+    /// See [`ResponsesProcessor::read_whole_events`].
+    whole_events: bool,
 }
 
 impl Default for ResponsesProcessor {
@@ -53,7 +58,7 @@ impl Default for ResponsesProcessor {
 
 impl ResponsesProcessor {
     pub fn new(options: Options) -> Self {
-        let own = Responses { options, items: items::Items::default() };
+        let own = Responses { options, ..Responses::default() };
         let Options { partial_tool_calls, max_line_bytes, strict, output_limit, .. } = options;
         // Usage is reported net of cached input.
         Driver::build(partial_tool_calls, max_line_bytes.0, strict, UsageMode::Current, output_limit, own)
@@ -64,8 +69,9 @@ impl ResponsesProcessor {
     /// read as the raw path reads a payload: a plain delta by the fast
     /// reading, anything else whole.
     pub fn process_json(&mut self, text: &str, whole: bool) -> Result<&Output, Error> {
+        let bytes = text.as_bytes();
         self.step(|s| match whole {
-            false if s.delta_event(text) => Ok(()),
+            false if s.delta_event(bytes, None) || s.delta_event(bytes, Some(text)) => Ok(()),
             false => s.apply_value(&parsed_json(text)?, false),
             true => s.apply_message(&parsed_json(text)?),
         })
@@ -100,14 +106,27 @@ impl ResponsesProcessor {
     pub fn options(&self) -> Options {
         self.state.own.options
     }
+
+    /// For the crate's tests: every event is read whole, also a delta event
+    /// (which is otherwise read fast), so that the two readings can be
+    /// compared.
+    #[cfg(feature = "test-hooks")]
+    pub fn read_whole_events(&mut self) {
+        self.state.own.whole_events = true;
+    }
 }
 
 impl Protocol for State<Responses> {
     const EVENT: &'static str = "Responses API event (a JSON object whose \"type\" is \"response.*\")";
 
     fn payload(&mut self, data: &[u8]) -> Result<bool, Error> {
+        // Most events: the last delta event with other values. (An error
+        // event is read whole.)
+        if !self.error_event && self.delta_event(data, None) {
+            return Ok(true);
+        }
         let text = self.utf8(data)?;
-        if !self.error_event && self.delta_event(text) {
+        if !self.error_event && self.delta_event(data, Some(text)) {
             return Ok(true);
         }
         let value: JsonValue = match serde_json::from_str(text) {
@@ -145,9 +164,15 @@ impl Protocol for State<Responses> {
 
 impl State<Responses> {
     /// The fast reading of a plain text or arguments delta event, on both
-    /// paths; false, nothing applied, for any other event (see [`DeltaEvent`]).
-    fn delta_event(&mut self, text: &str) -> bool {
-        let Ok(e) = serde_json::from_str::<DeltaEvent>(text) else { return false };
+    /// paths (`scan.rs`): the bytes through the template of the last one,
+    /// or, given them as `text`, by the scanner; false, nothing applied, for
+    /// any other event.
+    fn delta_event(&mut self, bytes: &[u8], text: Option<&str>) -> bool {
+        let read = match text {
+            None => scan::plain(bytes, &self.own.deltas),
+            Some(text) => scan::read(text, &mut self.own.deltas),
+        };
+        let Some(e) = read.filter(|_| !self.own.whole_events) else { return false };
         self.saw_event = true;
         let item_id = e.item_id.as_deref().filter(|s| !s.is_empty());
         self.apply_delta(e.arguments, Place { output_index: e.output_index, item_id }, &e.delta);
@@ -655,8 +680,8 @@ mod tests {
 
     #[test]
     fn the_fast_reading_of_delta_events_agrees_with_the_full_one() {
-        fn fast(s: &str) -> Option<DeltaEvent<'_>> {
-            serde_json::from_str(s).ok()
+        fn fast(s: &str) -> Option<crate::responses::DeltaEvent<'_>> {
+            scan::read(s, &mut DeltaMemo::default())
         }
         let d = fast(r#"{"type":"response.function_call_arguments.delta","sequence_number":3,"item_id":"fc_a","output_index":0,"delta":"{\"q\\n\":","obfuscation":"x"}"#)
         .expect("a delta event");

@@ -24,7 +24,7 @@
 
 use std::borrow::Cow;
 
-use super::{Absent, EnvelopeFields, Plain, PlainCall, Scanner, TextAt, Varying};
+use super::{Absent, EnvelopeFields, Plain, PlainCall, TextAt, Varying};
 use crate::calls::Arguments;
 use crate::chat::{Chunk, Content, Function, ToolCallDelta};
 use crate::lenient::{Field, Id, Int, Text};
@@ -34,12 +34,8 @@ const MAX_PART: usize = 2048;
 
 #[derive(Debug)]
 pub(super) struct Template {
-    /// The text before the varying string, its opening quote included.
-    /// (Both parts are `String`s: each is valid UTF-8 on its own, which
-    /// [`Template::plain`] relies on.)
-    prefix: String,
-    /// The text from the varying string's closing quote to the end.
-    suffix: String,
+    /// The chunk's text with its varying string cut out.
+    cut: crate::scan::Template<()>,
     /// The varying string is `choices[0].delta.tool_calls[0].function.arguments`
     /// of this call (else `choices[0].delta.content`).
     call: Option<CallAt>,
@@ -103,36 +99,22 @@ impl Template {
             .and(Absent::of(&choice.native_finish_reason))
             .and(Absent::of(&choice.error))
             .and(Absent::of(&choice.usage))?;
-        Some(Template { prefix: text.get(..start)?.to_owned(), suffix: text.get(end..)?.to_owned(), call })
+        // The string with its quotes.
+        Some(Template {
+            cut: crate::scan::Template::cut(text, &[(start.checked_sub(1)?, end + 1, ())])?,
+            call,
+        })
     }
 
     /// The bytes as this template with another string: the chunk is
     /// nothing but one delta, whose text or one tool call the processor
-    /// applies as it would the chunk, without the chunk being built. Only
-    /// the bytes between prefix and suffix are checked for UTF-8: the prefix
-    /// and suffix are text, so the whole is text when they are (and the
-    /// standard check of a whole payload was a tenth of an event).
+    /// applies as it would the chunk, without the chunk being built.
     pub(super) fn plain<'a>(&self, bytes: &'a [u8]) -> Option<Plain<'a>> {
-        let value_end = bytes.len().checked_sub(self.suffix.len())?;
-        if value_end < self.prefix.len()
-            || !bytes.starts_with(self.prefix.as_bytes())
-            || !bytes.ends_with(self.suffix.as_bytes())
-        {
-            return None;
-        }
-        crate::utf8::text(&bytes[self.prefix.len()..value_end])?;
-        // SAFETY: the bytes are the prefix (a String), UTF-8 text (just
-        // checked) and the suffix (a String); each is valid UTF-8 on its
-        // own, so their concatenation is.
-        let text = unsafe { std::str::from_utf8_unchecked(bytes) };
-        let mut s = Scanner::new(text);
-        s.pos = self.prefix.len();
-        let value = s.string_body()?;
-        // The string must end where the suffix starts (its closing quote is
-        // the suffix's first byte), not earlier.
-        if s.pos != value_end + 1 {
-            return None;
-        }
+        let mut value = Cow::Borrowed("");
+        let text = self.cut.read(bytes, |s, ()| {
+            value = s.string()?;
+            Some(())
+        })?;
         Some(match &self.call {
             None => Plain::Text(value),
             Some(call) => Plain::Call(PlainCall { text, arguments: value, call: call.clone() }),
