@@ -78,6 +78,31 @@ RSpec.describe "discourse-ai-stream" do
     expect(checks.map { |check| Array(check.new.call).compact }).to eq([[], []])
   end
 
+  # What the gem's processor stamps on a DeepSeek V4 tool turn, as the AI
+  # bot's loop pushes it, and what the ChatGpt dialect then sends back: the
+  # reasoning on the call's assistant message on the newest Discourse (the
+  # only one the gem replays for), the stock message elsewhere.
+  it "sends a reasoning model's reasoning back with its tool call, to that model only" do
+    deepseek = Fabricate(:llm_model, provider: "open_ai", name: "deepseek-v4-flash",
+                                     url: "https://api.deepseek.com/chat/completions")
+    key = DiscourseAiStream::OpenAiMessageProcessor::PROVIDER_KEY
+    translated = lambda do |producer|
+      identity = DiscourseAiStream::Discourse.model_identity(producer)
+      prompt = DiscourseAi::Completions::Prompt.new("You are a bot.")
+      prompt.push(type: :user, content: "Weather in Paris?")
+      prompt.push(type: :tool_call, id: "call_a", name: "weather", content: { arguments: { city: "Paris" } }.to_json,
+                  thinking: "Look it up.", thinking_provider_info: { key => { fields: ["reasoning_content"],
+                                                                              model: identity } },
+                  provider_data: { key => { turn: "t1", model: identity } })
+      prompt.push(type: :tool, id: "call_a", name: "weather", content: '{"celsius":18}')
+      messages = DiscourseAi::Completions::Dialects::ChatGpt.new(prompt, deepseek).translate
+      messages.find { |message| message[:role] == "assistant" && message[:tool_calls] }
+    end
+    newest = DiscourseAiStream::Discourse.generation == :newest
+    expect(translated.call(deepseek)[:reasoning_content]).to eq(newest ? "Look it up." : nil)
+    expect(translated.call(mistral_model)).not_to have_key(:reasoning_content)
+  end
+
   it "reports the usage to the audit log" do
     endpoint = DiscourseAi::Completions::Endpoints::Mistral.new(mistral_model)
     stream(endpoint)
