@@ -23,6 +23,9 @@
 //!   read) or recorded (later ones of the read, `unreadable_event` /
 //!   `provider_error`), so errors raised plus those anomalies are the same
 //!   however the bytes are split;
+//! - the Responses processor over the same bytes, whole and split, gives
+//!   the same text, completed calls and usage (its usual events are read
+//!   at once when a read holds them whole, else line by line);
 //! - both runs return the reasoning as thinking and keep what the next
 //!   request carries back (rules 77 to 79): the thinking text, the fields,
 //!   the merged details and each call's extra content are the same however
@@ -41,6 +44,7 @@ use openai_stream::chat::{ChatProcessor, Options};
 use openai_stream::error::Error;
 use openai_stream::json::JsonValue;
 use openai_stream::output::{Item, Thinking};
+use openai_stream::responses::{self, ResponsesProcessor};
 use openai_stream::sse::MaxLineBytes;
 use openai_stream::usage::UsageReport;
 
@@ -95,6 +99,30 @@ fn run(data: &[u8]) {
     assert_eq!(whole.usage, split.usage, "usage");
     assert_eq!(whole.carried, split.carried, "what the next request carries back");
     assert_eq!(whole.any_error, split.any_error, "errors");
+    // The Responses processor over the same bytes: events read at once
+    // (`event:`, `data:` and a blank line) or line by line, as the reads
+    // fall, give the same texts, calls and usage.
+    let responses = |reads: &[&[u8]]| {
+        let options = responses::Options { max_line_bytes: MaxLineBytes(max_line), ..Default::default() };
+        let mut p = ResponsesProcessor::new(options);
+        let (mut text, mut calls) = (String::new(), Vec::new());
+        for read in reads.iter().map(Some).chain([None]) {
+            let _ = match read {
+                Some(read) => p.decode(read).map(|_| ()),
+                None => p.finish().map(|_| ()),
+            };
+            for item in p.output().items() {
+                match item {
+                    Item::Text(t) => text.push_str(t),
+                    Item::Completed(id, params) => calls.push((id.0, params.to_json())),
+                    _ => {}
+                }
+            }
+        }
+        calls.sort();
+        (text, calls, p.usage())
+    };
+    assert_eq!(responses(&[body]), responses(&reads), "Responses, whole vs {} reads", reads.len());
     // Past the anomaly limit later ones are only counted, and whole and
     // split record different numbers of bad events (raised vs recorded).
     if !whole.anomaly_limit && !split.anomaly_limit {

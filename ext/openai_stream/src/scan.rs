@@ -469,11 +469,11 @@ impl<H: Copy> Template<H> {
 }
 
 /// Whether two texts are equal: those of up to 16 bytes (the keys between
-/// a template's holes) by two overlapping words, without a call of
-/// `memcmp` (whose calls took a tenth of a Responses arguments event's
+/// a template's holes, item ids) by two overlapping words, without a call
+/// of `memcmp` (whose calls took a tenth of a Responses arguments event's
 /// time, perf on the core alone); longer ones (a prefix, a suffix) by it.
 #[inline(always)]
-fn same(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn same(a: &[u8], b: &[u8]) -> bool {
     let n = a.len();
     if n != b.len() {
         return false;

@@ -84,6 +84,26 @@ pub enum Event<'a> {
     TooLong(LineTooLong),
 }
 
+/// Where the reader's lines go. A closure over [`Event`]s is one; a
+/// sink may also take a whole event at the start of a line
+/// ([`Sink::block`]).
+pub trait Sink {
+    fn event(&mut self, event: Event<'_>);
+    /// At the start of a line, with no line held: how many bytes of
+    /// `input` (whole lines, each with its line end) the sink read at once,
+    /// as it would have read them line by line; 0 (the default) leaves
+    /// them to the reader.
+    fn block(&mut self, _input: &[u8]) -> usize {
+        0
+    }
+}
+
+impl<F: FnMut(Event<'_>)> Sink for F {
+    fn event(&mut self, event: Event<'_>) {
+        self(event)
+    }
+}
+
 /// Splits bytes into lines. See the module documentation. It never stops
 /// early: whatever the caller does with a line, the next one follows, so the
 /// reader never holds more than one unterminated line.
@@ -123,7 +143,7 @@ impl LineReader {
     /// Feeds one read: every complete line, and every line over the limit,
     /// is passed to `on` in order. A line over the limit is reported once;
     /// its bytes are dropped, also those that arrive in later reads.
-    pub fn feed(&mut self, mut input: &[u8], on: &mut impl FnMut(Event<'_>)) {
+    pub fn feed(&mut self, mut input: &[u8], on: &mut impl Sink) {
         loop {
             if self.skip_lf && !input.is_empty() {
                 self.skip_lf = false;
@@ -143,11 +163,18 @@ impl LineReader {
             if self.at_start {
                 return self.feed_start(input, on);
             }
+            if self.buf.is_empty() {
+                let read = on.block(input);
+                if read > 0 {
+                    input = input.get(read..).unwrap_or_default();
+                    continue;
+                }
+            }
             let Some(end) = memchr2(b'\n', b'\r', input) else {
                 if self.buf.len() + input.len() > self.max_line {
                     let err = self.too_long(input, self.buf.len() + input.len());
                     self.skipping = true;
-                    on(Event::TooLong(err));
+                    on.event(Event::TooLong(err));
                 } else {
                     self.buf.extend_from_slice(input);
                 }
@@ -157,12 +184,12 @@ impl LineReader {
             let rest = self.after_terminator(input, end);
             if line_len > self.max_line {
                 let err = self.too_long(&input[..end], line_len);
-                on(Event::TooLong(err));
+                on.event(Event::TooLong(err));
             } else if self.buf.is_empty() {
-                on(Event::Line(&input[..end]));
+                on.event(Event::Line(&input[..end]));
             } else {
                 self.buf.extend_from_slice(&input[..end]);
-                on(Event::Line(&self.buf));
+                on.event(Event::Line(&self.buf));
                 self.buf.clear();
             }
             input = rest;
@@ -171,7 +198,7 @@ impl LineReader {
 
     /// End of input: a last line without a line end is complete now. The
     /// reader is then ready for a new stream.
-    pub fn finish(&mut self, on: &mut impl FnMut(Event<'_>)) {
+    pub fn finish(&mut self, on: &mut impl Sink) {
         let ended = std::mem::replace(self, LineReader::new(self.max_line));
         if ended.skipping {
             return;
@@ -181,13 +208,13 @@ impl LineReader {
             _ => &ended.buf[..],
         };
         if !line.is_empty() {
-            on(Event::Line(line));
+            on.event(Event::Line(line));
         }
     }
 
     /// The first bytes of a stream: a UTF-8 BOM is dropped. Fewer than three
     /// bytes that could still be a BOM are held until more arrive.
-    fn feed_start(&mut self, input: &[u8], on: &mut impl FnMut(Event<'_>)) {
+    fn feed_start(&mut self, input: &[u8], on: &mut impl Sink) {
         let mut joined = std::mem::take(&mut self.buf);
         joined.extend_from_slice(input);
         if joined.len() < BOM.len() && BOM.starts_with(&joined) {

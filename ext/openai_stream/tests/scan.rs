@@ -11,6 +11,7 @@
 mod common;
 
 use common::Harness;
+use openai_stream::anomaly::AnomalyKind;
 use openai_stream::chat::Options;
 use openai_stream::chat::{scan, Chunk};
 use openai_stream::lenient::Field;
@@ -435,4 +436,98 @@ fn mutated_delta_events_are_read_as_the_whole_reading_reads_them() {
         });
     }
     assert!(hits > 300, "only {hits} mutations were read through a template");
+}
+
+// ---- Whole events read at once ----------------------------------------------
+
+/// What a Responses stream decodes to, read in `reads`: the items in order
+/// (not by read), the calls, the anomalies other than errors, and how many
+/// errors there were (the first of a read is raised, later ones are
+/// recorded: how many of each depends on the reads, not their sum).
+fn responses_items(
+    reads: &[&[u8]],
+    options: responses::Options,
+) -> (Vec<String>, Vec<String>, String, usize) {
+    let mut p = ResponsesProcessor::new(options);
+    let (mut seen, mut errors) = (Vec::new(), 0);
+    for r in reads.iter().map(Some).chain([None]) {
+        let failed = match r {
+            Some(r) => p.decode(r).is_err(),
+            None => p.finish().is_err(),
+        };
+        errors += usize::from(failed);
+        seen.extend(p.output().items().map(|i| format!("{i:?}")));
+    }
+    let calls = (0..p.calls().len() as u32)
+        .filter_map(|n| p.calls().get(openai_stream::calls::CallId(n)))
+        .map(|c| format!("{} {} {}", c.id, c.name, c.raw_arguments()))
+        .collect();
+    let recorded = [AnomalyKind::ProviderError, AnomalyKind::UnreadableEvent];
+    let (recorded, others): (Vec<_>, Vec<_>) =
+        p.anomalies().all().iter().partition(|a| recorded.contains(&a.kind));
+    (seen, calls, format!("{others:?}"), errors + recorded.len())
+}
+
+/// An event the driver reads at once (`event:`, `data:` and a blank line,
+/// each ended by a lone LF, whose JSON the template reads) decodes as its
+/// lines do, whatever the framing around the delta events: in one read
+/// (where such events are read at once), in two at every split, and byte by
+/// byte (where they never are: no line is whole at its start); also with
+/// lines around the limit, against one read per line.
+#[test]
+fn events_read_at_once_decode_as_their_lines_do() {
+    let first = EVENTS[0];
+    let next = EVENTS[0].replace(r#":1,"#, r#":2,"#).replace("carries a ", "then");
+    let args = EVENTS[1].replace(r#"{\"pat"#, r#"7}"#);
+    for framing in [
+        "event: response.output_text.delta\ndata: {}\n\n",
+        "data: {}\n\n",
+        "event: error\ndata: {}\n\n",
+        "event:  error \ndata: {}\n\n",
+        "event: x\r\ndata: {}\n\n",
+        "event: x\ndata: {}\r\n\r\n",
+        "event: x\rdata: {}\n\n",
+        "event: x\ndata: {}\n",
+        "event: x\ndata:{}\n\n",
+        "event:x\ndata: {}\n\n",
+        "event: x\ndata:  {} \n\n",
+        "id: 1\ndata: {}\n\n",
+        ": ping\ndata: {}\n\n",
+        "data: {}\ndata: {}\n\n",
+        "event: x\nevent: error\ndata: {}\n\n",
+        "event: x\n\ndata: {}\n\n",
+        "data: {\"type\":\"response.output_text.delta\",\ndata: {}\n\n",
+        "event: x\ndata: {}\n\ndata: [DONE]\n\n",
+    ] {
+        let framed = |event: &str| framing.replace("{}", event);
+        let body = format!(
+            "{ITEMS}data: {first}\n\n{}{}data: {args}\n\n{}event: x\ndata: {first}\n\n",
+            framed(&next),
+            framed(&args),
+            framed(&next)
+        );
+        let bytes = body.as_bytes();
+        let options = responses::Options::default();
+        let whole = responses_items(&[bytes], options);
+        let singles: Vec<&[u8]> = bytes.chunks(1).collect();
+        assert_eq!(whole, responses_items(&singles, options), "byte by byte: {framing:?}");
+        for at in 0..bytes.len() {
+            let split = responses_items(&[&bytes[..at], &bytes[at..]], options);
+            assert_eq!(split, whole, "split at {at}: {framing:?}");
+        }
+    }
+    let body = format!("{ITEMS}data: {first}\n\nevent: x\ndata: {next}\n\nevent: x\ndata: {next}\n\n");
+    let bytes = body.as_bytes();
+    // (A line over the limit is reported when its bytes pass the limit, so
+    // byte by byte they are reported apart: here one read per line, where
+    // no event is read at once, and the items, calls and anomalies other
+    // than errors compared: how errors of one read are counted is not this
+    // test's.)
+    let lines: Vec<&[u8]> = bytes.split_inclusive(|&b| b == b'\n').collect();
+    for limit in [40, next.len() + 5, next.len() + 6, next.len() + 7] {
+        let max_line_bytes = openai_stream::sse::MaxLineBytes(limit);
+        let options = responses::Options { max_line_bytes, ..responses::Options::default() };
+        let (whole, by_line) = (responses_items(&[bytes], options), responses_items(&lines, options));
+        assert_eq!((&whole.0, &whole.1, &whole.2), (&by_line.0, &by_line.1, &by_line.2), "limit {limit}");
+    }
 }

@@ -160,12 +160,8 @@ impl Protocol for State<Chat> {
     const EVENT: &'static str = "chat completion chunk (a JSON object with \"choices\")";
 
     fn payload(&mut self, data: &[u8]) -> Result<bool, Error> {
-        // Most events: the last delta with another string, and nothing
-        // else in the chunk. (An error event reads the whole chunk.)
-        if !self.error_event && !self.own.whole_chunks() {
-            if let Some(plain) = scan::plain(data, &self.own.envelope) {
-                return self.apply_plain(&plain).map(|()| true);
-            }
+        if let Some(result) = self.plain(data) {
+            return result.map(|()| true);
         }
         let text = self.utf8(data)?;
         // The scanner reads the usual shapes (in place: a chunk is large);
@@ -201,6 +197,16 @@ impl Protocol for State<Chat> {
         let what = format!("a data payload that is a JSON {} was skipped", kind.name());
         self.anomalies.push(Anomaly::new(AnomalyKind::UnexpectedPayload, what).excerpt(text));
         Ok(true)
+    }
+
+    /// Most events: the last delta with another string, and nothing else
+    /// in the chunk. (An error event reads the whole chunk.)
+    #[inline(always)]
+    fn plain(&mut self, data: &[u8]) -> Option<Result<(), Error>> {
+        if self.error_event || self.own.whole_chunks() {
+            return None;
+        }
+        scan::plain(data, &self.own.envelope).map(|plain| self.apply_plain(&plain))
     }
 
     fn reset(&mut self) {

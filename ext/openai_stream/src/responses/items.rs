@@ -15,6 +15,7 @@ use crate::error::Error;
 use crate::json::JsonValue;
 use crate::lenient::{Field, Text};
 use crate::output::Thinking;
+use crate::scan::same;
 
 /// What an output item is, as far as the processor follows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,7 +71,11 @@ impl Items {
     /// `output_index` (the newest entry there).
     fn find(&self, at: Place, id: Option<&str>) -> Option<Slot> {
         let id = id.or(at.item_id);
-        let by_id = || id.and_then(|id| self.entries.iter().rfind(|e| e.item_id.as_deref() == Some(id)));
+        // (Item ids are short: compared without a call of memcmp.)
+        let by_id = || {
+            let id = id?.as_bytes();
+            self.entries.iter().rfind(|e| e.item_id.as_ref().is_some_and(|i| same(i.as_bytes(), id)))
+        };
         let by_index =
             || at.output_index.and_then(|_| self.entries.iter().rfind(|e| e.output_index == at.output_index));
         by_id().or_else(by_index).map(|e| e.slot)

@@ -120,10 +120,8 @@ impl Protocol for State<Responses> {
     const EVENT: &'static str = "Responses API event (a JSON object whose \"type\" is \"response.*\")";
 
     fn payload(&mut self, data: &[u8]) -> Result<bool, Error> {
-        // Most events: the last delta event with other values. (An error
-        // event is read whole.)
-        if !self.error_event && self.delta_event(data, None) {
-            return Ok(true);
+        if let Some(result) = self.plain(data) {
+            return result.map(|()| true);
         }
         let text = self.utf8(data)?;
         if !self.error_event && self.delta_event(data, Some(text)) {
@@ -138,6 +136,13 @@ impl Protocol for State<Responses> {
             },
         };
         self.apply_value(&value, true).map(|()| true)
+    }
+
+    /// Most events: the last delta event with other values. (An error
+    /// event is read whole.)
+    #[inline(always)]
+    fn plain(&mut self, data: &[u8]) -> Option<Result<(), Error>> {
+        (!self.error_event && self.delta_event(data, None)).then_some(Ok(()))
     }
 
     fn begin_output(&mut self) {
