@@ -96,16 +96,10 @@ module DiscourseAiStream
         end
 
         # The stock tool-call message, with what `msg` carries for it.
-        def tool_call(dialect, msg, message)
-          state = dialect.instance_variable_get(IVAR) if dialect.instance_variable_defined?(IVAR)
-          state ? state.carry(msg, message) : message
-        end
+        def tool_call(dialect, msg, message) = translation(dialect)&.carry(msg, message) || message
 
         # The stock text message, with the reasoning `msg` carries.
-        def text(dialect, msg, message)
-          state = dialect.instance_variable_get(IVAR) if dialect.instance_variable_defined?(IVAR)
-          state ? state.text(msg, message) : message
-        end
+        def text(dialect, msg, message) = translation(dialect)&.text(msg, message) || message
 
         # The host's stock message already carries `keys`: the class's
         # requests are left to it from now on.
@@ -118,6 +112,9 @@ module DiscourseAiStream
         end
 
         private
+
+        # The translate under way on `dialect` (see translating), or nil.
+        def translation(dialect) = (dialect.instance_variable_get(IVAR) if dialect.instance_variable_defined?(IVAR))
 
         def off_reason(replay)
           return "switched off (install!'s replay:)" if replay == false
