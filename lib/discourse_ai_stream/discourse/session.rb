@@ -103,20 +103,18 @@ module DiscourseAiStream
           provider ? "#{provider} (#{class_name})" : class_name
         end
 
+        # The endpoint's LlmModel, or nil.
+        def llm_model(endpoint)
+          endpoint.send(:llm_model) if endpoint.respond_to?(:llm_model, true)
+        rescue StandardError
+          nil
+        end
+
         private
 
         def provider_name(endpoint)
           model = llm_model(endpoint)
           model.provider&.to_s if model.respond_to?(:provider)
-        rescue StandardError
-          nil
-        end
-
-        public
-
-        # The endpoint's LlmModel, or nil.
-        def llm_model(endpoint)
-          endpoint.send(:llm_model) if endpoint.respond_to?(:llm_model, true)
         rescue StandardError
           nil
         end
@@ -168,11 +166,10 @@ module DiscourseAiStream
       def build(endpoint, stock)
         klass = REPLACED.fetch(stock.class.name)
         options = { partial_tool_calls: setting(endpoint, stock, :partial_tool_calls),
-                    tool_call_class: completions_class(:ToolCall),
+                    tool_call_class: completions_class(:ToolCall), thinking_class: completions_class(:Thinking),
                     on_anomaly: @reporter.method(:anomaly) }
         if klass == DiscourseAiStream::OpenAiResponsesMessageProcessor
           options[:output_thinking] = setting(endpoint, stock, :output_thinking)
-          options[:thinking_class] = completions_class(:Thinking)
         else
           options.merge!(round_trip(endpoint, stock), usage: Discourse.usage_mode(stock.class))
         end
@@ -186,8 +183,7 @@ module DiscourseAiStream
         return { round_trip: false } unless Discourse.round_trip_for?(endpoint)
 
         { round_trip: true, output_thinking: setting(endpoint, stock, :output_thinking),
-          model: Discourse.model_identity(self.class.llm_model(endpoint)),
-          thinking_class: completions_class(:Thinking) }
+          model: Discourse.model_identity(self.class.llm_model(endpoint)) }
       end
 
       # A setting the stock processor was built with (its ivar), else the
