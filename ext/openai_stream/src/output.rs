@@ -111,22 +111,26 @@ impl Output {
         self.holding = true;
     }
 
-    /// The held reasoning as an item now, if any.
-    #[cold]
+    /// The held reasoning as an item now, if any: before every item pushed,
+    /// and at the end of a stream.
+    #[inline(always)]
     pub(crate) fn release_held(&mut self) {
         if self.holding {
-            self.holding = false;
-            let held = std::mem::take(&mut self.held);
-            self.push_thinking(&held, Thinking::Chat);
-            self.held = held;
-            self.held.clear();
+            self.push_held();
         }
     }
 
+    #[cold]
+    fn push_held(&mut self) {
+        self.holding = false;
+        let mut held = std::mem::take(&mut self.held);
+        self.push_thinking(&held, Thinking::Chat);
+        held.clear();
+        self.held = held;
+    }
+
     pub(crate) fn push_text(&mut self, text: &str) {
-        if self.holding {
-            self.release_held();
-        }
+        self.release_held();
         let start = self.text.len() as u32;
         self.text.push_str(text);
         self.slots.push(Slot::Text { start, end: self.text.len() as u32 });
@@ -135,7 +139,7 @@ impl Output {
     /// Text made of several pieces (content parts), as one item.
     pub(crate) fn push_text_parts<'p>(&mut self, parts: impl Iterator<Item = &'p str>) {
         let mut parts = parts.filter(|p| !p.is_empty()).peekable();
-        if self.holding && parts.peek().is_some() {
+        if parts.peek().is_some() {
             self.release_held();
         }
         let start = self.text.len() as u32;
@@ -154,9 +158,7 @@ impl Output {
     }
 
     pub(crate) fn push_progress(&mut self, call: CallId) {
-        if self.holding {
-            self.release_held();
-        }
+        self.release_held();
         if self.position(call).is_none() {
             self.remember(call);
             self.slots.push(Slot::Call { call, completed: None });
@@ -164,9 +166,7 @@ impl Output {
     }
 
     pub(crate) fn push_completed(&mut self, call: CallId, params: JsonValue) {
-        if self.holding {
-            self.release_held();
-        }
+        self.release_held();
         let p = self.params.len() as u32;
         self.params.push(params);
         match self.position(call) {
