@@ -8,7 +8,8 @@
 //! ```
 //!
 //! Arguments: the file, `1` for partial tool calls (else `0`), the number of
-//! streams to run. The body is fed in 512-byte reads, as bin/bench does. A
+//! streams to run. The body is fed in 512-byte reads, as bin/bench does
+//! (`READ=N` in the environment: N-byte reads). A
 //! file whose name starts with `responses_` (the Responses workloads) is
 //! read by the Responses processor, any other by the chat processor.
 
@@ -58,7 +59,8 @@ where
     State<P>: Protocol,
 {
     let mut items = 0;
-    for read in body.chunks(512) {
+    let size = std::env::var("READ").ok().and_then(|s| s.parse().ok()).unwrap_or(512);
+    for read in body.chunks(size) {
         items += processor.decode(read).map(|out| out.len()).unwrap_or(0);
     }
     let finished: Result<_, Error> = processor.finish().map(|out| out.len());

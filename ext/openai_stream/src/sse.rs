@@ -84,17 +84,31 @@ pub enum Event<'a> {
     TooLong(LineTooLong),
 }
 
+/// What a sink did with the bytes at the start of a line ([`Sink::block`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Block {
+    /// It read this many bytes (whole lines, each with its line end) at
+    /// once, as it would have read them line by line.
+    Read(usize),
+    /// The bytes are the start of what it would read at once, cut by the
+    /// end of the read before any line of it does anything but set the
+    /// event's name: the reader may hold them whole and offer them again
+    /// joined to the next read.
+    More,
+    /// Left to the reader, line by line.
+    Lines,
+}
+
 /// Where the reader's lines go. A closure over [`Event`]s is one; a
 /// sink may also take a whole event at the start of a line
 /// ([`Sink::block`]).
 pub trait Sink {
     fn event(&mut self, event: Event<'_>);
-    /// At the start of a line, with no line held: how many bytes of
-    /// `input` (whole lines, each with its line end) the sink read at once,
-    /// as it would have read them line by line; 0 (the default) leaves
-    /// them to the reader.
-    fn block(&mut self, _input: &[u8]) -> usize {
-        0
+    /// At the start of a line, with no line held: what the sink does with
+    /// `input` at once; [`Block::Lines`] (the default) leaves it to the
+    /// reader.
+    fn block(&mut self, _input: &[u8]) -> Block {
+        Block::Lines
     }
 }
 
@@ -119,9 +133,18 @@ pub struct LineReader {
     skip_lf: bool,
     /// Inside a line that was too long: drop bytes up to its end.
     skipping: bool,
+    /// The start of an event a read cut, which the sink would read at once
+    /// ([`Block::More`]), held whole rather than as lines: offered again
+    /// with the next read's first bytes joined, else given as lines.
+    held: Vec<u8>,
 }
 
 const HEAD_LEN: usize = 80;
+
+/// Most bytes held for [`Block::More`] (and of the next read joined to
+/// them): the usual event is a few hundred bytes; a longer one goes line
+/// by line.
+const HOLD_MAX: usize = 1024;
 
 impl LineReader {
     /// A reader that refuses lines longer than `max_line` bytes.
@@ -132,18 +155,34 @@ impl LineReader {
             at_start: true,
             skip_lf: false,
             skipping: false,
+            held: Vec::new(),
         }
     }
 
     /// Bytes held for an unterminated line (never more than the limit).
     pub fn buffered(&self) -> usize {
-        self.buf.len()
+        self.buf.len() + self.held.len()
+    }
+
+    /// Most bytes [`Block::More`] may hold: within the line limit, so a
+    /// line over it is reported when it would have been.
+    fn hold_limit(&self) -> usize {
+        HOLD_MAX.min(self.max_line)
     }
 
     /// Feeds one read: every complete line, and every line over the limit,
     /// is passed to `on` in order. A line over the limit is reported once;
     /// its bytes are dropped, also those that arrive in later reads.
     pub fn feed(&mut self, mut input: &[u8], on: &mut impl Sink) {
+        if !self.held.is_empty() && !input.is_empty() {
+            input = self.feed_held(input, on);
+        }
+        self.lines(input, on, true);
+    }
+
+    /// The reading of [`LineReader::feed`]; `blocks`: the sink is offered
+    /// each line start with no line held.
+    fn lines(&mut self, mut input: &[u8], on: &mut impl Sink, blocks: bool) {
         loop {
             if self.skip_lf && !input.is_empty() {
                 self.skip_lf = false;
@@ -163,11 +202,17 @@ impl LineReader {
             if self.at_start {
                 return self.feed_start(input, on);
             }
-            if self.buf.is_empty() {
-                let read = on.block(input);
-                if read > 0 {
-                    input = input.get(read..).unwrap_or_default();
-                    continue;
+            if blocks && self.buf.is_empty() {
+                match on.block(input) {
+                    Block::Read(read) => {
+                        input = input.get(read..).unwrap_or_default();
+                        continue;
+                    }
+                    Block::More if input.len() <= self.hold_limit() => {
+                        self.held.extend_from_slice(input);
+                        return;
+                    }
+                    _ => {}
                 }
             }
             let Some(end) = memchr2(b'\n', b'\r', input) else {
@@ -199,6 +244,7 @@ impl LineReader {
     /// End of input: a last line without a line end is complete now. The
     /// reader is then ready for a new stream.
     pub fn finish(&mut self, on: &mut impl Sink) {
+        self.release_held(on);
         let ended = std::mem::replace(self, LineReader::new(self.max_line));
         if ended.skipping {
             return;
@@ -209,6 +255,44 @@ impl LineReader {
         };
         if !line.is_empty() {
             on.event(Event::Line(line));
+        }
+    }
+
+    /// The held start of an event and the next read: the sink is offered
+    /// them joined (up to [`HOLD_MAX`] bytes of the read) once a line could
+    /// have ended. What it reads is consumed, what it would still read at
+    /// once stays held; otherwise the held bytes go as lines, as they would
+    /// have without the holding (the sink could read nothing at once from
+    /// a line start among them: the event they start is cut), and the read
+    /// follows. Returns the bytes of the read left to read.
+    fn feed_held<'b>(&mut self, input: &'b [u8], on: &mut impl Sink) -> &'b [u8] {
+        let held = self.held.len();
+        let joined = input.len().min(HOLD_MAX);
+        let fits = held + input.len() <= self.hold_limit();
+        if memchr2(b'\n', b'\r', &input[..joined]).is_none() && fits {
+            self.held.extend_from_slice(input);
+            return &[];
+        }
+        self.held.extend_from_slice(&input[..joined]);
+        match on.block(&self.held) {
+            Block::Read(read) if read > held => {
+                self.held.clear();
+                return input.get(read - held..).unwrap_or_default();
+            }
+            Block::More if fits => return &[],
+            _ => self.held.truncate(held),
+        }
+        self.release_held(on);
+        input
+    }
+
+    /// The held bytes, if any, as lines.
+    fn release_held(&mut self, on: &mut impl Sink) {
+        if !self.held.is_empty() {
+            let mut held = std::mem::take(&mut self.held);
+            self.lines(&held, on, false);
+            held.clear();
+            self.held = held;
         }
     }
 
@@ -362,5 +446,77 @@ mod tests {
         reader.finish(&mut on);
         reader.feed(b"\xEF\xBB\xBFdata: 3\n", &mut on);
         assert_eq!(seen, [b"data: 1".to_vec(), b"data: 2".to_vec(), b"data: 3".to_vec()]);
+    }
+
+    /// A sink that reads `event` at once wherever a line starts with it,
+    /// and asks for more when what it got is a start of it.
+    struct Whole {
+        event: &'static [u8],
+        seen: Vec<String>,
+    }
+
+    impl Sink for Whole {
+        fn event(&mut self, event: Event<'_>) {
+            if let Event::Line(l) = event {
+                self.seen.push(String::from_utf8_lossy(l).into_owned());
+            }
+        }
+
+        fn block(&mut self, input: &[u8]) -> Block {
+            if input.starts_with(self.event) {
+                self.seen.push("<whole>".to_owned());
+                Block::Read(self.event.len())
+            } else if self.event.starts_with(input) {
+                Block::More
+            } else {
+                Block::Lines
+            }
+        }
+    }
+
+    fn whole(reads: &[&[u8]], event: &'static [u8], max: usize) -> Vec<String> {
+        let mut reader = LineReader::new(max);
+        let mut sink = Whole { event, seen: Vec::new() };
+        for read in reads {
+            reader.feed(read, &mut sink);
+            assert!(reader.buffered() <= max, "{} bytes held", reader.buffered());
+        }
+        reader.finish(&mut sink);
+        sink.seen
+    }
+
+    #[test]
+    fn an_event_a_read_cuts_is_read_whole_with_the_next() {
+        let stream: &[u8] = b"a\nev\nda\n\nev\nda\n\nx\n";
+        let want = ["a", "<whole>", "<whole>", "x"];
+        assert_eq!(whole(&[stream], b"ev\nda\n\n", 100), want);
+        for at in 0..=stream.len() {
+            assert_eq!(whole(&[&stream[..at], &stream[at..]], b"ev\nda\n\n", 100), want, "split at {at}");
+        }
+        let singles: Vec<&[u8]> = stream.chunks(1).collect();
+        assert_eq!(whole(&singles, b"ev\nda\n\n", 100), want);
+    }
+
+    #[test]
+    fn held_bytes_the_sink_then_refuses_go_as_lines() {
+        // A start of the event, then something else; then the stream ends
+        // inside a start.
+        let stream: &[u8] = b"ev\ndb\n\nev\nd";
+        let want = ["ev", "db", "", "ev", "d"];
+        for at in 0..=stream.len() {
+            assert_eq!(whole(&[&stream[..at], &stream[at..]], b"ev\nda\n\n", 100), want, "split at {at}");
+        }
+        // Within the line limit: a cut start longer than it goes as lines
+        // (and its long line is reported when it would have been).
+        let (long_event, max) = (b"event-event-event\nda\n\n", 8);
+        let split: &[&[u8]] = &[b"event-even", b"t-event\nda\n\n"];
+        let mut reader = LineReader::new(max);
+        let mut too_long = 0;
+        let mut sink = |e: Event<'_>| too_long += usize::from(matches!(e, Event::TooLong(_)));
+        for read in split {
+            reader.feed(read, &mut sink);
+        }
+        assert_eq!(too_long, 1);
+        assert_eq!(whole(split, long_event, max), ["da", ""]);
     }
 }

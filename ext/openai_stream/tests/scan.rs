@@ -468,6 +468,13 @@ fn responses_items(
     (seen, calls, format!("{others:?}"), errors + recorded.len())
 }
 
+/// The items of a Responses processor's first read.
+fn first_read(read: &[u8]) -> Vec<String> {
+    let mut p = ResponsesProcessor::new(responses::Options::default());
+    let _ = p.decode(read);
+    p.output().items().map(|i| format!("{i:?}")).collect()
+}
+
 /// An event the driver reads at once (`event:`, `data:` and a blank line,
 /// each ended by a lone LF, whose JSON the template reads) decodes as its
 /// lines do, whatever the framing around the delta events: in one read
@@ -514,6 +521,11 @@ fn events_read_at_once_decode_as_their_lines_do() {
         for at in 0..bytes.len() {
             let split = responses_items(&[&bytes[..at], &bytes[at..]], options);
             assert_eq!(split, whole, "split at {at}: {framing:?}");
+            // The start of an event a read cuts, held to be read at once
+            // with the next read, delays nothing: a read returns the items
+            // of the lines it ends, as one that stops at its last line end.
+            let line_end = bytes[..at].iter().rposition(|&b| b == b'\n' || b == b'\r').map_or(0, |i| i + 1);
+            assert_eq!(first_read(&bytes[..at]), first_read(&bytes[..line_end]), "read of {at}: {framing:?}");
         }
     }
     let body = format!("{ITEMS}data: {first}\n\nevent: x\ndata: {next}\n\nevent: x\ndata: {next}\n\n");
@@ -529,5 +541,19 @@ fn events_read_at_once_decode_as_their_lines_do() {
         let options = responses::Options { max_line_bytes, ..responses::Options::default() };
         let (whole, by_line) = (responses_items(&[bytes], options), responses_items(&lines, options));
         assert_eq!((&whole.0, &whole.1, &whole.2), (&by_line.0, &by_line.1, &by_line.2), "limit {limit}");
+    }
+}
+
+/// A read that ends with a delta event's data line, before its blank line,
+/// returns the delta: only a cut before the data line's end is held.
+#[test]
+fn a_read_that_ends_a_data_line_returns_its_item() {
+    let first = EVENTS[0];
+    let event = format!("event: response.output_text.delta\ndata: {first}\n");
+    for body in [format!("{ITEMS}{event}"), format!("{ITEMS}{event}\n{event}")] {
+        assert_eq!(
+            first_read(body.as_bytes()).iter().filter(|i| i.contains("carries a ")).count(),
+            body.matches("carries a ").count()
+        );
     }
 }
