@@ -12,6 +12,7 @@ use crate::event_data::{
 };
 use crate::json::{beyond_f64, JsonValue, Reparsed};
 use crate::output::Output;
+use crate::scan::same;
 use crate::sse::{Block, Event, Line, LineReader, Sink};
 use crate::usage::Usage;
 use crate::usage::{UsageMode, UsageReport, UsageTotals};
@@ -88,6 +89,10 @@ pub struct State<P> {
     pub(crate) glued_in_line: usize,
     /// The current SSE event is `event: error`.
     pub(crate) error_event: bool,
+    /// The last `event:` line an event read at once had, with its LF (up to
+    /// 64 bytes): the next one, nearly always the same, is compared instead
+    /// of searched for its end.
+    name_line: Vec<u8>,
     pub(crate) saw_done: bool,
     /// An event of the protocol was read in this stream: a stream that ends
     /// without one is another protocol's (or empty), which is reported.
@@ -296,7 +301,10 @@ where
             return Block::Lines;
         }
         let mut data = 0;
-        if input.starts_with(b"event: ") {
+        let named = self.name_line.len();
+        if named > 0 && input.get(..named).is_some_and(|line| same(line, &self.name_line)) {
+            data = named;
+        } else if input.starts_with(b"event: ") {
             let end = match lf_at(input, 7) {
                 Ok(Some(end)) => end,
                 Ok(None) => return Block::More,
@@ -306,6 +314,10 @@ where
                 return Block::Lines;
             }
             data = end + 1;
+            if data <= 64 {
+                self.name_line.clear();
+                self.name_line.extend_from_slice(&input[..data]);
+            }
         } else if b"event: ".starts_with(input) {
             return Block::More;
         }
