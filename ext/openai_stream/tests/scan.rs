@@ -505,6 +505,8 @@ fn events_read_at_once_decode_as_their_lines_do() {
         "event: x\n\ndata: {}\n\n",
         "data: {\"type\":\"response.output_text.delta\",\ndata: {}\n\n",
         "event: x\ndata: {}\n\ndata: [DONE]\n\n",
+        "event: x\ndata: {}\n\nevent: error\ndata: {}\n\nevent: x\ndata: {}\n\n",
+        "event: response.output_text.delta\ndata: {}\n\nevent: response.output_text.deltb\ndata: {}\n\n",
     ] {
         let framed = |event: &str| framing.replace("{}", event);
         let body = format!(
