@@ -209,8 +209,9 @@ where
     }
 
     /// Raw bytes held between calls to [`Driver::decode`]: the line
-    /// reader's unterminated line plus the data lines of an event whose JSON
-    /// is not complete; each is bounded by `max_line_bytes`.
+    /// reader's unterminated line (or the start of an event it holds whole,
+    /// which may end with a whole `event:` line) plus the data lines of an
+    /// event whose JSON is not complete; each is bounded by `max_line_bytes`.
     /// Read-only; for memory-bound checks (fuzzing).
     pub fn buffered_bytes(&self) -> usize {
         self.reader.buffered() + self.state.pending.len()

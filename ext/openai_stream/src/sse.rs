@@ -159,7 +159,8 @@ impl LineReader {
         }
     }
 
-    /// Bytes held for an unterminated line (never more than the limit).
+    /// Bytes held between reads: an unterminated line, or the start of an
+    /// event held whole (never more than the limit).
     pub fn buffered(&self) -> usize {
         self.buf.len() + self.held.len()
     }
@@ -275,9 +276,15 @@ impl LineReader {
         }
         self.held.extend_from_slice(&input[..joined]);
         match on.block(&self.held) {
-            Block::Read(read) if read > held => {
+            Block::Read(read) if read >= held => {
                 self.held.clear();
                 return input.get(read - held..).unwrap_or_default();
+            }
+            // (Not the driver's: its event ends in the new bytes.) What
+            // the sink left of the held bytes goes as lines.
+            Block::Read(read) => {
+                self.held.truncate(held);
+                self.held.drain(..read);
             }
             Block::More if fits => return &[],
             _ => self.held.truncate(held),
@@ -495,6 +502,34 @@ mod tests {
         }
         let singles: Vec<&[u8]> = stream.chunks(1).collect();
         assert_eq!(whole(&singles, b"ev\nda\n\n", 100), want);
+        // In three reads, the held bytes growing with one that ends no line.
+        for i in 0..=stream.len() {
+            for j in i..=stream.len() {
+                let reads: &[&[u8]] = &[&stream[..i], &stream[i..j], &stream[j..]];
+                assert_eq!(whole(reads, b"ev\nda\n\n", 100), want, "split at {i} and {j}");
+            }
+        }
+    }
+
+    #[test]
+    fn an_event_longer_than_what_is_joined_goes_as_lines() {
+        // 1,024 bytes of the next read are joined to the held ones: an
+        // event that ends past them goes as lines, one that ends within
+        // them is read at once.
+        for name in [1000, 1015, 1016, 1017, 1030, 2100] {
+            let event: &'static [u8] = format!("{}\nda\n\n", "e".repeat(name)).into_bytes().leak();
+            let stream = [b"a\n", event, b"x\n"].concat();
+            let read_at_once = ["a", "<whole>", "x"];
+            let by_lines = ["a", &"e".repeat(name), "da", "", "x"];
+            for at in [3, 4, 10, 500] {
+                let seen = whole(&[&stream[..at], &stream[at..]], event, 4096);
+                // (The held bytes: the event's first at - 2.)
+                match at - 2 + (stream.len() - at).min(HOLD_MAX) >= event.len() {
+                    true => assert_eq!(seen, read_at_once, "{name} at {at}"),
+                    false => assert_eq!(seen, by_lines, "{name} at {at}"),
+                }
+            }
+        }
     }
 
     #[test]
@@ -518,5 +553,36 @@ mod tests {
         }
         assert_eq!(too_long, 1);
         assert_eq!(whole(split, long_event, max), ["da", ""]);
+    }
+
+    /// A sink that reads less than it held: the rest of the held bytes
+    /// still goes as lines, once.
+    #[test]
+    fn held_bytes_a_sink_reads_in_part_are_not_given_twice() {
+        struct Part(Vec<String>);
+        impl Sink for Part {
+            fn event(&mut self, event: Event<'_>) {
+                if let Event::Line(l) = event {
+                    self.0.push(String::from_utf8_lossy(l).into_owned());
+                }
+            }
+            fn block(&mut self, input: &[u8]) -> Block {
+                match input {
+                    [b'a', b'b', ..] if input.len() < 6 => Block::More,
+                    [b'a', b'b', b'\n', ..] => {
+                        self.0.push("<ab>".to_owned());
+                        Block::Read(3)
+                    }
+                    _ => Block::Lines,
+                }
+            }
+        }
+        let mut reader = LineReader::new(100);
+        let mut sink = Part(Vec::new());
+        for read in [&b"ab\nc"[..], b"d\nef\n"] {
+            reader.feed(read, &mut sink);
+        }
+        reader.finish(&mut sink);
+        assert_eq!(sink.0, ["<ab>", "cd", "ef"]);
     }
 }

@@ -507,6 +507,9 @@ fn events_read_at_once_decode_as_their_lines_do() {
         "event: x\ndata: {}\n\ndata: [DONE]\n\n",
         "event: x\ndata: {}\n\nevent: error\ndata: {}\n\nevent: x\ndata: {}\n\n",
         "event: response.output_text.delta\ndata: {}\n\nevent: response.output_text.deltb\ndata: {}\n\n",
+        // Name lines of 64 bytes (kept to compare) and 65 (not kept).
+        "event: response.output_text.delta.aaaaaaaaaaaaaaaaaaaaaaaaaaaaa\ndata: {}\n\n",
+        "event: response.output_text.delta.aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\ndata: {}\n\n",
     ] {
         let framed = |event: &str| framing.replace("{}", event);
         let body = format!(
@@ -543,6 +546,48 @@ fn events_read_at_once_decode_as_their_lines_do() {
         let options = responses::Options { max_line_bytes, ..responses::Options::default() };
         let (whole, by_line) = (responses_items(&[bytes], options), responses_items(&lines, options));
         assert_eq!((&whole.0, &whole.1, &whole.2), (&by_line.0, &by_line.1, &by_line.2), "limit {limit}");
+    }
+}
+
+/// The chat processor's items of one read each, and of `finish`.
+fn chat_reads(reads: &[&[u8]]) -> Vec<Vec<String>> {
+    let mut p = openai_stream::chat::ChatProcessor::new(Options::default());
+    let mut outs: Vec<Vec<String>> = Vec::new();
+    for r in reads {
+        let _ = p.decode(r);
+        outs.push(p.output().items().map(|i| format!("{i:?}")).collect());
+    }
+    let _ = p.finish();
+    outs.push(p.output().items().map(|i| format!("{i:?}")).collect());
+    outs
+}
+
+/// Chat chunks whose reads cut them (held whole up to the data line's end
+/// and read at once with the next read): each read returns the items of
+/// the lines it ends, in two reads at every split and in three.
+#[test]
+fn chat_chunks_a_read_cuts_are_read_as_their_lines_are() {
+    let (text, call) = (LINES[0], LINES[2]);
+    let body = format!(
+        "data: {text}\n\ndata: {call}\n\ndata: {text}\r\n\r\n: ping\ndata: {text}\n\ndata: [DONE]\n\n"
+    );
+    let bytes = body.as_bytes();
+    let by_line_end =
+        |at: usize| bytes[..at].iter().rposition(|&b| b == b'\n' || b == b'\r').map_or(0, |i| i + 1);
+    let whole: Vec<String> = chat_reads(&[bytes]).concat();
+    // (A read that ends with a data line, before its blank line, returns
+    // its item: only a cut before the data line's end is held.)
+    assert_eq!(chat_reads(&[format!("data: {text}\n").as_bytes()])[0].len(), 1);
+    for at in 0..=bytes.len() {
+        let split = chat_reads(&[&bytes[..at], &bytes[at..]]);
+        assert_eq!(split[0], chat_reads(&[&bytes[..by_line_end(at)]])[0], "first read of {at}");
+        assert_eq!(split.concat(), whole, "split at {at}");
+        let third = (at + bytes.len()) / 2;
+        assert_eq!(
+            chat_reads(&[&bytes[..at], &bytes[at..third], &bytes[third..]]).concat(),
+            whole,
+            "at {at}, {third}"
+        );
     }
 }
 
