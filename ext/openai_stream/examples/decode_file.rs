@@ -28,17 +28,19 @@ fn main() {
     let streams: usize = args.next().map_or(1, |n| n.parse().expect("STREAMS is a number"));
     let body = std::fs::read(&path).expect("readable file");
 
+    let size = std::env::var("READ").ok().and_then(|s| s.parse().ok()).unwrap_or(512);
     let name = Path::new(&path).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let started = Instant::now();
     let mut items = 0usize;
     for _ in 0..streams {
         items += if name.starts_with("responses_") {
             let options = responses::Options { partial_tool_calls: partial, ..responses::Options::default() };
-            run(ResponsesProcessor::new(options), &body)
+            run(ResponsesProcessor::new(options), &body, size)
         } else {
             run(
                 ChatProcessor::new(chat::Options { partial_tool_calls: partial, ..chat::Options::default() }),
                 &body,
+                size,
             )
         };
     }
@@ -53,13 +55,12 @@ fn main() {
     );
 }
 
-/// One stream through `processor`: the items it returned.
-fn run<P>(mut processor: Driver<P>, body: &[u8]) -> usize
+/// One stream through `processor` in `size`-byte reads: the items it returned.
+fn run<P>(mut processor: Driver<P>, body: &[u8], size: usize) -> usize
 where
     State<P>: Protocol,
 {
     let mut items = 0;
-    let size = std::env::var("READ").ok().and_then(|s| s.parse().ok()).unwrap_or(512);
     for read in body.chunks(size) {
         items += processor.decode(read).map(|out| out.len()).unwrap_or(0);
     }

@@ -268,14 +268,15 @@ where
 }
 
 /// The end of the line that starts at `from` (the position of its LF),
-/// when it ends with a lone LF, as every line of the usual event does:
-/// `Ok(None)` when the input ends first, `Err` at another line end.
+/// when it ends with a lone LF, as every line of the usual event does;
+/// else what [`State::block`] answers: [`Block::More`] when the input ends
+/// first, [`Block::Lines`] at another line end.
 #[inline(always)]
-fn lf_at(input: &[u8], from: usize) -> Result<Option<usize>, ()> {
+fn lf_at(input: &[u8], from: usize) -> Result<usize, Block> {
     match memchr2(b'\n', b'\r', input.get(from..).unwrap_or_default()) {
-        None => Ok(None),
-        Some(at) if input[from + at] == b'\n' => Ok(Some(from + at)),
-        Some(_) => Err(()),
+        None => Err(Block::More),
+        Some(at) if input[from + at] == b'\n' => Ok(from + at),
+        Some(_) => Err(Block::Lines),
     }
 }
 
@@ -307,9 +308,8 @@ where
             data = named;
         } else if input.starts_with(b"event: ") {
             let end = match lf_at(input, 7) {
-                Ok(Some(end)) => end,
-                Ok(None) => return Block::More,
-                Err(()) => return Block::Lines,
+                Ok(end) => end,
+                Err(block) => return block,
             };
             if end > self.max_line_bytes || input[7..end].trim_ascii() == b"error" {
                 return Block::Lines;
@@ -327,9 +327,8 @@ where
             return if b"data: ".starts_with(rest) { Block::More } else { Block::Lines };
         }
         let end = match lf_at(input, data + 6) {
-            Ok(Some(end)) => end,
-            Ok(None) => return Block::More,
-            Err(()) => return Block::Lines,
+            Ok(end) => end,
+            Err(block) => return block,
         };
         // (A data line read and the blank line yet to come: its payload is
         // read now, line by line, as it always was.)

@@ -468,6 +468,11 @@ fn responses_items(
     (seen, calls, format!("{others:?}"), errors + recorded.len())
 }
 
+/// Where the last line of `read` ends (after its LF or CR), 0 if none does.
+fn last_line_end(read: &[u8]) -> usize {
+    read.iter().rposition(|&b| b == b'\n' || b == b'\r').map_or(0, |i| i + 1)
+}
+
 /// The items of a Responses processor's first read.
 fn first_read(read: &[u8]) -> Vec<String> {
     let mut p = ResponsesProcessor::new(responses::Options::default());
@@ -529,7 +534,7 @@ fn events_read_at_once_decode_as_their_lines_do() {
             // The start of an event a read cuts, held to be read at once
             // with the next read, delays nothing: a read returns the items
             // of the lines it ends, as one that stops at its last line end.
-            let line_end = bytes[..at].iter().rposition(|&b| b == b'\n' || b == b'\r').map_or(0, |i| i + 1);
+            let line_end = last_line_end(&bytes[..at]);
             assert_eq!(first_read(&bytes[..at]), first_read(&bytes[..line_end]), "read of {at}: {framing:?}");
         }
     }
@@ -572,15 +577,13 @@ fn chat_chunks_a_read_cuts_are_read_as_their_lines_are() {
         "data: {text}\n\ndata: {call}\n\ndata: {text}\r\n\r\n: ping\ndata: {text}\n\ndata: [DONE]\n\n"
     );
     let bytes = body.as_bytes();
-    let by_line_end =
-        |at: usize| bytes[..at].iter().rposition(|&b| b == b'\n' || b == b'\r').map_or(0, |i| i + 1);
     let whole: Vec<String> = chat_reads(&[bytes]).concat();
     // (A read that ends with a data line, before its blank line, returns
     // its item: only a cut before the data line's end is held.)
     assert_eq!(chat_reads(&[format!("data: {text}\n").as_bytes()])[0].len(), 1);
     for at in 0..=bytes.len() {
         let split = chat_reads(&[&bytes[..at], &bytes[at..]]);
-        assert_eq!(split[0], chat_reads(&[&bytes[..by_line_end(at)]])[0], "first read of {at}");
+        assert_eq!(split[0], chat_reads(&[&bytes[..last_line_end(&bytes[..at])]])[0], "first read of {at}");
         assert_eq!(split.concat(), whole, "split at {at}");
         let third = (at + bytes.len()) / 2;
         assert_eq!(
