@@ -15,6 +15,7 @@ use openai_stream::anomaly::AnomalyKind;
 use openai_stream::chat::Options;
 use openai_stream::chat::{scan, Chunk};
 use openai_stream::lenient::Field;
+use openai_stream::output::Output;
 use openai_stream::responses::scan::{self as deltas, DeltaMemo};
 use openai_stream::responses::{self, ResponsesProcessor};
 
@@ -456,7 +457,7 @@ fn responses_items(
             None => p.finish().is_err(),
         };
         errors += usize::from(failed);
-        seen.extend(p.output().items().map(|i| format!("{i:?}")));
+        seen.extend(shown(p.output()));
     }
     let calls = (0..p.calls().len() as u32)
         .filter_map(|n| p.calls().get(openai_stream::calls::CallId(n)))
@@ -468,6 +469,11 @@ fn responses_items(
     (seen, calls, format!("{others:?}"), errors + recorded.len())
 }
 
+/// The items of one output, each as its Debug text.
+fn shown(out: &Output) -> Vec<String> {
+    out.items().map(|i| format!("{i:?}")).collect()
+}
+
 /// Where the last line of `read` ends (after its LF or CR), 0 if none does.
 fn last_line_end(read: &[u8]) -> usize {
     read.iter().rposition(|&b| b == b'\n' || b == b'\r').map_or(0, |i| i + 1)
@@ -477,7 +483,7 @@ fn last_line_end(read: &[u8]) -> usize {
 fn first_read(read: &[u8]) -> Vec<String> {
     let mut p = ResponsesProcessor::new(responses::Options::default());
     let _ = p.decode(read);
-    p.output().items().map(|i| format!("{i:?}")).collect()
+    shown(p.output())
 }
 
 /// An event the driver reads at once (`event:`, `data:` and a blank line,
@@ -560,10 +566,10 @@ fn chat_reads(reads: &[&[u8]]) -> Vec<Vec<String>> {
     let mut outs: Vec<Vec<String>> = Vec::new();
     for r in reads {
         let _ = p.decode(r);
-        outs.push(p.output().items().map(|i| format!("{i:?}")).collect());
+        outs.push(shown(p.output()));
     }
     let _ = p.finish();
-    outs.push(p.output().items().map(|i| format!("{i:?}")).collect());
+    outs.push(shown(p.output()));
     outs
 }
 
