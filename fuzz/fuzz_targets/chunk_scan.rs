@@ -9,8 +9,9 @@
 //!
 //! Input: texts separated by LF, read one after the other with one
 //! envelope memo, as a processor reads a stream, so the memo (the bytes
-//! before `choices` of the last chunk, the template of the last delta) is
-//! exercised with repeated and almost repeated prefixes.
+//! before `choices` of the last chunk, the templates of the last delta
+//! events, one per item) is exercised with repeated and almost repeated
+//! prefixes.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -42,7 +43,7 @@ fuzz_target!(|data: &[u8]| {
     let mut delta_memo = DeltaMemo::default();
     for piece in data.split(|&b| b == b'\n') {
         let text = String::from_utf8_lossy(piece);
-        let plain = deltas::plain(text.as_bytes(), &delta_memo);
+        let plain = deltas::plain(text.as_bytes(), &mut delta_memo);
         if let Some(event) = plain.clone().or_else(|| deltas::read(&text, &mut delta_memo)) {
             let fast = (
                 event.arguments,

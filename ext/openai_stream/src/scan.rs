@@ -95,6 +95,19 @@ impl<'a> Scanner<'a> {
 
     // ---- strings ----------------------------------------------------------
 
+    /// The string whose JSON text, quotes included, is `quoted` (a string
+    /// without escapes), when the text at the current position is that.
+    #[inline(always)]
+    pub(crate) fn same_string(&mut self, quoted: &str) -> Option<&'a str> {
+        let end = self.pos + quoted.len();
+        if !self.bytes.get(self.pos..end).is_some_and(|b| same(b, quoted.as_bytes())) {
+            return None;
+        }
+        let text = self.src.get(self.pos + 1..end - 1)?;
+        self.pos = end;
+        Some(text)
+    }
+
     /// A string at the current position, borrowed when it has no escapes.
     pub(crate) fn string(&mut self) -> Option<Cow<'a, str>> {
         self.eat(b'"')?;

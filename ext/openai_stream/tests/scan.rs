@@ -395,21 +395,25 @@ fn delta_events_are_read_as_the_whole_reading_reads_them() {
 
 #[test]
 fn a_delta_event_through_the_template_is_the_scanned_event() {
-    // The next event of the stream: another sequence number, item and
-    // delta, read through the template of the first.
+    // The next event of the same item: another sequence number and delta,
+    // read through the template of the first.
     for (first, next) in [
-        (EVENTS[0], EVENTS[0].replace(r#":1,"#, r#":23,"#).replace("carries a ", "caf\u{e9} \\u00e9")),
-        (EVENTS[1], EVENTS[1].replace("fc_a", "fc_b").replace(r#":0,"#, r#":2,"#)),
+        (
+            EVENTS[0],
+            EVENTS[0].replace(r#"number":1,"#, r#"number":23,"#).replace("carries a ", "caf\u{e9} \\u00e9"),
+        ),
+        (EVENTS[1], EVENTS[1].replace(r#":7,"#, r#":8,"#)),
         (EVENTS[2], EVENTS[2].replace("x9Q", "").replace(r#""Hi""#, r#""""#)),
         (EVENTS[4], EVENTS[4].replace(r#""item_id":null"#, r#""item_id":"msg_b""#)),
     ] {
         let mut memo = DeltaMemo::default();
         assert!(deltas::read(first, &mut memo).is_some(), "{first}");
-        let plain = deltas::plain(next.as_bytes(), &memo);
+        let plain = deltas::plain(next.as_bytes(), &mut memo);
         assert!(plain.is_some(), "not through the template: {next}");
         assert_eq!(plain, deltas::read(&next, &mut DeltaMemo::default()), "{next}");
     }
-    // Another key, another type, or a value of another kind is not.
+    // Another key, another type, a value of another kind, or another item
+    // is not.
     let mut memo = DeltaMemo::default();
     let _ = deltas::read(EVENTS[0], &mut memo);
     for other in [
@@ -419,8 +423,42 @@ fn a_delta_event_through_the_template_is_the_scanned_event() {
         EVENTS[0].replace("[]", "[1]"),
         EVENTS[0].replace(r#"":1,"#, r#"":1.5,"#),
         EVENTS[0].replace(r#"a ""#, r#"a","delta":"b""#),
+        EVENTS[0].replace("msg_a", "msg_b"),
+        EVENTS[0].replace(r#""output_index":1"#, r#""output_index":2"#),
+        EVENTS[0].replace(r#""content_index":0"#, r#""content_index":1"#),
     ] {
-        assert_eq!(deltas::plain(other.as_bytes(), &memo), None, "{other}");
+        assert_eq!(deltas::plain(other.as_bytes(), &mut memo), None, "{other}");
+    }
+}
+
+#[test]
+fn the_deltas_of_interleaved_items_are_read_through_a_template_each() {
+    // Twelve deltas to `items` calls in turn: each call's first is
+    // scanned, the rest read through its template, as the scanner reads
+    // them. The memo keeps four templates: five calls in turn always find
+    // theirs replaced.
+    let event = |item: usize, seq: usize| {
+        let id = format!("fc_{item}");
+        EVENTS[1]
+            .replace("fc_a", &id)
+            .replace(":0,", &format!(":{item},"))
+            .replace(":7,", &format!(":{seq},"))
+    };
+    for (items, scans) in [(1, 1), (2, 2), (3, 3), (4, 4), (5, 12)] {
+        let mut memo = DeltaMemo::default();
+        let mut scanned = 0;
+        for seq in 0..12 {
+            let text = event(seq % items, seq);
+            let alone = deltas::read(&text, &mut DeltaMemo::default());
+            match deltas::plain(text.as_bytes(), &mut memo) {
+                Some(plain) => assert_eq!(Some(plain), alone, "{text}"),
+                None => {
+                    scanned += 1;
+                    assert_eq!(deltas::read(&text, &mut memo), alone, "{text}");
+                }
+            }
+        }
+        assert_eq!(scanned, scans, "{items} calls in turn");
     }
 }
 
@@ -431,7 +469,7 @@ fn mutated_delta_events_are_read_as_the_whole_reading_reads_them() {
         mutations(line, |text| {
             let mut memo = DeltaMemo::default();
             let _ = deltas::read(line, &mut memo);
-            hits += usize::from(deltas::plain(text.as_bytes(), &memo).is_some());
+            hits += usize::from(deltas::plain(text.as_bytes(), &mut memo).is_some());
             let body = format!("{ITEMS}data: {line}\n\ndata: {text}\n\ndata: {text}\n\n");
             responses_agree(body.as_bytes(), 1 << 12);
         });

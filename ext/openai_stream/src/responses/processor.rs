@@ -174,7 +174,7 @@ impl State<Responses> {
     /// any other event.
     fn delta_event(&mut self, bytes: &[u8], text: Option<&str>) -> bool {
         let read = match text {
-            None => scan::plain(bytes, &self.own.deltas),
+            None => scan::plain(bytes, &mut self.own.deltas),
             Some(text) => scan::read(text, &mut self.own.deltas),
         };
         let Some(e) = read.filter(|_| !self.own.whole_events) else { return false };

@@ -14,15 +14,22 @@
 //! hold it to that).
 //!
 //! The scanner leaves a template of the event in the memo: its text with
-//! its member values as holes. The next event with the same keys in the
-//! same places (in a stream, nearly every delta event: only the sequence
-//! number, the delta and, between interleaved calls, the item change) is
-//! read by reading each value again with the same reader, at the same
-//! place: two comparisons and a short one per hole instead of the scan.
-//! Both ways run one function per member ([`Partial::member`]), so they
-//! agree. The values kept in the template's text are read the same for the
-//! same bytes: a lone `type`, whose event the memo keeps, and skipped
-//! values that are neither strings nor numbers.
+//! the member values that change from event to event as holes. The next
+//! event with the same keys in the same places is read by reading each
+//! value again with the same reader, at the same place: two comparisons and
+//! a short one per hole instead of the scan. Both ways run one function per
+//! member ([`Partial::member`]), so they agree. The values kept in the
+//! template's text are read the same for the same bytes, and the template
+//! keeps what they say: a lone `type` (which event), a lone `output_index`
+//! and `content_index` (where the deltas go), and skipped values that are
+//! neither strings nor numbers (`logprobs: []`). A lone `item_id` that is a
+//! plain string is a hole compared whole ([`Member::SameItemId`]): its text
+//! is the value. What varies is the sequence number and the delta.
+//!
+//! So a template reads the deltas of one output item. The memo keeps one
+//! per item whose deltas interleave (up to [`MAX_SHAPES`]), and tries
+//! first the one that read the event after the last one's template last
+//! time: one call after another, or in turn, the first it tries reads.
 
 use std::borrow::Cow;
 
@@ -32,6 +39,10 @@ use crate::scan::{Scanner, Template};
 /// Most members of an event that leaves a template.
 const MAX_MEMBERS: usize = 12;
 
+/// Most templates a memo keeps: one per output item whose deltas
+/// interleave (parallel calls, a message and its calls).
+const MAX_SHAPES: usize = 4;
+
 /// What a member of a delta event is to its reading, by its key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Member {
@@ -39,35 +50,76 @@ enum Member {
     Type,
     Delta,
     ItemId,
+    /// In a template, a lone `item_id` that is a plain string: the same
+    /// text, compared whole, is the same id ([`Shape::item_id`]).
+    SameItemId,
     OutputIndex,
-    /// Any other key (`sequence_number`, `content_index`, `logprobs`,
-    /// `obfuscation`...): its value is checked and skipped.
+    /// `content_index`: checked and skipped, kept in a template's text.
+    ContentIndex,
+    /// Any other key (`sequence_number`, `logprobs`, `obfuscation`...): its
+    /// value is checked and skipped.
     Other,
 }
 
-/// What a stream's reading of delta events remembers of the last one the
-/// scanner read: its template (see the module documentation). Each
+/// What a stream's reading of delta events remembers of the last ones the
+/// scanner read: their templates (see the module documentation). Each
 /// processor keeps its own.
 #[derive(Debug, Default)]
 pub struct DeltaMemo {
-    template: Option<Template<Member>>,
-    /// What its one `type` says, when that is kept in the template's text
-    /// (with two, each is a hole).
-    arguments: Option<bool>,
+    shapes: Vec<Shape>,
+    /// The shape that read the last event.
+    last: usize,
+    /// For each shape, the one that read the event after its own last.
+    after: [usize; MAX_SHAPES],
 }
 
-/// The bytes of a payload as the stream's last delta event read by the
+/// One template, and what the values kept in its text say.
+#[derive(Debug)]
+struct Shape {
+    template: Template<Member>,
+    /// The lone `type`'s event.
+    arguments: Option<bool>,
+    /// The lone `output_index` (None also when it is null or absent).
+    output_index: Option<i64>,
+    /// The text of a [`Member::SameItemId`] hole, quotes included.
+    item_id: String,
+}
+
+impl Shape {
+    #[inline(always)]
+    fn read<'a>(&self, bytes: &'a [u8]) -> Option<DeltaEvent<'a>> {
+        let mut e =
+            Partial { arguments: self.arguments, output_index: self.output_index, ..Partial::default() };
+        self.template.read(bytes, |s, member| match member {
+            Member::SameItemId => {
+                e.item_id = Some(Cow::Borrowed(s.same_string(&self.item_id)?));
+                Some(())
+            }
+            _ => e.member(s, member),
+        })?;
+        e.event()
+    }
+}
+
+/// The bytes of a payload as one of the stream's delta events read by the
 /// scanner with other values: that event, the UTF-8 check of the values
 /// included. None: [`read`] the text as usual.
 #[inline]
-pub fn plain<'a>(bytes: &'a [u8], memo: &DeltaMemo) -> Option<DeltaEvent<'a>> {
-    let mut e = Partial { arguments: memo.arguments, ..Partial::default() };
-    memo.template.as_ref()?.read(bytes, |s, member| e.member(s, member))?;
-    e.event()
+pub fn plain<'a>(bytes: &'a [u8], memo: &mut DeltaMemo) -> Option<DeltaEvent<'a>> {
+    let first = memo.after[memo.last];
+    let order = std::iter::once(first).chain((0..memo.shapes.len()).filter(|&k| k != first));
+    for k in order {
+        if let Some(event) = memo.shapes.get(k).and_then(|shape| shape.read(bytes)) {
+            memo.after[memo.last] = k;
+            memo.last = k;
+            return Some(event);
+        }
+    }
+    None
 }
 
 /// A delta event read by the scanner, or None when the full reading must
-/// decide (see the module documentation). Its template replaces the memo's.
+/// decide (see the module documentation). Its template joins the memo's.
 pub fn read<'a>(text: &'a str, memo: &mut DeltaMemo) -> Option<DeltaEvent<'a>> {
     let mut e = Partial::default();
     let mut holes = [(0, 0, Member::Other); MAX_MEMBERS];
@@ -80,6 +132,7 @@ pub fn read<'a>(text: &'a str, memo: &mut DeltaMemo) -> Option<DeltaEvent<'a>> {
             "delta" => Member::Delta,
             "item_id" => Member::ItemId,
             "output_index" => Member::OutputIndex,
+            "content_index" => Member::ContentIndex,
             "response" | "item" | "error" => return None,
             _ => Member::Other,
         };
@@ -92,20 +145,59 @@ pub fn read<'a>(text: &'a str, memo: &mut DeltaMemo) -> Option<DeltaEvent<'a>> {
         Some(())
     })?;
     let event = s.at_end().then(|| e.event())??;
-    let holes = holes.get(..members).unwrap_or_default();
-    // Values that stay in the template's text: a lone `type` (which one it
-    // is goes into the memo), and what is skipped and neither a string nor
-    // a number (`logprobs: []`). Same bytes, same reading; the rest varies.
-    let types = holes.iter().filter(|h| h.2 == Member::Type).count();
-    let varies = |&&(start, _, member): &&(usize, usize, Member)| match member {
-        Member::Type => types > 1,
-        Member::Other => matches!(text.as_bytes().get(start), Some(b'"' | b'-' | b'0'..=b'9')),
-        _ => true,
-    };
-    let holes: Vec<_> = holes.iter().filter(varies).copied().collect();
-    memo.template = Template::cut(text, &holes);
-    memo.arguments = (types == 1).then_some(event.arguments);
+    if let Some(shape) = holes.get(..members).and_then(|holes| shape(text, holes, &event)) {
+        memo.add(shape);
+    }
     Some(event)
+}
+
+/// The template of an event read by the scanner (see the module
+/// documentation): None when it cannot be cut.
+fn shape(text: &str, holes: &[(usize, usize, Member)], event: &DeltaEvent) -> Option<Shape> {
+    let lone = |member| holes.iter().filter(|h| h.2 == member).count() == 1;
+    let (one_type, one_index, one_id) = (lone(Member::Type), lone(Member::OutputIndex), lone(Member::ItemId));
+    let mut item_id = String::new();
+    let mut cut = Vec::with_capacity(holes.len());
+    for &(start, end, member) in holes {
+        let value = text.get(start..end)?;
+        let member = match member {
+            Member::Type if one_type => continue,
+            Member::OutputIndex if one_index => continue,
+            Member::ContentIndex => continue,
+            Member::ItemId if one_id && value.starts_with('"') && !value.contains('\\') => {
+                value.clone_into(&mut item_id);
+                Member::SameItemId
+            }
+            Member::Other if !matches!(value.as_bytes().first(), Some(b'"' | b'-' | b'0'..=b'9')) => continue,
+            member => member,
+        };
+        cut.push((start, end, member));
+    }
+    Some(Shape {
+        template: Template::cut(text, &cut)?,
+        arguments: one_type.then_some(event.arguments),
+        output_index: event.output_index.filter(|_| one_index),
+        item_id,
+    })
+}
+
+impl DeltaMemo {
+    /// A new template, read next: in a free place, or in place of the one
+    /// after the last (the oldest, when items come one after another).
+    fn add(&mut self, shape: Shape) {
+        let k = self.shapes.len();
+        let k = if k < MAX_SHAPES {
+            self.shapes.push(shape);
+            k
+        } else {
+            let k = (self.last + 1) % MAX_SHAPES;
+            self.shapes[k] = shape;
+            k
+        };
+        self.after[self.last] = k;
+        self.after[k] = k;
+        self.last = k;
+    }
 }
 
 /// A delta event's fields as its members are read.
@@ -133,7 +225,8 @@ impl<'a> Partial<'a> {
             Member::Delta => self.delta = Some(s.string()?),
             Member::ItemId => self.item_id = s.field(Scanner::string)?.into_value(),
             Member::OutputIndex => self.output_index = s.field(Scanner::integer)?.into_value(),
-            Member::Other => s.skip(0)?,
+            Member::ContentIndex | Member::Other => s.skip(0)?,
+            Member::SameItemId => return None,
         }
         Some(())
     }
