@@ -393,6 +393,11 @@ fn delta_events_are_read_as_the_whole_reading_reads_them() {
     responses_agree(error.as_bytes(), 512);
 }
 
+/// An event whose item id comes last, and one with two output indexes.
+const ID_LAST: &str = r#"{"type":"response.output_text.delta","delta":"x","item_id":"a"}"#;
+const OUTPUT_TWICE: &str =
+    r#"{"type":"response.output_text.delta","output_index":0,"delta":"x","output_index":1}"#;
+
 #[test]
 fn a_delta_event_through_the_template_is_the_scanned_event() {
     // The next event of the same item: another sequence number and delta,
@@ -405,6 +410,15 @@ fn a_delta_event_through_the_template_is_the_scanned_event() {
         (EVENTS[1], EVENTS[1].replace(r#":7,"#, r#":8,"#)),
         (EVENTS[2], EVENTS[2].replace("x9Q", "").replace(r#""Hi""#, r#""""#)),
         (EVENTS[4], EVENTS[4].replace(r#""item_id":null"#, r#""item_id":"msg_b""#)),
+        // Ids that stay holes: escaped, duplicated, longer than compared
+        // whole; an empty id and one after the delta compared whole; a
+        // duplicated output index read as a hole.
+        (&*EVENTS[0].replace("msg_a", r"msg\u005fa"), EVENTS[0].replace("msg_a", "msg_b")),
+        (&*EVENTS[5].replace("b", "c"), EVENTS[5].replace(r#""item_id":"msg_a""#, r#""item_id":"msg_b""#)),
+        (&*EVENTS[0].replace("msg_a", &"m".repeat(200)), EVENTS[0].replace("msg_a", "msg_b")),
+        (&*EVENTS[0].replace("msg_a", ""), EVENTS[0].replace("msg_a", "").replace("carries", "takes")),
+        (ID_LAST, ID_LAST.replace(r#""x""#, r#""yz""#)),
+        (OUTPUT_TWICE, OUTPUT_TWICE.replace(":0,", ":2,")),
     ] {
         let mut memo = DeltaMemo::default();
         assert!(deltas::read(first, &mut memo).is_some(), "{first}");
@@ -429,6 +443,9 @@ fn a_delta_event_through_the_template_is_the_scanned_event() {
     ] {
         assert_eq!(deltas::plain(other.as_bytes(), &mut memo), None, "{other}");
     }
+    let mut memo = DeltaMemo::default();
+    let _ = deltas::read(ID_LAST, &mut memo);
+    assert_eq!(deltas::plain(ID_LAST.replace(r#""a""#, r#""b""#).as_bytes(), &mut memo), None);
 }
 
 #[test]

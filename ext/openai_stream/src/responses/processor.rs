@@ -44,7 +44,8 @@ pub type ResponsesProcessor = Driver<Responses>;
 pub struct Responses {
     pub(super) options: Options,
     pub(super) items: items::Items,
-    /// The template of this stream's last delta event, for their fast reading.
+    /// The templates of this stream's last delta events, one per output
+    /// item, for their fast reading.
     deltas: DeltaMemo,
     /// See [`ResponsesProcessor::read_whole_events`].
     whole_events: bool,
@@ -138,8 +139,8 @@ impl Protocol for State<Responses> {
         self.apply_value(&value, true).map(|()| true)
     }
 
-    /// Most events: the last delta event with other values. (An error
-    /// event is read whole.)
+    /// Most events: one of the last delta events with other values. (An
+    /// error event is read whole.)
     #[inline(always)]
     fn plain(&mut self, data: &[u8]) -> Option<Result<(), Error>> {
         (!self.error_event && self.delta_event(data, None)).then_some(Ok(()))
@@ -169,7 +170,7 @@ impl Protocol for State<Responses> {
 
 impl State<Responses> {
     /// The fast reading of a plain text or arguments delta event, on both
-    /// paths (`scan.rs`): the bytes through the template of the last one,
+    /// paths (`scan.rs`): the bytes through the template of its item,
     /// or, given them as `text`, by the scanner; false, nothing applied, for
     /// any other event.
     fn delta_event(&mut self, bytes: &[u8], text: Option<&str>) -> bool {

@@ -21,10 +21,13 @@
 //! member ([`Partial::member`]), so they agree. The values kept in the
 //! template's text are read the same for the same bytes, and the template
 //! keeps what they say: a lone `type` (which event), a lone `output_index`
-//! and `content_index` (where the deltas go), and skipped values that are
-//! neither strings nor numbers (`logprobs: []`). A lone `item_id` that is a
-//! plain string is a hole compared whole ([`Member::SameItemId`]): its text
-//! is the value. What varies is the sequence number and the delta.
+//! (where the deltas go), and what is skipped and says nothing:
+//! `content_index`, and values that are neither strings nor numbers
+//! (`logprobs: []`). A lone `item_id` that is a plain string (no escape, at
+//! most [`MAX_SAME_ID`] bytes) is a hole compared whole
+//! ([`Member::SameItemId`]): its text is the value. So in the usual event
+//! only the sequence number and the delta are read; duplicated members,
+//! other ids and other strings and numbers (`obfuscation`) stay holes.
 //!
 //! So a template reads the deltas of one output item. The memo keeps one
 //! per item whose deltas interleave (up to [`MAX_SHAPES`]), and tries
@@ -38,6 +41,10 @@ use crate::scan::{Scanner, Template};
 
 /// Most members of an event that leaves a template.
 const MAX_MEMBERS: usize = 12;
+
+/// Longest `item_id` text, quotes included, that a template compares whole
+/// (OpenAI's are about 50 bytes); a longer one is read as a hole.
+const MAX_SAME_ID: usize = 128;
 
 /// Most templates a memo keeps: one per output item whose deltas
 /// interleave (parallel calls, a message and its calls).
@@ -164,7 +171,12 @@ fn shape(text: &str, holes: &[(usize, usize, Member)], event: &DeltaEvent) -> Op
             Member::Type if one_type => continue,
             Member::OutputIndex if one_index => continue,
             Member::ContentIndex => continue,
-            Member::ItemId if one_id && value.starts_with('"') && !value.contains('\\') => {
+            Member::ItemId
+                if one_id
+                    && value.len() <= MAX_SAME_ID
+                    && value.starts_with('"')
+                    && !value.contains('\\') =>
+            {
                 value.clone_into(&mut item_id);
                 Member::SameItemId
             }
