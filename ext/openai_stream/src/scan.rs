@@ -84,13 +84,13 @@ impl<'a> Scanner<'a> {
         }
     }
 
+    /// `word`, when the bytes at the current position are that.
+    #[inline]
     pub(crate) fn literal(&mut self, word: &[u8]) -> Option<()> {
-        if self.bytes[self.pos..].starts_with(word) {
-            self.pos += word.len();
-            Some(())
-        } else {
-            None
-        }
+        let end = self.pos + word.len();
+        self.bytes.get(self.pos..end).filter(|b| same(b, word))?;
+        self.pos = end;
+        Some(())
     }
 
     // ---- strings ----------------------------------------------------------
@@ -99,13 +99,9 @@ impl<'a> Scanner<'a> {
     /// without escapes), when the text at the current position is that.
     #[inline(always)]
     pub(crate) fn same_string(&mut self, quoted: &str) -> Option<&'a str> {
-        let end = self.pos + quoted.len();
-        if !self.bytes.get(self.pos..end).is_some_and(|b| same(b, quoted.as_bytes())) {
-            return None;
-        }
-        let text = self.src.get(self.pos + 1..end - 1)?;
-        self.pos = end;
-        Some(text)
+        let start = self.pos;
+        self.literal(quoted.as_bytes())?;
+        self.src.get(start + 1..self.pos - 1)
     }
 
     /// A string at the current position, borrowed when it has no escapes.
