@@ -29,7 +29,7 @@
 //! only the sequence number and the delta are read; duplicated members,
 //! other ids and other strings and numbers (`obfuscation`) stay holes.
 //!
-//! So a template reads the deltas of one output item. The memo keeps one
+//! A template thus reads the deltas of one output item. The memo keeps one
 //! per item whose deltas interleave (up to [`MAX_SHAPES`]), and tries
 //! first the one that read the event after the last one's template last
 //! time: one call after another, or in turn, the first it tries reads.
