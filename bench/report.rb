@@ -6,6 +6,10 @@ module Bench
     PATHS = %i[raw hash floor].freeze
     # The scaling pairs: [large, small].
     PAIRS = Workloads::LARGE.map { |small, large| [large, small] }.freeze
+    # Each Responses API workload and the chat workload with the same texts
+    # or arguments.
+    TWINS = [%w[responses_text_2k text_2k], %w[responses_tools_4k tools_4k],
+             %w[responses_tools_4k_partial tools_4k_partial]].freeze
 
     # `results`: { workload => { path => Result } }; `scalings`:
     # { [large, small] => { path => ratio } } (Measure#scaling).
@@ -19,6 +23,7 @@ module Bench
     def print
       table
       scaling
+      twins
       targets
     end
 
@@ -90,6 +95,23 @@ module Bench
       return nil unless ratios
 
       [by_name(large)[0].bytes.fdiv(by_name(small)[0].bytes)] + PATHS.map { |p| ratios.fetch(p) }
+    end
+
+    # Time per event of each Responses workload over its chat twin's, on the
+    # raw path and the floor: the ratios to the floor differ as much as the
+    # floors do.
+    def twins
+      @out.puts "Responses API / chat, time per event (1.00x is the same time):"
+      TWINS.each do |responses, chat|
+        next @out.puts("  #{responses} / #{chat}: not run") unless by_name(responses) && by_name(chat)
+
+        raw, floor = %i[raw floor].map do |path|
+          [by_name(responses), by_name(chat)].map { |workload, paths| paths.fetch(path).us_per_event(workload) }
+        end
+        @out.puts format("  %-26s / %-16s raw %5.2f / %5.2f us = %4.2fx   floor %5.2f / %5.2f us = %4.2fx",
+                         responses, chat, *raw, raw[0] / raw[1], *floor, floor[0] / floor[1])
+      end
+      @out.puts
     end
 
     def targets

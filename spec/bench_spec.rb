@@ -95,5 +95,22 @@ RSpec.describe "bin/bench" do
       expect(printed).to match(%r{text_20k\s+/ text_2k\s+bytes 10.00x\s+raw 10.00x\s+hash 10.10x\s+floor  9.90x})
       expect(printed).to include("n/a   scaling args_400k_partial / args_40k_partial: not run")
     end
+
+    it "sets the time per event of a Responses workload beside its chat twin's, raw and floor" do
+      twin = Bench::Workload.new(name: "responses_text_2k", description: "", streams: ["data: {}\n\n" * 20],
+                                 partial: false)
+      timed = lambda do |raw, floor|
+        { raw: Bench::Result.new(seconds: raw, allocations: 1, share: 0.0),
+          hash: Bench::Result.new(seconds: 1.0, allocations: 1, share: 0.0),
+          floor: Bench::Result.new(seconds: floor, allocations: 1, share: 0.0) }
+      end
+      out = StringIO.new
+      described_class.new({ small => timed.call(1.0e-5, 3.0e-4), twin => timed.call(3.0e-5, 4.0e-4) }, out: out).print
+
+      expect(out.string).to match(
+        %r{responses_text_2k\s+/ text_2k\s+raw  1.50 /  1.00 us = 1.50x\s+floor 20.00 / 30.00 us = 0.67x}
+      )
+      expect(out.string).to include("responses_tools_4k / tools_4k: not run")
+    end
   end
 end
