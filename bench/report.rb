@@ -102,14 +102,15 @@ module Bench
     # floors do.
     def twins
       @out.puts "Responses API / chat, time per event (1.00x is the same time):"
-      TWINS.each do |responses, chat|
-        next @out.puts("  #{responses} / #{chat}: not run") unless by_name(responses) && by_name(chat)
+      TWINS.each do |names|
+        pair = names.map { |name| by_name(name) }
+        next @out.puts("  #{names.join(" / ")}: not run") unless pair.all?
 
         raw, floor = %i[raw floor].map do |path|
-          [by_name(responses), by_name(chat)].map { |workload, paths| paths.fetch(path).us_per_event(workload) }
+          pair.map { |workload, paths| paths.fetch(path).us_per_event(workload) }
         end
         @out.puts format("  %-26s / %-16s raw %5.2f / %5.2f us = %4.2fx   floor %5.2f / %5.2f us = %4.2fx",
-                         responses, chat, *raw, raw[0] / raw[1], *floor, floor[0] / floor[1])
+                         *names, *raw, raw[0] / raw[1], *floor, floor[0] / floor[1])
       end
       @out.puts
     end
