@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 
+require "open3"
 require_relative "../rakelib/platform_gem"
 
 # The precompiled gem's specification (rakelib/platform_gem.rb). That it
@@ -105,6 +106,19 @@ RSpec.describe PlatformGem do
     it "refuses a library built for another platform's machine" do
       expect { described_class.check_library(build, "aarch64-linux") }
         .to raise_error(/is for .*X86-64, not aarch64-linux/)
+    end
+  end
+
+  describe "bin/build-gems" do
+    # As a user who is not root (a user namespace, where root is nobody): the
+    # aarch64 gem's chroot build root cannot be made, and that is said
+    # before the minutes the other builds take.
+    it "stops before building anything when a platform needs root, and names the command that builds the others" do
+      command = Process.uid.zero? ? %w[unshare --user bin/build-gems] : %w[bin/build-gems]
+      output, status = Open3.capture2e({ "RUBYOPT" => nil }, *command, chdir: File.expand_path("..", __dir__))
+      expect(status.exitstatus).to eq(2), output
+      expect(output).to include("aarch64-linux gem needs root").and include("`bin/build-gems x86_64-linux`")
+      expect(output).not_to include("==>")
     end
   end
 end
