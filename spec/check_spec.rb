@@ -89,6 +89,8 @@ RSpec.describe DiscourseAiStream::Check, gc_stress: false do
     install_into(:current, enabled: -> { false })
     status, out = check
     expect(status).to eq(2)
+    expect(out).to include("  #{DiscourseAiStream::Discourse::STOCK_PROCESSOR}: replaced by the gem's, " \
+                           "which is switched off: stock decodes\n")
     expect(out).to include("  discourse_ai_stream #{DiscourseAiStream::VERSION} is installed but switched off " \
                            "(install!'s enabled:, the discourse_ai_stream_enabled site setting), so Discourse's own " \
                            "processors decode every stream.\n",

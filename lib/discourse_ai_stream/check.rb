@@ -83,8 +83,14 @@ module DiscourseAiStream
 
       io.puts "", "install!:"
       status.slice(*Discourse::STOCK_PROCESSORS).each do |name, decision|
-        io.puts "  #{name}: #{decision[:replaced] ? "replaced by the gem's" : "left stock: #{decision[:reason]}"}"
+        io.puts "  #{name}: #{decision[:replaced] ? replaced : "left stock: #{decision[:reason]}"}"
       end
+    end
+
+    # A replaced processor passes everything to the stock code while the
+    # gem is switched off (install!'s enabled:).
+    def replaced
+      Discourse.installed? ? "replaced by the gem's" : "replaced by the gem's, which is switched off: stock decodes"
     end
 
     # Per dialect of the ChatGpt family, whether the gem sends reasoning
@@ -119,6 +125,6 @@ module DiscourseAiStream
       io.puts "  nothing to report" if found.empty?
       found
     end
-    private_class_method :apis, :not_loaded, :calls, :tally, :installed, :replay, :replay_now, :health
+    private_class_method :apis, :not_loaded, :calls, :tally, :installed, :replaced, :replay, :replay_now, :health
   end
 end
