@@ -158,6 +158,33 @@ RSpec.describe "examples/discourse-plugin", gc_stress: false do
           expect(Discourse.redis.hashes.keys).to eq(["discourse_ai_stream:lost_or_refused:#{Time.now.to_i / 3600}"])
         end
 
+        # Discourse's tracker keeps a notice with the words it was made with.
+        it "words its notice anew when what it found changed since the notice was made" do
+          load_discourse_stand_ins(generation: :newest)
+          plugin.boot
+          endpoint("Mistral", "mistral").perform_stream(length_sse)
+          expect(dashboard.first.last).to start_with("In the last 24 hours, 1 stream decoded")
+          first = AdminNotice.all.first
+          expect(dashboard.first.last).to eq(health.lost_or_refused.html)
+          expect(AdminNotice.all.first).to be(first), "the same words: the notice stays"
+
+          vllm = endpoint("Vllm", "vllm")
+          expect { vllm.perform_stream(["data: #{JSON.generate(error: { message: "overloaded" })}\n\n"]) }
+            .to raise_error(DiscourseAiStream::ProviderError)
+          expect(dashboard).to eq([[checks.last, "low", health.lost_or_refused.html]])
+          expect(dashboard.first.last).to start_with("In the last 24 hours, 2 streams decoded").and include("1 on vllm")
+        end
+
+        it "still shows what it found when the notice cannot be looked up, with a warn line saying why" do
+          load_discourse_stand_ins(generation: :newest)
+          plugin.boot
+          endpoint("Mistral", "mistral").perform_stream(length_sse)
+          allow(AdminNotice).to receive(:where).and_raise(ArgumentError, "unknown column")
+          expect(dashboard).to eq([[checks.last, "low", health.lost_or_refused.html]])
+          expect(logger.warnings).to include("discourse_ai_stream: the dashboard notice #{checks.last} was not " \
+                                             "renewed: ArgumentError: unknown column")
+        end
+
         it "shows nothing while its site setting is off: Discourse runs the checks of enabled plugins only" do
           load_discourse_stand_ins(generation: :newest)
           DiscourseAi::Completions::OpenAiResponsesMessageProcessor.class_eval { def cited_sources = [] }

@@ -54,9 +54,29 @@ module DiscourseAiStream
       # admin notice as translation data, which the plugin's locale shows
       # whole ("%{message}").
       module Dashboard
-        def call = finding ? problem : no_problem
+        def call
+          renew_notice if finding
+          finding ? problem : no_problem
+        end
 
         private
+
+        # Discourse keeps a check's notice with the words of the run that
+        # made it (its tracker finds the notice by identifier and leaves it
+        # as it is) until a run finds nothing. A notice worded otherwise than
+        # this finding goes, so the tracker makes it anew with these words.
+        def renew_notice
+          return unless defined?(::AdminNotice) && ::AdminNotice.respond_to?(:problem)
+
+          message = finding.html
+          ::AdminNotice.problem.where(identifier: identifier.to_s).each do |notice|
+            details = notice.details.to_h
+            notice.destroy unless (details["message"] || details[:message]) == message
+          end
+        rescue StandardError => e
+          Discourse.warn_log("discourse_ai_stream: the dashboard notice #{identifier} was not renewed: " \
+                             "#{e.class}: #{e.message}")
+        end
 
         def finding = defined?(@finding) ? @finding : (@finding = Health.problem(self.class::TOPIC))
 

@@ -73,15 +73,24 @@ class AdminNotice
 
   def message = I18n.t("dashboard.problem.#{identifier}", **details.transform_keys(&:to_sym))
 
+  def destroy = self.class.store.delete(identifier)
+
   class << self
     def all = store.values
 
     def store = @store ||= {}
+
+    # The `problem` scope, and `where(identifier:)` in it (identifiers are
+    # Strings in Discourse's table).
+    def problem = self
+
+    def where(identifier:) = all.select { |notice| notice.identifier.to_s == identifier }
   end
 end
 
-# Per check: problem! records the details and makes (or updates) its notice
-# (no blips tolerated), no_problem! removes it.
+# Per check: problem! makes its notice when there is none (no blips
+# tolerated) and leaves one that is there as it was made, details and all;
+# no_problem! removes it.
 class ProblemCheckTracker
   def self.[](identifier) = new(identifier)
 
@@ -90,7 +99,7 @@ class ProblemCheckTracker
   end
 
   def problem!(priority:, details: {})
-    AdminNotice.store[@identifier] = AdminNotice.new(@identifier, priority, details)
+    AdminNotice.store[@identifier] ||= AdminNotice.new(@identifier, priority, details)
   end
 
   def no_problem! = AdminNotice.store.delete(@identifier)
