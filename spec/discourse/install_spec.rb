@@ -288,6 +288,21 @@ RSpec.describe "DiscourseAiStream::Discourse.install!", gc_stress: false do
       expect(mistral_calls).to eq(1), "the next response is the stock processor's"
     end
 
+    it "decodes a response under way to its end with the stock processor when the callable says yes meanwhile" do
+      enabled = false
+      integration.install!(enabled: -> { enabled })
+      sse = DiscourseStandIns::MISTRAL_SSE
+      stock = final_calls(endpoint("Mistral").perform_stream([sse]))
+      reads = Enumerator.new do |y|
+        y << sse[0, 100]
+        enabled = true
+        y << sse[100..]
+      end
+      expect(final_calls(endpoint("Mistral").perform_stream(reads))).to eq(stock)
+      expect(logger.warnings).to eq([])
+      expect(mistral_calls).to eq(2), "the next response is the gem's"
+    end
+
     it "falls back to the stock processors and says why when the callable raises" do
       integration.install!(enabled: -> { raise IOError, "settings unavailable" })
       expect(mistral_calls).to eq(1)

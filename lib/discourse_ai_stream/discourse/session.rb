@@ -20,6 +20,9 @@ module DiscourseAiStream
     # error without items, or while uninstalled, is raised at once.
     class Session
       IVAR = :@discourse_ai_stream_session
+      # The stock instance handed out while the gem was switched off: the
+      # response it decodes keeps it when the gem is switched on meanwhile.
+      DECLINED = :@discourse_ai_stream_declined
       # The gem's processor for each stock processor class name.
       REPLACED = {
         STOCK_PROCESSOR => DiscourseAiStream::OpenAiMessageProcessor,
@@ -34,8 +37,8 @@ module DiscourseAiStream
         # of a stock OpenAiMessageProcessor or OpenAiResponsesMessageProcessor,
         # anything else unchanged.
         def processor_for(endpoint, candidate)
-          return candidate unless Discourse.installed?
-          return candidate if ours(candidate)
+          return decline(endpoint, candidate) unless Discourse.installed?
+          return candidate if ours(candidate) || endpoint.instance_variable_get(DECLINED).equal?(candidate)
 
           session = of(endpoint)
           return session.processor if session&.stock.equal?(candidate)
@@ -111,6 +114,11 @@ module DiscourseAiStream
         end
 
         private
+
+        def decline(endpoint, candidate)
+          endpoint.instance_variable_set(DECLINED, candidate) unless ours(candidate)
+          candidate
+        end
 
         def provider_name(endpoint)
           model = llm_model(endpoint)
