@@ -16,14 +16,46 @@ module DiscourseAiStream
 
   def self.load_native(builds = BUILDS)
     failures = builds.map do |build|
+      cut = cut_short(build) and raise LoadError, cut
       return require build
     rescue LoadError => e
       "#{build}: #{e.message}"
     end
-    glibc = Etc.confstr(Etc::CS_GNU_LIBC_VERSION) if defined?(Etc::CS_GNU_LIBC_VERSION)
+    glibc = libc_version
     raise LoadError, "discourse_ai_stream #{VERSION} has no native extension that loads on Ruby #{RUBY_VERSION} " \
                      "(#{RUBY_PLATFORM}, #{glibc || "no glibc"}); the precompiled builds need glibc 2.34 or newer. " \
                      "Tried:\n#{failures.join("\n")}\nSee #{DOCS}/troubleshooting.md"
+  end
+
+  # Why the library `build` resolves to is shorter than its ELF headers say
+  # (a copy or an install cut off); nil when it is whole, or not a 64-bit
+  # little-endian ELF library. Loaded, a cut library crashes the process
+  # (SIGBUS) where a LoadError would leave the host running.
+  def self.cut_short(build)
+    type, path = $LOAD_PATH.resolve_feature_path(build)
+    need = File.open(path, "rb") { |file| elf_bytes(file) } if type == :so
+    "#{path} is cut short: #{File.size(path)} bytes where its ELF headers need #{need}; reinstall the gem" if
+      need && need > File.size(path)
+  rescue SystemCallError
+    nil # unreadable: require says why
+  end
+
+  # The bytes an ELF file has at least, by its header: up to the end of its
+  # section header table, which linkers write last (and of its program
+  # header table, for a file without sections).
+  def self.elf_bytes(file)
+    head = file.read(64)
+    return unless head&.bytesize == 64 && head.start_with?("\x7FELF\x02\x01".b)
+
+    phoff, shoff, phsize, phnum, shsize, shnum = head.unpack("@32Q<Q<@54S<S<S<S<")
+    [phoff + (phsize * phnum), shoff + (shsize * shnum)].max
+  end
+
+  # The glibc version, nil without one (musl's confstr refuses the name).
+  def self.libc_version
+    Etc.confstr(Etc::CS_GNU_LIBC_VERSION) if defined?(Etc::CS_GNU_LIBC_VERSION)
+  rescue SystemCallError
+    nil
   end
 
   class << self

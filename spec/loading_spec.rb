@@ -69,6 +69,32 @@ RSpec.describe "loading the native extension" do
     end
   end
 
+  # Loaded, a library cut short (a copy or an install stopped halfway) is a
+  # SIGBUS in the dynamic loader, which no rescue catches.
+  it "refuses a build cut short before loading it, so a host that must keep running does" do
+    Dir.mktmpdir("cut-") do |dir|
+      BrokenBuild.copy_lib(dir)
+      cut = File.join(dir, "discourse_ai_stream", minor, File.basename(native))
+      FileUtils.mkdir_p(File.dirname(cut))
+      File.binwrite(cut, File.binread(native, File.size(native) / 2))
+      code = 'require "discourse_ai_stream/host"; puts "load_error=" + DiscourseAiStream.load_error.message.dump'
+      output = ChildProcess.run!({}, RbConfig.ruby, "-I", dir, "-e", code)
+      message = output[/^load_error=(.*)$/, 1].undump
+      expect(message).to include("discourse_ai_stream/#{minor}/discourse_ai_stream: #{cut} is cut short: " \
+                                 "#{File.size(native) / 2} bytes where its ELF headers need #{File.size(native)}; " \
+                                 "reinstall the gem")
+    end
+  end
+
+  it "says there is no glibc where confstr refuses its name (musl), instead of raising that" do
+    Dir.mktmpdir("broken-") do |dir|
+      BrokenBuild.lib_with_broken_build(dir, native)
+      code = 'require "etc"; def Etc.confstr(*) = raise(Errno::EINVAL, "confstr"); ' \
+             'begin; require "discourse_ai_stream"; rescue LoadError => e; p e.message; end'
+      expect(run_ruby(dir, code).undump).to include("(#{RUBY_PLATFORM}, no glibc)")
+    end
+  end
+
   it "loads the audit and the command only when they are first used" do
     code = 'require "discourse_ai_stream"; before = $LOADED_FEATURES.grep(%r{discourse_ai_stream/(audit|cli)}); ' \
            "DiscourseAiStream::Audit::PROVIDERS; DiscourseAiStream::CLI::USAGE; " \

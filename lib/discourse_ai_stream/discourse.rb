@@ -194,8 +194,12 @@ module DiscourseAiStream
       private
 
       # Without the native extension there is no processor of the gem's:
-      # every stock one stays in place, and status says why.
+      # every stock one stays in place, and status says why. The error line
+      # of discourse_ai_stream/host may have gone to stderr: Discourse loads
+      # plugins before Rails.logger is set; install! runs after.
       def stand_aside
+        warn_log("discourse_ai_stream #{VERSION}: install! left Discourse's own processors in place: " \
+                 "#{DiscourseAiStream.load_error.message}", :error)
         reason = "the gem's native extension did not load (DiscourseAiStream.load_error says why)"
         @status = STOCK_PROCESSORS.to_h do |name|
           [name, { replaced: false, reason: reason, missing: [] }]

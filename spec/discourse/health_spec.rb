@@ -111,6 +111,8 @@ RSpec.describe DiscourseAiStream::Discourse::Health, gc_stress: false do
       expect(integration.status.values.map { _1[:reason] }.uniq)
         .to eq(["the gem's native extension did not load (DiscourseAiStream.load_error says why)"])
       expect(integration.patched_classes).to eq([])
+      expect(logger.lines).to eq([[:error, "discourse_ai_stream #{DiscourseAiStream::VERSION}: install! left " \
+                                           "Discourse's own processors in place: #{error.message}"]])
 
       problem = documented(described_class.not_in_use)
       expect(problem.text).to eq("#{gem} not in use: its native extension did not load, so Discourse's own " \
