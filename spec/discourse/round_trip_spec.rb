@@ -40,6 +40,15 @@ RSpec.describe "DiscourseAiStream::Discourse: the round trip on the read side", 
       expect(items.last.provider_data[:chat_completions]).to match(turn: /\Aturn_das_/, model: "12:deepseek-v4-flash")
     end
 
+    # Discourse's non-streamed path hands every item to its XML tool parser,
+    # which takes Strings only.
+    it "gives no Thinking where the endpoint reads its tools from the text (XML tools), as stock" do
+      xml = endpoint.tap { |e| e.define_singleton_method(:xml_tools_enabled?) { true } }
+      expect(stream(xml, output_thinking: true).map(&:class)).to eq([DiscourseAi::Completions::ToolCall])
+      native = endpoint.tap { |e| e.define_singleton_method(:xml_tools_enabled?) { false } }
+      expect(stream(native, output_thinking: true).first).to be_a(DiscourseAi::Completions::Thinking)
+    end
+
     it "gives no Thinking to a caller that did not ask for it" do
       items = stream
       expect(items.map(&:class)).to eq([DiscourseAi::Completions::ToolCall])

@@ -190,8 +190,18 @@ module DiscourseAiStream
       def round_trip(endpoint, stock)
         return { round_trip: false } unless Discourse.round_trip_for?(endpoint)
 
-        { round_trip: true, output_thinking: setting(endpoint, stock, :output_thinking),
+        { round_trip: true, output_thinking: setting(endpoint, stock, :output_thinking) && !xml_tools?(endpoint),
           model: Discourse.model_identity(self.class.llm_model(endpoint)) }
+      end
+
+      # An endpoint that reads its tools from the text (XML tools) hands
+      # every item of a non-streamed response to its XML parser, which takes
+      # Strings only: no Thinking there, as from the stock processor. (The
+      # request then has no native tool calls to carry reasoning back with.)
+      def xml_tools?(endpoint)
+        endpoint.respond_to?(:xml_tools_enabled?, true) && endpoint.send(:xml_tools_enabled?) ? true : false
+      rescue StandardError, NotImplementedError
+        false
       end
 
       # A setting the stock processor was built with (its ivar), else the
