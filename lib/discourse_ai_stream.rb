@@ -57,6 +57,7 @@ module DiscourseAiStream
   rescue SystemCallError
     nil
   end
+  private_class_method :cut_short, :elf_bytes, :libc_version
 
   class << self
     # The LoadError that kept the native extension from loading when the gem
