@@ -102,10 +102,14 @@ impl Output {
         })
     }
 
-    /// Reasoning that comes out, whole, in front of the next item pushed
-    /// (text or a call, in this output or a later one), or at
+    /// Reasoning that comes out, whole, in front of the next text or
+    /// completed call (in this output or a later one), or at
     /// [`Output::release_held`]: what a reader of the items sees before
-    /// the text or the calls it led to. `text` adds to what is held.
+    /// the text or the calls it led to. Not in front of a partial update:
+    /// reasoning that resumes between parallel calls would be cut in two,
+    /// and Discourse's bot sends back the thinking it holds when a call
+    /// completes (the last item, in some versions). `text` adds to what is
+    /// held.
     pub(crate) fn hold_thinking(&mut self, text: &str) {
         self.held.push_str(text);
         self.holding = true;
@@ -127,6 +131,20 @@ impl Output {
         self.push_thinking(&held, Thinking::Chat);
         held.clear();
         self.held = held;
+    }
+
+    /// The held reasoning as an item at `slot`, the items from there on one
+    /// further.
+    #[cold]
+    fn release_held_at(&mut self, slot: usize) {
+        let end = self.slots.len();
+        self.push_held();
+        self.slots[slot..].rotate_right(1);
+        for (epoch, at) in &mut self.positions {
+            if *epoch == self.epoch && (*at as usize) >= slot && (*at as usize) < end {
+                *at += 1;
+            }
+        }
     }
 
     pub(crate) fn push_text(&mut self, text: &str) {
@@ -158,7 +176,6 @@ impl Output {
     }
 
     pub(crate) fn push_progress(&mut self, call: CallId) {
-        self.release_held();
         if self.position(call).is_none() {
             self.remember(call);
             self.slots.push(Slot::Call { call, completed: None });
@@ -166,7 +183,15 @@ impl Output {
     }
 
     pub(crate) fn push_completed(&mut self, call: CallId, params: JsonValue) {
-        self.release_held();
+        if self.holding {
+            // In front of the first call of this output still partial (this
+            // one, or one it led to as well), as when the calls complete
+            // together without partial updates.
+            match self.slots.iter().position(|s| matches!(s, Slot::Call { completed: None, .. })) {
+                Some(slot) => self.release_held_at(slot),
+                None => self.push_held(),
+            }
+        }
         let p = self.params.len() as u32;
         self.params.push(params);
         match self.position(call) {
@@ -219,6 +244,34 @@ mod tests {
         out.clear();
         out.push_progress(CallId(1));
         assert_eq!(out.items().collect::<Vec<_>>(), [Item::Progress(CallId(1))]);
+    }
+
+    #[test]
+    fn held_reasoning_goes_in_front_of_the_first_partial_call_of_the_output_when_a_call_completes() {
+        let mut out = Output::default();
+        out.clear();
+        out.push_completed(CallId(9), JsonValue::Null);
+        out.hold_thinking("r1 ");
+        out.push_progress(CallId(0));
+        out.hold_thinking("r2");
+        out.push_progress(CallId(1));
+        out.push_completed(CallId(1), JsonValue::Bool(true));
+        out.push_completed(CallId(0), JsonValue::Bool(false));
+        let thinking = Item::Thinking { text: "r1 r2", kind: Thinking::Chat };
+        assert_eq!(
+            out.items().collect::<Vec<_>>(),
+            [
+                Item::Completed(CallId(9), &JsonValue::Null),
+                thinking,
+                Item::Completed(CallId(0), &JsonValue::Bool(false)),
+                Item::Completed(CallId(1), &JsonValue::Bool(true)),
+            ]
+        );
+        // Partial updates alone keep it held.
+        out.clear();
+        out.hold_thinking("r3");
+        out.push_progress(CallId(2));
+        assert_eq!(out.items().collect::<Vec<_>>(), [Item::Progress(CallId(2))]);
     }
 
     #[test]

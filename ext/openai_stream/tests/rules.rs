@@ -1046,7 +1046,11 @@ fn rule_77_reasoning_comes_out_whole_before_the_item_it_led_to() {
             &finish_chunk("tool_calls"),
         ]);
         assert_eq!(thinkings(&items), ["Let me look."]);
-        assert_eq!(kinds(&items)[0], "thinking", "partial={partial}");
+        // Right before the completed call (with partial calls, after their
+        // updates).
+        let kinds = kinds(&items);
+        let thinking = kinds.iter().position(|k| *k == "thinking");
+        assert_eq!(thinking.map(|t| kinds.get(t + 1)), Some(Some(&"call")), "partial={partial}: {kinds:?}");
         assert_eq!(ids(&final_calls(&items).into_iter().map(Out::Call).collect::<Vec<_>>()), ["call_1"]);
         assert_eq!(h.processor.round_trip().fields(), ["reasoning_content"]);
         assert!(h.processor.round_trip().carries());
@@ -1069,6 +1073,44 @@ fn rule_77_reasoning_comes_out_whole_before_the_item_it_led_to() {
     let mut h = Harness::with(thinking_options(false));
     assert!(h.chunk(&reasoning_chunk("reasoning", "only")).unwrap().is_empty());
     assert_eq!(kinds(&h.finish().unwrap()), ["thinking"]);
+}
+
+#[test]
+fn rule_77_reasoning_that_resumes_between_parallel_calls_is_one_thinking_with_or_without_partial_calls() {
+    for partial in [false, true] {
+        // One read per chunk, and all in one read.
+        for whole in [false, true] {
+            let mut h = Harness::with(thinking_options(partial));
+            let chunks = [
+                reasoning_chunk("reasoning_content", "R1."),
+                header_chunk(0, "call_a", "search"),
+                fragment_chunk(0, r#"{"q":"a"}"#),
+                reasoning_chunk("reasoning_content", "R2."),
+                header_chunk(1, "call_b", "search"),
+                fragment_chunk(1, r#"{"q":"b"}"#),
+                finish_chunk("tool_calls"),
+            ];
+            let chunks: Vec<&str> = chunks.iter().map(String::as_str).collect();
+            let items = if whole {
+                let body: String = chunks.iter().map(|c| format!("data: {c}\n\n")).collect();
+                let mut items = h.raw(body.as_bytes()).expect("read");
+                items.extend(h.finish().expect("finish"));
+                items
+            } else {
+                h.stream(&chunks)
+            };
+            let what = format!("partial={partial} whole={whole}: {:?}", kinds(&items));
+            assert_eq!(thinkings(&items), ["R1.R2."], "{what}");
+            let kinds = kinds(&items);
+            let first_call = kinds.iter().position(|k| *k == "call");
+            assert_eq!(
+                first_call.and_then(|c| c.checked_sub(1)).map(|t| kinds[t]),
+                Some("thinking"),
+                "{what}"
+            );
+            assert!(h.anomaly_kinds().is_empty(), "{what}");
+        }
+    }
 }
 
 #[test]
