@@ -18,6 +18,14 @@ RSpec.describe "loading the native extension" do
       'puts [$versioned_build_loaded.inspect, defined?(DiscourseAiStream::Native).inspect].join(" ")'
   end
 
+  # A copy of lib/ whose build for this Ruby cannot load (BrokenBuild).
+  def with_broken_lib
+    Dir.mktmpdir("broken-") do |dir|
+      BrokenBuild.lib_with_broken_build(dir, native)
+      yield dir
+    end
+  end
+
   def run_ruby(*load_dirs, code)
     ChildProcess.ruby!({}, *load_dirs.flat_map { |dir| ["-I", dir] }, "-e", code)
   end
@@ -54,8 +62,7 @@ RSpec.describe "loading the native extension" do
   end
 
   it "through discourse_ai_stream/host, keeps the LoadError, says so once, and loads what needs no native code" do
-    Dir.mktmpdir("broken-") do |dir|
-      BrokenBuild.lib_with_broken_build(dir, native)
+    with_broken_lib do |dir|
       code = 'require "discourse_ai_stream/host"; require "json"; ' \
              "puts JSON.generate([DiscourseAiStream.load_error.class.name, defined?(DiscourseAiStream::Native), " \
              "DiscourseAiStream::Discourse::Health.not_in_use.cause, defined?(DiscourseAiStream::Check.run)])"
@@ -87,8 +94,7 @@ RSpec.describe "loading the native extension" do
   end
 
   it "says there is no glibc where confstr refuses its name (musl), instead of raising that" do
-    Dir.mktmpdir("broken-") do |dir|
-      BrokenBuild.lib_with_broken_build(dir, native)
+    with_broken_lib do |dir|
       code = 'require "etc"; def Etc.confstr(*) = raise(Errno::EINVAL, "confstr"); ' \
              'begin; require "discourse_ai_stream"; rescue LoadError => e; p e.message; end'
       expect(run_ruby(dir, code).undump).to include("(#{RUBY_PLATFORM}, no glibc)")

@@ -260,6 +260,18 @@ RSpec.describe "DiscourseAiStream::Discourse.install!", gc_stress: false do
       final_calls(endpoint("Mistral").perform_stream([DiscourseStandIns::MISTRAL_SSE])).size
     end
 
+    # Mistral's chunk in two reads, the second starting inside its line
+    # (only the decoder that read the first part can read it); the block
+    # runs between them.
+    def reads_switching
+      sse = DiscourseStandIns::MISTRAL_SSE
+      Enumerator.new do |y|
+        y << sse[0, 100]
+        yield
+        y << sse[100..]
+      end
+    end
+
     it "hands out the stock processor while the callable says no, and the gem's again when it says yes" do
       enabled = true
       integration.install!(enabled: -> { enabled })
@@ -276,14 +288,7 @@ RSpec.describe "DiscourseAiStream::Discourse.install!", gc_stress: false do
     it "decodes a response under way to its end with the gem's processor when the callable says no meanwhile" do
       enabled = true
       integration.install!(enabled: -> { enabled })
-      sse = DiscourseStandIns::MISTRAL_SSE
-      # The second read starts inside the chunk's line: only the decoder that
-      # read the first part can read it.
-      reads = Enumerator.new do |y|
-        y << sse[0, 100]
-        enabled = false
-        y << sse[100..]
-      end
+      reads = reads_switching { enabled = false }
       expect(final_calls(endpoint("Mistral").perform_stream(reads))).to eq(expected_calls)
       expect(mistral_calls).to eq(1), "the next response is the stock processor's"
     end
@@ -291,13 +296,8 @@ RSpec.describe "DiscourseAiStream::Discourse.install!", gc_stress: false do
     it "decodes a response under way to its end with the stock processor when the callable says yes meanwhile" do
       enabled = false
       integration.install!(enabled: -> { enabled })
-      sse = DiscourseStandIns::MISTRAL_SSE
-      stock = final_calls(endpoint("Mistral").perform_stream([sse]))
-      reads = Enumerator.new do |y|
-        y << sse[0, 100]
-        enabled = true
-        y << sse[100..]
-      end
+      stock = final_calls(endpoint("Mistral").perform_stream([DiscourseStandIns::MISTRAL_SSE]))
+      reads = reads_switching { enabled = true }
       expect(final_calls(endpoint("Mistral").perform_stream(reads))).to eq(stock)
       expect(logger.warnings).to eq([])
       expect(mistral_calls).to eq(2), "the next response is the gem's"
