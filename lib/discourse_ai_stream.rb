@@ -33,9 +33,8 @@ module DiscourseAiStream
   # (SIGBUS) where a LoadError would leave the host running.
   def self.cut_short(build)
     type, path = $LOAD_PATH.resolve_feature_path(build)
-    need = File.open(path, "rb") { |file| elf_bytes(file) } if type == :so
-    "#{path} is cut short: #{File.size(path)} bytes where its ELF headers need #{need}; reinstall the gem" if
-      need && need > File.size(path)
+    need, size = File.open(path, "rb") { |file| [elf_bytes(file), file.size] } if type == :so
+    "#{path} is cut short: #{size} bytes where its ELF headers need #{need}; reinstall the gem" if need && need > size
   rescue SystemCallError
     nil # unreadable: require says why
   end

@@ -80,10 +80,7 @@ RSpec.describe "loading the native extension" do
   # SIGBUS in the dynamic loader, which no rescue catches.
   it "refuses a build cut short before loading it, so a host that must keep running does" do
     Dir.mktmpdir("cut-") do |dir|
-      BrokenBuild.copy_lib(dir)
-      cut = File.join(dir, "discourse_ai_stream", minor, File.basename(native))
-      FileUtils.mkdir_p(File.dirname(cut))
-      File.binwrite(cut, File.binread(native, File.size(native) / 2))
+      cut = BrokenBuild.lib_with_build(dir, native, File.binread(native, File.size(native) / 2))
       code = 'require "discourse_ai_stream/host"; puts "load_error=" + DiscourseAiStream.load_error.message.dump'
       output = ChildProcess.run!({}, RbConfig.ruby, "-I", dir, "-e", code)
       message = output[/^load_error=(.*)$/, 1].undump

@@ -22,10 +22,16 @@ module BrokenBuild
   # version no glibc has (same length, so the file stays whole). Returns
   # the broken build's path.
   def lib_with_broken_build(dir, native)
+    lib_with_build(dir, native, File.binread(native).sub("GLIBC_2.2.5\0".b, "GLIBC_9.9.9\0".b))
+  end
+
+  # The copy, with `bytes` as this Ruby's build (named as `native` is).
+  # Returns the build's path.
+  def lib_with_build(dir, native, bytes)
     copy_lib(dir)
-    broken = File.join(dir, "discourse_ai_stream", RUBY_VERSION[/\A\d+\.\d+/], File.basename(native))
-    FileUtils.mkdir_p(File.dirname(broken))
-    File.binwrite(broken, File.binread(native).sub("GLIBC_2.2.5\0".b, "GLIBC_9.9.9\0".b))
-    broken
+    build = File.join(dir, "discourse_ai_stream", RUBY_VERSION[/\A\d+\.\d+/], File.basename(native))
+    FileUtils.mkdir_p(File.dirname(build))
+    File.binwrite(build, bytes)
+    build
   end
 end

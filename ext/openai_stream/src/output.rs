@@ -137,11 +137,10 @@ impl Output {
     /// further.
     #[cold]
     fn release_held_at(&mut self, slot: usize) {
-        let end = self.slots.len();
         self.push_held();
         self.slots[slot..].rotate_right(1);
         for (epoch, at) in &mut self.positions {
-            if *epoch == self.epoch && (*at as usize) >= slot && (*at as usize) < end {
+            if *epoch == self.epoch && (*at as usize) >= slot {
                 *at += 1;
             }
         }
