@@ -3,6 +3,8 @@
 //! either is done, and their interleaved deltas, stay apart), each reasoning
 //! item keeps its own summary.
 
+use std::borrow::Cow;
+
 use serde::Deserialize;
 
 use super::in_band::provider_error;
@@ -81,12 +83,54 @@ impl Items {
         by_id().or_else(by_index).map(|e| e.slot)
     }
 
-    fn has_item(&self, id: &str) -> bool {
-        self.entries.iter().any(|e| e.item_id.as_deref() == Some(id))
+    /// The call of the function call item whose `call_id` is `call_id`.
+    fn by_call_id(&self, call_id: &str) -> Option<CallId> {
+        let at = self.call_items.iter().rposition(|(_, c)| c.as_deref() == Some(call_id))?;
+        Some(CallId(at as u32))
+    }
+
+    /// Whether `item` is one this stream already announced (a relay that
+    /// repeats events), not another item that reuses its id: the newest
+    /// item of that id is of the same kind and, for a function call, has
+    /// the same `call_id` (or one of them has none).
+    fn repeats(&self, item: &OutputItem) -> bool {
+        let Some(id) = item.id else { return false };
+        let Some(e) = self.entries.iter().rfind(|e| e.item_id.as_deref() == Some(id)) else { return false };
+        match (e.slot, item.kind) {
+            (Slot::Call(call), ItemKind::FunctionCall) => {
+                let known = self.call_items.get(call.index()).and_then(|(_, c)| c.as_deref());
+                known.zip(item.call_id()).is_none_or(|(a, b)| a == b)
+            }
+            (Slot::Reasoning(_), ItemKind::Reasoning) | (Slot::Message, ItemKind::Message) => true,
+            (Slot::Other, ItemKind::WebSearch | ItemKind::Other) => true,
+            _ => false,
+        }
     }
 
     fn add(&mut self, at: Place, id: Option<&str>, slot: Slot) {
         self.entries.push(Entry { output_index: at.output_index, item_id: id.map(str::to_owned), slot });
+    }
+
+    /// Whether the stream announced the function call `item` of the final
+    /// output: by its `call_id`, else by its item id when either has no
+    /// `call_id` (another call may reuse an id).
+    fn knows(&self, item: &OutputItem) -> bool {
+        if let Some(call_id) = item.call_id() {
+            if self.by_call_id(call_id).is_some() {
+                return true;
+            }
+        }
+        let Some(id) = item.id else { return false };
+        self.entries.iter().any(|e| {
+            e.item_id.as_deref() == Some(id)
+                && match e.slot {
+                    Slot::Call(call) => {
+                        item.call_id().is_none()
+                            || self.call_items.get(call.index()).is_none_or(|(_, c)| c.is_none())
+                    }
+                    _ => false,
+                }
+        })
     }
 
     /// A reasoning item's entry and state; its number.
@@ -127,8 +171,10 @@ impl State<Responses> {
             ("response.output_item.added", Some(item)) => self.item_added(at, &item),
             ("response.output_item.done", Some(item)) => result = self.item_done(at, &item),
             ("response.function_call_arguments.done", _) => {
-                if let (Some(call), Some(text)) = (self.call_at(at, None), str_at(value, "arguments")) {
-                    self.settle_arguments(call, text);
+                if let Some(call) = self.call_at(at, None) {
+                    if let Some(text) = self.whole_arguments(value) {
+                        self.settle_arguments(call, &text);
+                    }
                 }
             }
             ("response.reasoning_summary_part.added", _) if self.own.items.part_done => {
@@ -199,17 +245,26 @@ impl State<Responses> {
     fn item_added(&mut self, at: Place, item: &OutputItem) {
         // The same item announced again (a relay that repeats events): the
         // first stays, so no second, empty call appears.
-        if let Some(id) = item.id.filter(|id| self.own.items.has_item(id)) {
+        if let Some(id) = item.id.filter(|_| self.own.items.repeats(item)) {
             let what = format!("output_item.added for item {id:?} came again; the first is kept");
             self.anomalies.push(Anomaly::new(AnomalyKind::DuplicateId, what));
             return;
+        }
+        if let Some(id) =
+            item.id.filter(|&id| self.own.items.entries.iter().any(|e| e.item_id.as_deref() == Some(id)))
+        {
+            let what = format!(
+                "output item {id:?} was announced again as another item (another type or call_id); \
+                 both are kept, and its later events go to the new one"
+            );
+            self.anomalies.push(Anomaly::new(AnomalyKind::DuplicateId, what));
         }
         match item.kind {
             ItemKind::FunctionCall => {
                 let call = self.open_call(at, item);
                 // Some servers send the arguments with the item itself.
-                if let Some(text) = item.str("arguments").filter(|t| !t.is_empty()) {
-                    self.feed(call, text);
+                if let Some(text) = self.whole_arguments(item.value).filter(|t| !t.is_empty()) {
+                    self.feed(call, &text);
                 }
             }
             ItemKind::Reasoning => {
@@ -272,8 +327,26 @@ impl State<Responses> {
         }
     }
 
+    /// The `arguments` of an item or event: a string as it is, an object
+    /// as its JSON text (the call's parameters, as rule 4 reads an object
+    /// on the chat API); any other value is reported and ignored.
+    fn whole_arguments<'v>(&mut self, value: &'v JsonValue) -> Option<Cow<'v, str>> {
+        match value.get("arguments")? {
+            JsonValue::Null => None,
+            JsonValue::String(text) => Some(Cow::Borrowed(text.as_str())),
+            object if object.is_object() => Some(Cow::Owned(object.to_json())),
+            other => {
+                let what = format!("arguments was {}, not a string or an object; ignored", other.kind());
+                let a = Anomaly::new(AnomalyKind::IgnoredField, what).field("arguments");
+                self.anomalies.push(a.excerpt(&other.to_json()));
+                None
+            }
+        }
+    }
+
     /// The whole arguments of a call, sent at its end: they win over the
-    /// deltas; a difference is reported.
+    /// deltas; a difference is reported. Empty whole arguments after
+    /// deltas say nothing: the deltas are kept, and that is reported.
     fn settle_arguments(&mut self, call: CallId, whole: &str) {
         let Some(c) = self.calls.get(call).filter(|c| !c.is_completed()) else { return };
         let streamed = c.raw_arguments();
@@ -282,6 +355,15 @@ impl State<Responses> {
         }
         if streamed.is_empty() {
             self.feed(call, whole);
+            return;
+        }
+        if whole.is_empty() {
+            let msg = format!(
+                "the whole arguments of call {:?} came empty after {} bytes of deltas; the deltas were used",
+                c.id,
+                streamed.len()
+            );
+            self.anomalies.push(c.anomaly(AnomalyKind::ArgumentsMismatch, msg));
             return;
         }
         let msg = format!(
@@ -296,7 +378,8 @@ impl State<Responses> {
     }
 
     fn item_done(&mut self, at: Place, item: &OutputItem) -> Result<(), Error> {
-        let found = self.own.items.find(at, item.id);
+        let by_call_id = || item.call_id().and_then(|id| self.own.items.by_call_id(id)).map(Slot::Call);
+        let found = self.own.items.find(at, item.id).or_else(by_call_id);
         if self.own.options.output_thinking {
             self.own.items.output_items.push(item.value.clone());
         }
@@ -319,8 +402,8 @@ impl State<Responses> {
                         slot.0 = slot.0.take().or_else(|| item.id.map(str::to_owned));
                     }
                 }
-                if let Some(whole) = item.str("arguments") {
-                    self.settle_arguments(call, whole);
+                if let Some(whole) = self.whole_arguments(item.value) {
+                    self.settle_arguments(call, &whole);
                 }
                 return self.complete_item(call, item);
             }
@@ -445,13 +528,7 @@ impl State<Responses> {
         let mut result = Ok(());
         for (i, value) in array_at(response, "output").iter().enumerate() {
             let item = OutputItem::read(value);
-            let items = &self.own.items;
-            if item.kind != ItemKind::FunctionCall
-                || item.id.is_some_and(|id| items.has_item(id))
-                || item
-                    .call_id()
-                    .is_some_and(|cid| items.call_items.iter().any(|(_, c)| c.as_deref() == Some(cid)))
-            {
+            if item.kind != ItemKind::FunctionCall || self.own.items.knows(&item) {
                 continue;
             }
             let call = self.whole_call(i, &item);
@@ -471,8 +548,8 @@ impl State<Responses> {
     /// its arguments, to be completed.
     fn whole_call(&mut self, i: usize, item: &OutputItem) -> CallId {
         let call = self.open_call(Place { output_index: Some(i as i64), item_id: None }, item);
-        if let Some(text) = item.str("arguments") {
-            let _ = self.calls.append_text(call, text, &mut self.anomalies);
+        if let Some(text) = self.whole_arguments(item.value) {
+            let _ = self.calls.append_text(call, &text, &mut self.anomalies);
         }
         call
     }

@@ -510,6 +510,127 @@ mod tests {
         }
     }
 
+    /// An `output_item.done` of a function call item.
+    fn call_done(output_index: u32, id: &str, call_id: &str, name: &str, arguments: &str) -> String {
+        format!(
+            r#"{{"type":"response.output_item.done","output_index":{output_index},"item":{{"id":"{id}","type":"function_call","call_id":"{call_id}","name":"{name}","arguments":{arguments}}}}}"#
+        )
+    }
+
+    #[test]
+    fn empty_whole_arguments_after_deltas_keep_the_deltas_and_are_reported() {
+        let stream = sse(&[
+            ADD_A,
+            &args_delta(0, "fc_a", r#"{"q":"#),
+            &args_delta(0, "fc_a", r#""rust"}"#),
+            &call_done(0, "fc_a", "call_a", "search", r#""""#),
+        ]);
+        for partial in [false, true] {
+            let options = Options { partial_tool_calls: partial, ..Options::default() };
+            let (p, seen, error) = decode(options, &stream, 9);
+            assert_eq!(error, None);
+            assert_eq!(seen.calls, [("call_a".into(), "search".into(), r#"{"q":"rust"}"#.into())]);
+            assert_eq!(kinds(&p), [AnomalyKind::ArgumentsMismatch]);
+            assert!(p.anomalies().all()[0].message.contains("the deltas were used"));
+        }
+    }
+
+    #[test]
+    fn arguments_sent_as_an_object_are_the_calls_parameters() {
+        let object = r#"{"location":"Sydney","days":[1,2]}"#;
+        let added = r#"{"type":"response.output_item.added","output_index":0,"item":{"id":"fc_a","type":"function_call","call_id":"call_a","name":"search"}}"#;
+        let args_done = format!(
+            r#"{{"type":"response.function_call_arguments.done","output_index":0,"item_id":"fc_a","arguments":{object}}}"#
+        );
+        let streams = [
+            // On the done item, on the arguments' done event, on a call
+            // announced only by its done item.
+            sse(&[added, &call_done(0, "fc_a", "call_a", "search", object)]),
+            sse(&[added, &args_done, &call_done(0, "fc_a", "call_a", "search", "null")]),
+            sse(&[&call_done(0, "fc_a", "call_a", "search", object)]),
+        ];
+        for stream in streams {
+            let (p, seen, error) = decode(Options::default(), &stream, 1000);
+            assert_eq!(error, None);
+            assert_eq!(seen.calls, [("call_a".into(), "search".into(), object.into())], "{stream}");
+            assert!(kinds(&p).is_empty(), "{:?}", p.anomalies().all());
+        }
+        // Whole, and only in the final response's output.
+        let body = format!(
+            r#"{{"output":[{{"type":"function_call","id":"fc_a","call_id":"call_a","name":"search","arguments":{object}}}]}}"#
+        );
+        let mut p = ResponsesProcessor::default();
+        p.process_json(&body, true).unwrap();
+        let mut seen = Seen::default();
+        collect(&p, &mut seen);
+        assert_eq!(seen.calls, [("call_a".into(), "search".into(), object.into())]);
+        // Any other value is reported, not taken for no arguments.
+        let stream = sse(&[
+            added,
+            &args_delta(0, "fc_a", r#"{"q":1}"#),
+            &call_done(0, "fc_a", "call_a", "search", "[1]"),
+        ]);
+        let (p, seen, error) = decode(Options::default(), &stream, 1000);
+        assert_eq!(error, None);
+        assert_eq!(seen.calls, [("call_a".into(), "search".into(), r#"{"q":1}"#.into())]);
+        assert_eq!(kinds(&p), [AnomalyKind::IgnoredField]);
+    }
+
+    #[test]
+    fn another_call_that_reuses_an_item_id_comes_out_too() {
+        // Call A completes; call B, another call_id, comes with A's item id.
+        let added_b = r#"{"type":"response.output_item.added","output_index":1,"item":{"id":"fc_a","type":"function_call","call_id":"call_b","name":"lookup","arguments":""}}"#;
+        let stream = sse(&[
+            ADD_A,
+            &args_delta(0, "fc_a", r#"{"q":"rust"}"#),
+            &call_done(0, "fc_a", "call_a", "search", r#""{\"q\":\"rust\"}""#),
+            added_b,
+            &args_delta(1, "fc_a", r#"{"id":7}"#),
+            &call_done(1, "fc_a", "call_b", "lookup", r#""{\"id\":7}""#),
+            concat!(
+                r#"{"type":"response.completed","response":{"output":["#,
+                r#"{"type":"function_call","id":"fc_a","call_id":"call_a","name":"search","arguments":"{\"q\":\"rust\"}"},"#,
+                r#"{"type":"function_call","id":"fc_a","call_id":"call_b","name":"lookup","arguments":"{\"id\":7}"}]}}"#
+            ),
+        ]);
+        for step in [1, 11, stream.len()] {
+            for partial in [false, true] {
+                let options = Options { partial_tool_calls: partial, ..Options::default() };
+                let (p, seen, error) = decode(options, &stream, step);
+                assert_eq!(error, None);
+                assert_eq!(
+                    seen.calls,
+                    [
+                        ("call_a".into(), "search".into(), r#"{"q":"rust"}"#.into()),
+                        ("call_b".into(), "lookup".into(), r#"{"id":7}"#.into())
+                    ]
+                );
+                assert_eq!(kinds(&p), [AnomalyKind::DuplicateId]);
+                assert!(p.anomalies().all()[0].message.contains("both are kept"));
+            }
+        }
+        // The same item announced again is still a repeat.
+        let stream = sse(&[
+            ADD_A,
+            ADD_A,
+            &args_delta(0, "fc_a", "{}"),
+            &call_done(0, "fc_a", "call_a", "search", r#""{}""#),
+        ]);
+        let (p, seen, _) = decode(Options::default(), &stream, 1000);
+        assert_eq!(seen.calls.len(), 1);
+        assert!(p.anomalies().all()[0].message.contains("the first is kept"));
+    }
+
+    #[test]
+    fn a_done_item_without_index_or_id_finds_its_call_by_call_id() {
+        let done = r#"{"type":"response.output_item.done","item":{"type":"function_call","call_id":"call_a","name":"search","arguments":"{\"q\":1}"}}"#;
+        let stream = sse(&[ADD_A, &args_delta(0, "fc_a", r#"{"q":1}"#), done]);
+        let (p, seen, error) = decode(Options::default(), &stream, 1000);
+        assert_eq!(error, None);
+        assert_eq!(seen.calls, [("call_a".into(), "search".into(), r#"{"q":1}"#.into())]);
+        assert!(kinds(&p).is_empty(), "{:?}", p.anomalies().all());
+    }
+
     #[test]
     fn usage_without_input_tokens_is_read_and_the_last_usage_wins() {
         let mut p = ResponsesProcessor::default();
