@@ -60,9 +60,10 @@ module DiscourseAiStream
     end
 
     # Called by the native code when the message after a reasoning item
-    # arrives: the Thinking returned earlier learns its id.
+    # arrives: the Thinking returned earlier learns its id (a Thinking class
+    # without provider_info, older Discourse's, has nowhere to keep it).
     def __link_thinking(thinking, message_id)
-      info = thinking.provider_info
+      info = thinking.provider_info if thinking.respond_to?(:provider_info)
       return unless info.is_a?(Hash)
 
       (info[PROVIDER_KEY] ||= {})[:next_message_id] = message_id

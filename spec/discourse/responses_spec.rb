@@ -90,6 +90,54 @@ RSpec.describe "DiscourseAiStream::Discourse.install! and the Responses API", gc
         expect([processor.partial_tool_calls?, processor.output_thinking?]).to eq([true, true])
       end
 
+      context "with an older Thinking and a Responses processor that takes no output_thinking" do
+        let(:reasoning_then_text) do
+          message = { id: "msg_1", type: "message", status: "in_progress", content: [], role: "assistant" }
+          reasoning = { id: "rs_1", type: "reasoning", summary: [{ type: "summary_text", text: "Hm" }] }
+          [added(0, reasoning), done(0, reasoning.merge(encrypted_content: "ENC")), added(1, message),
+           text_delta(1, "msg_1", "Hello"), done(1, message.merge(status: "completed")),
+           completed({ input_tokens: 9, output_tokens: 3 })]
+        end
+
+        # An older Discourse: its Thinking has no provider_info, its
+        # Responses processor takes partial_tool_calls alone.
+        before do
+          stub_const("DiscourseAi::Completions::Thinking", Class.new do
+            attr_reader :message, :partial
+
+            def initialize(message:, signature: nil, redacted: false, partial: false)
+              @message = message
+              @partial = partial
+              @signature = signature
+              @redacted = redacted
+            end
+          end)
+          older = Class.new(DiscourseAi::Completions::OpenAiResponsesMessageProcessor) do
+            define_method(:initialize) do |partial_tool_calls: false|
+              @partial_tool_calls = partial_tool_calls
+              @tool = nil
+              @arguments = +""
+            end
+          end
+          stub_const("DiscourseAi::Completions::OpenAiResponsesMessageProcessor", older)
+        end
+
+        it "returns no Thinking, as the stock processor returns none" do
+          integration.install!
+          target = DiscourseAi::Completions::Endpoints::OpenAi.new(llm_model("open_ai", enable_responses_api: true))
+          expect(target.perform_stream([sse(reasoning_then_text)], output_thinking: true)).to eq(["Hello"])
+          expect(target.send(:processor).output_thinking?).to be(false)
+        end
+
+        it "links no message id to such a Thinking, where it has nowhere to keep it" do
+          processor = DiscourseAiStream::OpenAiResponsesMessageProcessor.new(
+            output_thinking: true, thinking_class: DiscourseAi::Completions::Thinking
+          )
+          items = processor.decode_chunk(sse(reasoning_then_text))
+          expect(items.map { |item| item.is_a?(String) ? item : item.message }).to eq(%w[Hm Hello])
+        end
+      end
+
       it "raises ToolArgumentsError for a cut call instead of running it with {}, and logs why" do
         integration.install!
         expect { responses_endpoint.perform_stream([sse(cut_call)]) }

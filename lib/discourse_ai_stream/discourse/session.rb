@@ -177,7 +177,7 @@ module DiscourseAiStream
                     tool_call_class: completions_class(:ToolCall), thinking_class: completions_class(:Thinking),
                     on_anomaly: @reporter.method(:anomaly) }
         if klass == DiscourseAiStream::OpenAiResponsesMessageProcessor
-          options[:output_thinking] = setting(endpoint, stock, :output_thinking)
+          options[:output_thinking] = takes?(stock, :output_thinking) && setting(endpoint, stock, :output_thinking)
         else
           options.merge!(round_trip(endpoint, stock), usage: Discourse.usage_mode(stock.class))
         end
@@ -202,6 +202,14 @@ module DiscourseAiStream
         endpoint.respond_to?(:xml_tools_enabled?, true) && endpoint.send(:xml_tools_enabled?) ? true : false
       rescue StandardError, NotImplementedError
         false
+      end
+
+      # Whether the stock processor's class takes the keyword: an older
+      # Responses processor takes no output_thinking and returns no Thinking,
+      # and its Discourse reads none from it.
+      def takes?(stock, keyword)
+        keywords = Discourse.keywords(stock.class)
+        keywords.nil? || keywords.include?(keyword)
       end
 
       # A setting the stock processor was built with (its ivar), else the
