@@ -959,6 +959,33 @@ fn rule_14_a_repeated_id_and_name_at_another_index_continue_a_call_not_yet_compl
     let got: Vec<_> = final_calls(&items).iter().map(|c| (c.id.clone(), c.params.clone())).collect();
     assert_eq!(got, [("A".to_owned(), json!({"a": 1})), ("B".to_owned(), json!({"b": 2}))]);
     assert!(h.anomaly_kinds().is_empty(), "{:?}", h.anomaly_kinds());
+    // Once A's arguments are complete, its id and name repeated with no
+    // arguments (empty, blank, null or none) add nothing: no third call,
+    // and B, whose index it comes at, is not ended by it.
+    for trailing in [r#""""#, r#"" ""#, "null", ""] {
+        let arguments =
+            if trailing.is_empty() { String::new() } else { format!(r#","arguments":{trailing}"#) };
+        let repeat =
+            tool_chunk(&format!(r#"[{{"index":0,"id":"A","function":{{"name":"f"{arguments}}}}}]"#), None);
+        for partial in [false, true] {
+            let mut h = Harness::new(partial);
+            let items = h.stream(&[
+                &piece(1, "A", "f", ""),
+                &piece(0, "B", "g", ""),
+                &piece(0, "A", "f", r#"{"a":1}"#),
+                &repeat,
+                &piece(1, "B", "g", r#"{"b":2}"#),
+                &finish_chunk("tool_calls"),
+            ]);
+            let got: Vec<_> = final_calls(&items).iter().map(|c| (c.id.clone(), c.params.clone())).collect();
+            assert_eq!(
+                got,
+                [("A".to_owned(), json!({"a": 1})), ("B".to_owned(), json!({"b": 2}))],
+                "{trailing}"
+            );
+            assert!(h.anomaly_kinds().is_empty(), "{trailing}: {:?}", h.anomaly_kinds());
+        }
+    }
 }
 
 #[test]

@@ -183,9 +183,15 @@ impl Calls {
             }
             // Rule 14: a header at another index than the indexed call with
             // this id is a distinct call that shares the id, unless it
-            // repeats the name of a call whose arguments are not complete yet.
+            // repeats the name of a call whose arguments are not complete
+            // yet, or repeats it bringing no arguments (it adds nothing).
             let k = &mut self.calls[known as usize];
-            if let Some(first_index) = k.index.filter(|_| k.name != name || k.arguments_complete()) {
+            let brings = match h.arguments {
+                None => false,
+                Some(Arguments::Text(t)) => !t.trim().is_empty(),
+                Some(Arguments::Object(_)) => true,
+            };
+            if let Some(first_index) = k.index.filter(|_| k.name != name || brings && k.arguments_complete()) {
                 self.displace(occupied, applied);
                 let n = self.start(Some(id), name, Some(ix), anomalies);
                 let (first, c) = (&self.calls[known as usize], &self.calls[n as usize]);
