@@ -872,6 +872,35 @@ fn rule_29_a_whole_message_after_the_stream_is_an_echo_whose_usage_counts() {
     let first = r#"{"object":"chat.completion","choices":[{"index":0,"message":{"content":"Whole"},"finish_reason":"stop"}]}"#;
     assert_eq!(texts(&h.stream(&[first])), ["Whole"]);
     assert!(!h.anomaly_kinds().contains(&AnomalyKind::EchoedMessage));
+    // An echo that holds calls the stream never had (one with an id, one
+    // without): they come out of it, after the streamed one, reported; the
+    // streamed call it repeats does not come twice.
+    let echo = r#"{"object":"chat.completion","choices":[{"index":0,"message":{"content":"Checking.","tool_calls":[
+        {"id":"a","type":"function","function":{"name":"f","arguments":"{\"n\":1}"}},
+        {"id":"b","type":"function","function":{"name":"g","arguments":"{\"city\":\"Oslo\"}"}},
+        {"type":"function","function":{"name":"h","arguments":{"x":2}}}]},"finish_reason":"tool_calls"}]}"#;
+    let text = text_chunk("Checking.");
+    let a = tool_chunk(r#"[{"index":0,"id":"a","function":{"name":"f","arguments":"{\"n\":1}"}}]"#, None);
+    for partial in [false, true] {
+        for streamed in [vec![&text], vec![&text, &a]] {
+            let mut h = Harness::new(partial);
+            let mut chunks: Vec<&str> = streamed.iter().map(|c| c.as_str()).collect();
+            chunks.push(echo);
+            let items = h.stream(&chunks);
+            let got: Vec<_> =
+                final_calls(&items).iter().map(|c| (c.name.clone(), c.params.clone())).collect();
+            let want = [("f", json!({"n": 1})), ("g", json!({"city": "Oslo"})), ("h", json!({"x": 2}))];
+            assert_eq!(
+                got,
+                want.map(|(n, p)| (n.to_owned(), p)),
+                "partial={partial} streamed={}",
+                streamed.len()
+            );
+            let cut =
+                h.processor.anomalies().all().iter().filter(|a| a.kind == AnomalyKind::Truncated).count();
+            assert_eq!(cut, 4 - streamed.len(), "partial={partial}: {:?}", h.processor.anomalies().all());
+        }
+    }
 }
 
 #[test]

@@ -191,7 +191,8 @@ impl Calls {
                 Some(Arguments::Text(t)) => !t.trim().is_empty(),
                 Some(Arguments::Object(_)) => true,
             };
-            if let Some(first_index) = k.index.filter(|_| k.name != name || brings && k.arguments_complete()) {
+            if let Some(first_index) = k.index.filter(|_| k.name != name || brings && k.arguments_complete())
+            {
                 self.displace(occupied, applied);
                 let n = self.start(Some(id), name, Some(ix), anomalies);
                 let (first, c) = (&self.calls[known as usize], &self.calls[n as usize]);
@@ -298,6 +299,17 @@ impl Calls {
             }
             // The same object again is a repeated header (rule 10).
             Some(Arguments::Object(v)) => c.object.as_ref().map_or_else(|| closed_object(&c.raw), |o| o != v),
+        }
+    }
+
+    /// Whether the stream had a call of a whole message that repeats it
+    /// (rule 29): one with its id, or, when it has none, its name.
+    pub fn streamed(&self, delta: &ToolCallDelta) -> bool {
+        let h = Header::read(delta);
+        match (h.id, h.name) {
+            (Some(id), _) => self.calls.iter().any(|c| c.id == id),
+            (None, Some(name)) => self.calls.iter().any(|c| c.name == name),
+            (None, None) => true,
         }
     }
 

@@ -380,6 +380,7 @@ impl State<Chat> {
                 if whole && (self.own.streamed_text || !self.calls.is_empty()) =>
             {
                 self.report_echo(m);
+                self.calls_never_streamed(m, finishing)?;
                 &Field::Missing
             }
             // A streamed chunk with the non-streamed `message` instead of a
@@ -427,6 +428,35 @@ impl State<Chat> {
         reason
     }
 
+    /// The calls of a whole `message` after the deltas that the stream
+    /// never had (by id, else by name): completed from there, after the
+    /// streamed ones when the message ends the turn, and reported, so an
+    /// echo that holds more than was streamed loses none of it.
+    #[cold]
+    fn calls_never_streamed(&mut self, message: &Delta, finishing: bool) -> Result<(), Error> {
+        let list = message.tool_calls.get().map_or(&[][..], |l| l.as_slice());
+        let new: Vec<&ToolCallDelta> =
+            list.iter().filter_map(Field::get).filter(|d| !self.calls.streamed(d)).collect();
+        if new.is_empty() {
+            return Ok(());
+        }
+        let mut result = if finishing { self.complete_open() } else { Ok(()) };
+        for d in new {
+            let Some(call) = self.calls.add_whole(d, &mut self.anomalies) else { continue };
+            self.apply_extra_content(Some(call), d);
+            if let Some(c) = self.calls.get(call) {
+                let msg = format!(
+                    "call {:?} ({}) came only in the whole message after the deltas, never streamed; \
+                     completed from there",
+                    c.id, c.name
+                );
+                self.anomalies.push(c.anomaly(AnomalyKind::Truncated, msg));
+            }
+            keep_first(&mut result, self.complete(call));
+        }
+        result
+    }
+
     /// Reports a whole `message` that repeats what the stream delivered.
     #[cold]
     fn report_echo(&mut self, message: &Delta) {
@@ -437,7 +467,7 @@ impl State<Chat> {
         };
         let what = format!(
             "a streamed event with object \"chat.completion\" repeated the whole message ({calls} tool \
-             call(s)) after its deltas; nothing of it was emitted again"
+             call(s)) after its deltas; what was streamed of it was not emitted again"
         );
         self.anomalies
             .push(Anomaly::new(AnomalyKind::EchoedMessage, what).field("choices[0].message").excerpt(&text));
