@@ -265,6 +265,17 @@ mod tests {
     }
 
     #[test]
+    fn a_float_read_by_serde_json_is_the_nearest_f64_as_in_ruby() {
+        // serde_json's default float reading is off by one unit in the last
+        // place for some texts; Ruby's JSON.parse is not.
+        for text in ["12345678901234567.0", "2.2250738585072011e-308", "9007199254740993.0", "0.1"] {
+            let v: JsonValue = serde_json::from_str(text).unwrap();
+            let JsonValue::Number(n) = v else { panic!("{text} is not a number") };
+            assert_eq!(n.as_f64(), text.parse::<f64>().unwrap(), "{text}");
+        }
+    }
+
+    #[test]
     fn to_json_escapes_strings() {
         let v = JsonValue::Object(vec![("k\"".into(), JsonValue::String("a\nb\u{1}".into()))]);
         assert_eq!(v.to_json(), r#"{"k\"":"a\nb\u0001"}"#);
