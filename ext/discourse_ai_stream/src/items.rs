@@ -352,7 +352,7 @@ impl Built {
                 Item::Text(text) => Some(ruby.str_new(text).as_value()),
                 Item::Progress(call) => self.progress_item(ruby, core, call)?,
                 Item::Completed(call, params) => self.completed_item(ruby, core, call, params)?,
-                Item::Thinking { text, kind } => thinking(text, kind)?,
+                Item::Thinking { text, kind } => self.thinking_item(ruby, || thinking(text, kind), text),
             };
             if let Some(value) = value {
                 // SAFETY: `items` is an unfrozen Array of ours (the frozen
@@ -363,6 +363,27 @@ impl Built {
             }
         }
         Ok(())
+    }
+
+    /// The item of an `Item::Thinking`, made by `make`, or None when the
+    /// Thinking class raised: that reasoning is left out, with an anomaly,
+    /// and every other item of the read is still built (so no call of it
+    /// is lost to the class failing).
+    fn thinking_item(
+        &mut self,
+        ruby: &Ruby,
+        make: impl FnOnce() -> Result<Option<Value>, Error>,
+        text: &str,
+    ) -> Option<Value> {
+        match self.call(ruby, make) {
+            Ok(value) => value,
+            Err((what, _)) => {
+                let message =
+                    format!("the Thinking class raised {what}; this reasoning was left out, the read's other items were built");
+                self.notes.push(Anomaly::new(AnomalyKind::ThinkingFailed, message).excerpt(text));
+                None
+            }
+        }
     }
 
     /// The item of an `Item::Progress`: the partial ToolCall, or None. A

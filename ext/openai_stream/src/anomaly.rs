@@ -87,6 +87,9 @@ anomaly_kinds! {
     /// The tool call class raised building a completed call, and an error
     /// of the stream was raised in place of the `ToolCallError`.
     ToolCallFailed = "tool_call_failed",
+    /// The Thinking class raised building a reasoning item: it was left
+    /// out, the read's other items were built.
+    ThinkingFailed = "thinking_failed",
     /// A streamed event repeated the whole message after its deltas
     /// (`object: "chat.completion"` with `message`); nothing emitted twice.
     EchoedMessage = "echoed_message",

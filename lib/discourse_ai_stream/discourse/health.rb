@@ -25,6 +25,7 @@ module DiscourseAiStream
         provider_error: "the provider sent an error inside the stream, and the request failed",
         invalid_arguments: "a tool call's arguments could not be read, and the request failed",
         tool_call_failed: "a tool call could not be built",
+        thinking_failed: "a reasoning item could not be built, and was left out",
         wrong_protocol: "the response held no event of the API the endpoint reads",
         input_after_finish: "input came after the end of the response, where no caller reads it",
         interrupted: "an exception (a timeout, a shutdown) ended the request while a read's items were held",
