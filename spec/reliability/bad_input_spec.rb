@@ -296,6 +296,27 @@ RSpec.describe "bad input" do
     expect(processor.anomalies.map { |a| a[:kind] }).to eq([:ignored_field])
   end
 
+  it "huge numbers: arguments sent as an object keep every digit of an integer, on every path" do
+    big = (2**70) + 1
+    arguments = "{\"post_id\":#{big},\"neg\":-#{big},\"f\":1e20,\"x\":12345678901234567.0}"
+    chunk = "{\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"h\",\"function\":" \
+            "{\"name\":\"f\",\"arguments\":#{arguments}}}]},\"finish_reason\":\"tool_calls\"}]}"
+    want = { post_id: big, neg: -big, f: 1e20, x: 12_345_678_901_234_568.0 }
+    chat = DiscourseAiStream::OpenAiMessageProcessor
+    decoded = chat.new.decode_chunk("data: #{chunk}\n\n")
+    hashed = chat.new.process_streamed_message(JSON.parse(chunk, symbolize_names: true))
+    message = { tool_calls: [{ id: "h", function: { name: "f", arguments: want } }] }
+    whole = chat.new.process_message({ choices: [{ message: message }] })
+    item = "{\"type\":\"function_call\",\"id\":\"fc\",\"call_id\":\"h\",\"name\":\"f\",\"arguments\":#{arguments}}"
+    responses = DiscourseAiStream::OpenAiResponsesMessageProcessor.new.decode_chunk(
+      "data: {\"type\":\"response.output_item.done\",\"output_index\":0,\"item\":#{item}}\n\n"
+    )
+    [decoded, Array(hashed), whole, responses].each do |calls|
+      expect(calls.map { |c| [c.id, c.parameters] }).to eq([["h", want]])
+      expect(calls[0].parameters[:post_id]).to be_an(Integer)
+    end
+  end
+
   it "huge numbers: the largest finite Float stays one, and any number of them beyond it cost nothing" do
     beyond = Array.new(70) { |i| "\\\"k#{i}\\\":1e400" }.join(",")
     raw = "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"h\",\"function\":{\"name\":\"f\"," \

@@ -174,6 +174,10 @@ impl<'de> Visitor<'de> for SkipVisitor {
         while map.next_entry::<Skip, Skip>()?.is_some() {}
         Ok(Skip)
     }
+    // An integer beyond 64 bits from `&JsonValue` (json/beyond_f64.rs).
+    fn visit_newtype_struct<D: Deserializer<'de>>(self, d: D) -> Result<Skip, D::Error> {
+        d.deserialize_any(self)
+    }
 }
 
 // The visitors here get what the crate's two deserializers hand over:
@@ -222,6 +226,11 @@ impl<'de, T: Lenient<'de>> Visitor<'de> for FieldVisitor<T> {
     }
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Field<T>, A::Error> {
         T::from_map(map)
+    }
+    // An integer beyond 64 bits from `&JsonValue` (json/beyond_f64.rs): read
+    // as its nearest f64, as serde_json hands it over.
+    fn visit_newtype_struct<D: Deserializer<'de>>(self, d: D) -> Result<Field<T>, D::Error> {
+        d.deserialize_any(self)
     }
 }
 

@@ -14,7 +14,7 @@ use serde::de::value::{Error, MapDeserializer, SeqDeserializer};
 use serde::de::{Deserializer, IntoDeserializer, Visitor};
 
 use super::incremental::{parse_complete, SyntaxErrorKind};
-use super::value::JsonValue;
+use super::value::{JsonValue, Number, OUT_OF_64_BITS};
 
 /// What [`beyond_f64`] made of a text serde_json refused.
 pub enum Reparsed {
@@ -28,7 +28,10 @@ pub enum Reparsed {
 /// f64's range; None for any other error, or when the text has another
 /// error too (serde_json's is then the one to report).
 pub fn beyond_f64(text: &str, error: &serde_json::Error) -> Option<Reparsed> {
-    if !(error.is_syntax() && error.to_string().starts_with("number out of range")) {
+    let message = error.to_string();
+    let out_of_range = (error.is_syntax() && message.starts_with("number out of range"))
+        || (error.is_data() && message.starts_with(OUT_OF_64_BITS));
+    if !out_of_range {
         return None;
     }
     match parse_complete(text) {
@@ -36,6 +39,23 @@ pub fn beyond_f64(text: &str, error: &serde_json::Error) -> Option<Reparsed> {
         Err(e) if e.kind == SyntaxErrorKind::UnexpectedEnd => Some(Reparsed::Incomplete),
         Err(_) => None,
     }
+}
+
+/// A reader of a number type gets what serde_json hands over for the same
+/// text: a 64-bit integer as one, any other number as its nearest f64.
+macro_rules! numbers_as_serde_json {
+    ($($method:ident)*) => {
+        $(fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+            match self {
+                JsonValue::Number(n) => match number(n) {
+                    Some(Ok(i)) => visitor.visit_i64(i),
+                    Some(Err(u)) => visitor.visit_u64(u),
+                    None => visitor.visit_f64(n.as_f64()),
+                },
+                _ => self.deserialize_any(visitor),
+            }
+        })*
+    };
 }
 
 /// A parsed value read as serde_json reads the same text: integers that
@@ -48,10 +68,13 @@ impl<'de> Deserializer<'de> for &'de JsonValue {
         match self {
             JsonValue::Null => visitor.visit_unit(),
             JsonValue::Bool(b) => visitor.visit_bool(*b),
-            JsonValue::Number(n) => match (n.as_i64(), n.as_str().parse::<u64>()) {
-                (Some(i), _) => visitor.visit_i64(i),
-                (None, Ok(u)) => visitor.visit_u64(u),
-                (None, Err(_)) => visitor.visit_f64(n.as_f64()),
+            // A number that is not a 64-bit integer: a value keeps its
+            // text; the crate's other readers get the nearest f64, as from
+            // serde_json (a reader of a number type asks for one: below).
+            JsonValue::Number(n) => match number(n) {
+                Some(Ok(i)) => visitor.visit_i64(i),
+                Some(Err(u)) => visitor.visit_u64(u),
+                None => visitor.visit_newtype_struct(Exact(n)),
             },
             JsonValue::String(s) => visitor.visit_borrowed_str(s),
             JsonValue::Array(items) => visitor.visit_seq(SeqDeserializer::new(items.iter())),
@@ -68,9 +91,41 @@ impl<'de> Deserializer<'de> for &'de JsonValue {
         }
     }
 
+    numbers_as_serde_json! {
+        deserialize_i8 deserialize_i16 deserialize_i32 deserialize_i64 deserialize_i128 deserialize_u8
+        deserialize_u16 deserialize_u32 deserialize_u64 deserialize_u128 deserialize_f32 deserialize_f64
+    }
+
     serde::forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bool char str string
         bytes byte_buf unit unit_struct newtype_struct seq tuple tuple_struct map struct enum
+        identifier ignored_any
+    }
+}
+
+/// A number as a 64-bit integer (`Ok` signed, `Err` unsigned), if it is one.
+fn number(n: &Number) -> Option<Result<i64, u64>> {
+    n.as_i64().map(Ok).or_else(|| n.as_str().parse::<u64>().ok().map(Err))
+}
+
+/// A number that is not a 64-bit integer: its text to a reader of text
+/// (the value reader's), its nearest f64 to any other.
+struct Exact<'de>(&'de Number);
+
+impl<'de> Deserializer<'de> for Exact<'de> {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        visitor.visit_f64(self.0.as_f64())
+    }
+
+    fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        visitor.visit_borrowed_str(self.0.as_str())
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char string
+        bytes byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map struct enum
         identifier ignored_any
     }
 }
@@ -106,6 +161,28 @@ mod tests {
         let many = format!("[{}]", vec!["1e400"; 200].join(","));
         assert!(
             matches!(reread(&many), Some(Reparsed::Value(JsonValue::Array(items))) if items.len() == 200)
+        );
+    }
+
+    #[test]
+    fn integers_beyond_64_bits_keep_every_digit_in_a_value_and_read_as_floats_elsewhere() {
+        let text = r#"{"n":18446744073709551617,"m":-99999999999999999999,"f":1e20,"x":[1.5]}"#;
+        let error = serde_json::from_str::<JsonValue>(text).expect_err("refused, to be read again");
+        let Some(Reparsed::Value(v)) = beyond_f64(text, &error) else { panic!("not read again") };
+        // Through `&JsonValue`: a value keeps the text, a number type gets
+        // the nearest f64, as from serde_json.
+        let again = JsonValue::deserialize(&v).unwrap();
+        assert_eq!(
+            again.to_json(),
+            r#"{"n":18446744073709551617,"m":-99999999999999999999,"f":1e20,"x":[1.5]}"#
+        );
+        assert_eq!(v.get("n").map(|n| f64::deserialize(n).unwrap()), Some(18446744073709551617.0));
+        assert_eq!(v.get("f").map(|n| u64::deserialize(n).is_err()), Some(true));
+        // Skipped, as a lenient field reads it.
+        assert!(crate::lenient::Skip::deserialize(&v).is_ok());
+        // Within 64 bits, serde_json's reading stands.
+        assert!(
+            serde_json::from_str::<JsonValue>(r#"[18446744073709551615,-9223372036854775808,1e15]"#).is_ok()
         );
     }
 

@@ -192,6 +192,32 @@ impl<'de> Deserialize<'de> for JsonValue {
 /// serde_json's, and `&JsonValue`'s (beyond_f64.rs).
 struct JsonValueVisitor;
 
+/// 2^63: below it, serde_json hands integers over as `i64` or `u64`.
+const BEYOND_64_BITS: f64 = 9_223_372_036_854_775_808.0;
+
+/// The message of the refusal in [`JsonValueVisitor::visit_f64`], which
+/// [`super::beyond_f64`] reads again.
+pub(crate) const OUT_OF_64_BITS: &str = "number out of range of a 64-bit integer, read again";
+
+/// The text of a [`Number`], handed over by `&JsonValue` alone (whose
+/// numbers are checked already), as a number.
+struct NumberText;
+
+impl<'de> Visitor<'de> for NumberText {
+    type Value = JsonValue;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the text of a number")
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<JsonValue, E> {
+        let n = Number::from_validated(v);
+        // A float beyond f64's range is Infinity, as Ruby reads it (rule 56).
+        let beyond = !n.is_integer() && !n.as_f64().is_finite();
+        Ok(JsonValue::Number(if beyond { Number::from_any_f64(n.as_f64()) } else { n }))
+    }
+}
+
 impl<'de> Visitor<'de> for JsonValueVisitor {
     type Value = JsonValue;
 
@@ -215,8 +241,22 @@ impl<'de> Visitor<'de> for JsonValueVisitor {
         Ok(JsonValue::Number(Number::from_u64(v)))
     }
 
-    fn visit_f64<E>(self, v: f64) -> Result<JsonValue, E> {
+    /// serde_json hands an integer beyond 64 bits over as its nearest f64:
+    /// such a value is refused, so that the text is read again by this
+    /// crate's parser, which keeps every digit (json/beyond_f64.rs). A float
+    /// written that large (`1e20`) is read again the same way, and stays a
+    /// float.
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<JsonValue, E> {
+        if v.fract() == 0.0 && v.abs() >= BEYOND_64_BITS {
+            return Err(E::custom(OUT_OF_64_BITS));
+        }
         Ok(JsonValue::Number(Number::from_any_f64(v)))
+    }
+
+    /// A number from `&JsonValue` that is not a 64-bit integer
+    /// (json/beyond_f64.rs): its text, as this crate's parser kept it.
+    fn visit_newtype_struct<D: Deserializer<'de>>(self, d: D) -> Result<JsonValue, D::Error> {
+        d.deserialize_str(NumberText)
     }
 
     fn visit_str<E>(self, v: &str) -> Result<JsonValue, E> {
