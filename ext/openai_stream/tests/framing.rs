@@ -99,6 +99,21 @@ fn non_json_data_is_skipped_and_reported() {
 }
 
 #[test]
+fn an_event_with_none_of_a_chunks_fields_is_skipped_and_reported() {
+    // FastAPI's error body mid-stream; a chunk with only an id still reads.
+    let stream = format!(
+        "data: {}\n\ndata: {{\"detail\":\"Internal server error\"}}\n\ndata: {{\"id\":\"c\",\"choices\":[]}}\n\n",
+        text_chunk("x")
+    );
+    let mut h = Harness::new(false);
+    let items = decode_all(&mut h, &[stream.as_bytes()]);
+    assert_eq!(texts(&items), ["x"]);
+    let all = h.processor.anomalies().all();
+    assert_eq!(all.iter().map(|a| a.kind).collect::<Vec<_>>(), [AnomalyKind::UnexpectedPayload]);
+    assert!(all[0].excerpt.as_deref().is_some_and(|e| e.contains("Internal server error")), "{all:?}");
+}
+
+#[test]
 fn done_or_eof_ends_the_stream() {
     let with_done = sse(&[HEADER, ARGS]);
     let mut h = Harness::new(false);

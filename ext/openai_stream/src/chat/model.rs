@@ -110,6 +110,16 @@ impl<'de> Lenient<'de> for Arguments<'de> {
 }
 
 impl<'a> Chunk<'a> {
+    /// None of a chunk's fields: an object of another kind.
+    pub fn is_foreign(&self) -> bool {
+        matches!(self.choices, Field::Missing)
+            && matches!(self.usage, Field::Missing)
+            && matches!(self.x_groq, Field::Missing)
+            && matches!(self.error, Field::Missing)
+            && matches!(self.object, Field::Missing)
+            && matches!(self.message, Field::Missing)
+    }
+
     /// Reads a chunk from JSON text. Errors are serde_json's (syntax, end of
     /// input, recursion limit); type mismatches are never errors.
     pub fn from_json(text: &'a str) -> Result<Chunk<'a>, serde_json::Error> {

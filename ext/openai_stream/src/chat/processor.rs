@@ -299,12 +299,12 @@ impl State<Chat> {
         }
         let mut scanned = Chunk::default();
         if scan::read(text, &mut scanned, &mut self.own.envelope) {
-            return self.apply_chunk(&scanned, whole);
+            return self.apply_chunk(&scanned, whole, text);
         }
         let value = parsed_json(text)?;
         let field = serde::Deserialize::deserialize(&value)
             .map_err(|e: serde::de::value::Error| invalid_chunk(e.to_string(), text))?;
-        self.apply_chunk(&Chunk::from_field(field), whole)
+        self.apply_chunk(&Chunk::from_field(field), whole, text)
     }
 
     /// Applies the chunk read from the JSON payload `text`.
@@ -315,7 +315,7 @@ impl State<Chat> {
                 payload: None,
             }))
         } else {
-            self.apply_chunk(chunk, false)
+            self.apply_chunk(chunk, false, text)
         };
         match result {
             // The whole event is the payload when the error is the event.
@@ -329,8 +329,9 @@ impl State<Chat> {
 
     // ---- chunks -----------------------------------------------------------
 
-    /// A streamed chunk, or (`non_streamed`) a whole response.
-    fn apply_chunk(&mut self, chunk: &Chunk, non_streamed: bool) -> Result<(), Error> {
+    /// A streamed chunk, or (`non_streamed`) a whole response, read from
+    /// `text`.
+    fn apply_chunk(&mut self, chunk: &Chunk, non_streamed: bool, text: &str) -> Result<(), Error> {
         // The legacy decoder matched `data: {...}` up to the end of the
         // line: it never saw the event of a glued line.
         if let (Some(legacy), false, false) = (self.own.legacy.as_mut(), self.own.in_glued, non_streamed) {
@@ -342,6 +343,10 @@ impl State<Chat> {
         if let Some(e) = provider_error_of(chunk) {
             self.saw_event = true;
             return Err(e);
+        }
+        if chunk.is_foreign() {
+            self.foreign_payload(text);
+            return Ok(());
         }
         let choice = self.first_choice(&chunk.choices);
         let result = match choice {
@@ -455,6 +460,15 @@ impl State<Chat> {
             keep_first(&mut result, self.complete(call));
         }
         result
+    }
+
+    /// An event with none of a chunk's fields (FastAPI's `{"detail": ...}`,
+    /// an object of another API): skipped, and reported (rule 48), so that
+    /// what it said is not lost without a word.
+    #[cold]
+    fn foreign_payload(&mut self, text: &str) {
+        let what = "an event with none of a chunk's fields (choices, usage, error, object) was skipped";
+        self.anomalies.push(Anomaly::new(AnomalyKind::UnexpectedPayload, what.to_owned()).excerpt(text));
     }
 
     /// Reports a whole `message` that repeats what the stream delivered.
