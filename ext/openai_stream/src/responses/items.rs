@@ -528,7 +528,11 @@ impl State<Responses> {
         let mut result = Ok(());
         for (i, value) in array_at(response, "output").iter().enumerate() {
             let item = OutputItem::read(value);
-            if item.kind != ItemKind::FunctionCall || self.own.items.knows(&item) {
+            if item.kind != ItemKind::FunctionCall {
+                continue;
+            }
+            if self.own.items.knows(&item) {
+                self.settle_from_output(&item);
                 continue;
             }
             let call = self.whole_call(i, &item);
@@ -542,6 +546,25 @@ impl State<Responses> {
             keep_first(&mut result, self.complete(call));
         }
         result
+    }
+
+    /// A streamed call still open when the final response lists it
+    /// completed (its `done` event lost on the way): the whole arguments
+    /// listed there settle it, as the `done` item's would have.
+    fn settle_from_output(&mut self, item: &OutputItem) {
+        let found = item.call_id().and_then(|id| self.own.items.by_call_id(id));
+        let found = found.or_else(|| match self.own.items.find(Place::default(), item.id) {
+            Some(Slot::Call(call)) => Some(call),
+            _ => None,
+        });
+        let Some(call) = found.filter(|&c| self.calls.get(c).is_some_and(|c| !c.is_completed())) else {
+            return;
+        };
+        if item.str("status") == Some("completed") {
+            if let Some(whole) = self.whole_arguments(item.value) {
+                self.settle_arguments(call, &whole);
+            }
+        }
     }
 
     /// A call read whole from the response's `output` (at `i`): opened with

@@ -793,6 +793,32 @@ mod tests {
     }
 
     #[test]
+    fn a_call_whose_done_event_was_lost_takes_its_whole_arguments_from_the_final_output() {
+        // The second delta and the done event are lost (cut into one line
+        // that cannot be read); response.completed lists the call whole.
+        let stream = [
+            sse(&[ADD_A, &args_delta(0, "fc_a", r#"{"q":"ru"#)]),
+            "data: {\"type\":\"response.function_call_arguments.delta\",\"output_index\":0,\n\n".to_owned(),
+            sse(&[concat!(
+                r#"{"type":"response.completed","response":{"status":"completed","output":["#,
+                r#"{"id":"fc_a","type":"function_call","status":"completed","call_id":"call_a","name":"search","arguments":"{\"q\":\"rust\"}"}]}}"#
+            )]),
+        ]
+        .concat();
+        for partial in [false, true] {
+            let options = Options { partial_tool_calls: partial, ..Options::default() };
+            let (p, seen, error) = decode(options, &stream, 1000);
+            assert_eq!(error, None, "partial={partial}");
+            assert_eq!(seen.calls, [("call_a".into(), "search".into(), r#"{"q":"rust"}"#.into())]);
+            let kinds = kinds(&p);
+            assert!(
+                kinds.contains(&AnomalyKind::ArgumentsMismatch) && kinds.contains(&AnomalyKind::Truncated),
+                "{kinds:?}"
+            );
+        }
+    }
+
+    #[test]
     fn a_call_id_that_comes_only_with_the_done_item_replaces_the_generated_one() {
         let stream = sse(&[
             r#"{"type":"response.output_item.added","output_index":0,"item":{"id":"fc_q","type":"function_call","name":"search"}}"#,
