@@ -1015,6 +1015,25 @@ fn rule_14_a_repeated_id_and_name_at_another_index_continue_a_call_not_yet_compl
             assert!(h.anomaly_kinds().is_empty(), "{trailing}: {:?}", h.anomaly_kinds());
         }
     }
+    // Two calls of one function that share an id, the second's header, with
+    // no arguments, at an index no call has: two calls, as before.
+    for partial in [false, true] {
+        let mut h = Harness::new(partial);
+        let items = h.stream(&[
+            &tool_chunk(r#"[{"index":0,"id":"x","function":{"name":"f","arguments":""}}]"#, None),
+            &fragment_chunk(0, r#"{"a":1}"#),
+            &tool_chunk(r#"[{"index":1,"id":"x","function":{"name":"f","arguments":""}}]"#, None),
+            &fragment_chunk(1, r#"{"b":2}"#),
+            &finish_chunk("tool_calls"),
+        ]);
+        let got: Vec<_> = final_calls(&items).iter().map(|c| (c.id.clone(), c.params.clone())).collect();
+        assert_eq!(
+            got,
+            [("x".to_owned(), json!({"a": 1})), ("x".to_owned(), json!({"b": 2}))],
+            "partial={partial}"
+        );
+        assert_eq!(h.anomaly_kinds(), [AnomalyKind::DuplicateId]);
+    }
 }
 
 #[test]

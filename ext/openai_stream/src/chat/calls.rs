@@ -184,15 +184,16 @@ impl Calls {
             // Rule 14: a header at another index than the indexed call with
             // this id is a distinct call that shares the id, unless it
             // repeats the name of a call whose arguments are not complete
-            // yet, or repeats it bringing no arguments (it adds nothing).
+            // yet, or repeats it bringing no arguments at an index another
+            // call has (it adds nothing, and takes no index).
             let k = &mut self.calls[known as usize];
             let brings = match h.arguments {
                 None => false,
                 Some(Arguments::Text(t)) => !t.trim().is_empty(),
                 Some(Arguments::Object(_)) => true,
             };
-            if let Some(first_index) = k.index.filter(|_| k.name != name || brings && k.arguments_complete())
-            {
+            let another = k.arguments_complete() && (brings || occupied.is_none());
+            if let Some(first_index) = k.index.filter(|_| k.name != name || another) {
                 self.displace(occupied, applied);
                 let n = self.start(Some(id), name, Some(ix), anomalies);
                 let (first, c) = (&self.calls[known as usize], &self.calls[n as usize]);
