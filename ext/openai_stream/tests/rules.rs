@@ -901,6 +901,43 @@ fn rule_29_a_whole_message_after_the_stream_is_an_echo_whose_usage_counts() {
             assert_eq!(cut, 4 - streamed.len(), "partial={partial}: {:?}", h.processor.anomalies().all());
         }
     }
+    // A streamed call repeated under another id (a generated one, or the
+    // one an id change kept) is matched by its name and arguments; of two
+    // calls of one name without ids, the one never streamed comes out; with
+    // no finish_reason, still after the streamed call.
+    let f = |args: &str| {
+        tool_chunk(&format!(r#"[{{"index":0,"function":{{"name":"f","arguments":{args}}}}}]"#), None)
+    };
+    let whole = |calls: &str, finish: &str| {
+        format!(
+            r#"{{"object":"chat.completion","choices":[{{"index":0,"message":{{"tool_calls":[{calls}]}},"finish_reason":{finish}}}]}}"#
+        )
+    };
+    let one = r#"{"id":"call_1","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}"#;
+    let two = r#"{"type":"function","function":{"name":"f","arguments":"{\"a\":2}"}}"#;
+    let changed = [
+        tool_chunk(r#"[{"index":0,"id":"c1","function":{"name":"f","arguments":"{\"a\":"}}]"#, None),
+        tool_chunk(r#"[{"index":0,"id":"c2","function":{"arguments":"1}"}}]"#, None),
+    ];
+    let cases: Vec<(Vec<String>, String, Vec<serde_json::Value>)> = vec![
+        (vec![f(r#""{\"a\":1}""#)], whole(one, r#""tool_calls""#), vec![json!({"a": 1})]),
+        (changed.to_vec(), whole(&one.replace("call_1", "c2"), r#""tool_calls""#), vec![json!({"a": 1})]),
+        (
+            vec![f(r#""{\"a\":1}""#)],
+            whole(&format!("{},{two}", one.replace(r#""id":"call_1","#, "")), "null"),
+            vec![json!({"a": 1}), json!({"a": 2})],
+        ),
+    ];
+    for (streamed, echo, want) in cases {
+        let mut h = Harness::new(false);
+        let mut chunks: Vec<&str> = streamed.iter().map(String::as_str).collect();
+        chunks.push(&echo);
+        let items = h.stream(&chunks);
+        let got: Vec<_> = final_calls(&items).iter().map(|c| c.params.clone()).collect();
+        assert_eq!(got, want, "{echo}");
+        let cut = h.processor.anomalies().all().iter().filter(|a| a.kind == AnomalyKind::Truncated).count();
+        assert_eq!(cut, want.len() - 1, "{echo}: {:?}", h.processor.anomalies().all());
+    }
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! below name them by number), and the calls of a whole message.
 
 use crate::anomaly::{Anomalies, Anomaly, AnomalyKind};
-use crate::calls::{arguments_text, closed_object, Arguments, CallId, Calls};
+use crate::calls::{arguments_text, closed_object, Arguments, Call, CallId, Calls};
 use crate::chat::ToolCallDelta;
 use crate::lenient::{Field, Id, Int, Kind, Text};
 
@@ -303,15 +303,25 @@ impl Calls {
         }
     }
 
-    /// Whether the stream had a call of a whole message that repeats it
-    /// (rule 29): one with its id, or, when it has none, its name.
-    pub fn streamed(&self, delta: &ToolCallDelta) -> bool {
+    /// Whether a streamed call not `used` yet repeats a call of a whole
+    /// message (rule 29): one with its id, or with its name and the same
+    /// arguments (an id may have been generated, or changed on the way);
+    /// it is then used. A call without a name repeats nothing new.
+    pub fn repeats(&self, delta: &ToolCallDelta, used: &mut Vec<bool>) -> bool {
         let h = Header::read(delta);
-        match (h.id, h.name) {
-            (Some(id), _) => self.calls.iter().any(|c| c.id == id),
-            (None, Some(name)) => self.calls.iter().any(|c| c.name == name),
-            (None, None) => true,
-        }
+        let Some(name) = h.name else { return true };
+        let text = h.arguments.map(arguments_text).unwrap_or_default();
+        let parsed = || crate::json::parse_complete(&text).ok();
+        let same_arguments = |c: &Call| {
+            c.raw.trim() == text.trim()
+                || c.object.as_ref().is_some_and(|o| o.to_json() == text)
+                || parsed().is_some_and(|v| crate::json::parse_complete(&c.raw).ok() == Some(v))
+        };
+        used.resize(self.calls.len(), false);
+        let found = self.calls.iter().enumerate().position(|(i, c)| {
+            !used[i] && (h.id == Some(c.id.as_str()) || c.name == name && same_arguments(c))
+        });
+        found.inspect(|&i| used[i] = true).is_some()
     }
 
     /// Adds one call of a non-streamed message, whole: no slotting, every
@@ -350,7 +360,6 @@ fn read<'f, T>(field: &'f Field<T>, name: &'static str, problems: &mut Vec<Field
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::calls::Call;
     use crate::chat::Chunk;
 
     /// Applies each `tool_calls` list (JSON text) as one delta, in order.

@@ -385,7 +385,7 @@ impl State<Chat> {
                 if whole && (self.own.streamed_text || !self.calls.is_empty()) =>
             {
                 self.report_echo(m);
-                self.calls_never_streamed(m, finishing)?;
+                self.calls_never_streamed(m)?;
                 &Field::Missing
             }
             // A streamed chunk with the non-streamed `message` instead of a
@@ -434,18 +434,20 @@ impl State<Chat> {
     }
 
     /// The calls of a whole `message` after the deltas that the stream
-    /// never had (by id, else by name): completed from there, after the
-    /// streamed ones when the message ends the turn, and reported, so an
+    /// never had (no streamed call repeats them: `Calls::repeats`):
+    /// completed from there, after the streamed ones, and reported, so an
     /// echo that holds more than was streamed loses none of it.
     #[cold]
-    fn calls_never_streamed(&mut self, message: &Delta, finishing: bool) -> Result<(), Error> {
+    fn calls_never_streamed(&mut self, message: &Delta) -> Result<(), Error> {
         let list = message.tool_calls.get().map_or(&[][..], |l| l.as_slice());
+        let mut used = Vec::new();
         let new: Vec<&ToolCallDelta> =
-            list.iter().filter_map(Field::get).filter(|d| !self.calls.streamed(d)).collect();
+            list.iter().filter_map(Field::get).filter(|d| !self.calls.repeats(d, &mut used)).collect();
         if new.is_empty() {
             return Ok(());
         }
-        let mut result = if finishing { self.complete_open() } else { Ok(()) };
+        // The message is whole: the streamed calls are, too.
+        let mut result = self.complete_open();
         for d in new {
             let Some(call) = self.calls.add_whole(d, &mut self.anomalies) else { continue };
             self.apply_extra_content(Some(call), d);
