@@ -69,14 +69,17 @@ pub(super) struct Items {
 }
 
 impl Items {
-    /// The item an event belongs to: by item id first, else by
+    /// The item an event belongs to: by item id first (of two items that
+    /// share one, rule 59, the one at the event's `output_index`), else by
     /// `output_index` (the newest entry there).
     fn find(&self, at: Place, id: Option<&str>) -> Option<Slot> {
         let id = id.or(at.item_id);
         // (Item ids are short: compared without a call of memcmp.)
         let by_id = || {
             let id = id?.as_bytes();
-            self.entries.iter().rfind(|e| e.item_id.as_ref().is_some_and(|i| same(i.as_bytes(), id)))
+            let named = |e: &&Entry| e.item_id.as_ref().is_some_and(|i| same(i.as_bytes(), id));
+            let here = |e: &&Entry| e.output_index.zip(at.output_index).is_none_or(|(a, b)| a == b);
+            self.entries.iter().rfind(|e| named(e) && here(e)).or_else(|| self.entries.iter().rfind(named))
         };
         let by_index =
             || at.output_index.and_then(|_| self.entries.iter().rfind(|e| e.output_index == at.output_index));
@@ -255,7 +258,7 @@ impl State<Responses> {
         {
             let what = format!(
                 "output item {id:?} was announced again as another item (another type or call_id); \
-                 both are kept, and its later events go to the new one"
+                 both are kept, each event going to the one at its output_index"
             );
             self.anomalies.push(Anomaly::new(AnomalyKind::DuplicateId, what));
         }
@@ -329,11 +332,13 @@ impl State<Responses> {
 
     /// The `arguments` of an item or event: a string as it is, an object
     /// as its JSON text (the call's parameters, as rule 4 reads an object
-    /// on the chat API); any other value is reported and ignored.
+    /// on the chat API), an empty one as no arguments, like `""`; any other
+    /// value is reported and ignored.
     fn whole_arguments<'v>(&mut self, value: &'v JsonValue) -> Option<Cow<'v, str>> {
         match value.get("arguments")? {
             JsonValue::Null => None,
             JsonValue::String(text) => Some(Cow::Borrowed(text.as_str())),
+            JsonValue::Object(members) if members.is_empty() => Some(Cow::Borrowed("")),
             object if object.is_object() => Some(Cow::Owned(object.to_json())),
             other => {
                 let what = format!("arguments was {}, not a string or an object; ignored", other.kind());

@@ -564,6 +564,18 @@ mod tests {
         let mut seen = Seen::default();
         collect(&p, &mut seen);
         assert_eq!(seen.calls, [("call_a".into(), "search".into(), object.into())]);
+        // An empty object says no more than "": before the deltas it feeds
+        // nothing, after them the deltas stay.
+        let empty_added = r#"{"type":"response.output_item.added","output_index":0,"item":{"id":"fc_a","type":"function_call","call_id":"call_a","name":"search","arguments":{}}}"#;
+        let stream = sse(&[
+            empty_added,
+            &args_delta(0, "fc_a", r#"{"q":1}"#),
+            &call_done(0, "fc_a", "call_a", "search", "{}"),
+        ]);
+        let (p, seen, error) = decode(Options::default(), &stream, 1000);
+        assert_eq!(error, None);
+        assert_eq!(seen.calls, [("call_a".into(), "search".into(), r#"{"q":1}"#.into())]);
+        assert_eq!(kinds(&p), [AnomalyKind::ArgumentsMismatch]);
         // Any other value is reported, not taken for no arguments.
         let stream = sse(&[
             added,
@@ -608,6 +620,30 @@ mod tests {
                 assert_eq!(kinds(&p), [AnomalyKind::DuplicateId]);
                 assert!(p.anomalies().all()[0].message.contains("both are kept"));
             }
+        }
+        // B added under A's item id while A is still open: each event goes
+        // to the item at its output_index.
+        let stream = sse(&[
+            ADD_A,
+            &args_delta(0, "fc_a", r#"{"q":"x"}"#),
+            added_b,
+            &args_delta(1, "fc_a", r#"{"id":7}"#),
+            &call_done(0, "fc_a", "call_a", "search", r#""{\"q\":\"x\"}""#),
+            &call_done(1, "fc_a", "call_b", "lookup", r#""{\"id\":7}""#),
+        ]);
+        for partial in [false, true] {
+            let options = Options { partial_tool_calls: partial, ..Options::default() };
+            let (p, mut seen, error) = decode(options, &stream, 1000);
+            assert_eq!(error, None);
+            seen.calls.sort();
+            assert_eq!(
+                seen.calls,
+                [
+                    ("call_a".into(), "search".into(), r#"{"q":"x"}"#.into()),
+                    ("call_b".into(), "lookup".into(), r#"{"id":7}"#.into())
+                ]
+            );
+            assert_eq!(kinds(&p), [AnomalyKind::DuplicateId]);
         }
         // The same item announced again is still a repeat.
         let stream = sse(&[
