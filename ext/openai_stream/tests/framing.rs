@@ -145,6 +145,17 @@ fn an_error_event_raises_a_provider_error_and_keeps_earlier_text() {
     }
     let earlier: Vec<_> = h.processor.output().items().collect();
     assert_eq!(earlier.len(), 1, "the text decoded before the error is in the output");
+    // An error event whose payload holds a number serde_json refuses, or
+    // hands over rounded, keeps its payload, numbers as sent.
+    for number in ["1e20", "18446744073709551617", "1e400"] {
+        let stream = format!("event: error\ndata: {{\"message\":\"x\",\"n\":{number}}}\n\n");
+        match Harness::new(false).raw(stream.as_bytes()) {
+            Err(Error::Provider { payload: Some(payload), .. }) => {
+                assert_eq!(payload.get("n").map(|n| n.to_json()), Some(number.to_owned()));
+            }
+            other => panic!("expected a provider error with its payload, got {other:?}"),
+        }
+    }
 }
 
 #[test]

@@ -192,7 +192,10 @@ impl Protocol for State<Chat> {
             Field::Missing | Field::Null => Kind::Null,
         };
         if self.error_event {
-            return Err(Error::Provider { message: excerpt(text), payload: serde_json::from_str(text).ok() });
+            return Err(Error::Provider {
+                message: excerpt(text),
+                payload: crate::json::parse_complete(text).ok(),
+            });
         }
         let what = format!("a data payload that is a JSON {} was skipped", kind.name());
         self.anomalies.push(Anomaly::new(AnomalyKind::UnexpectedPayload, what).excerpt(text));
@@ -320,7 +323,7 @@ impl State<Chat> {
         match result {
             // The whole event is the payload when the error is the event.
             Err(Error::Provider { message, payload: None }) => {
-                Err(Error::Provider { message, payload: serde_json::from_str(text).ok() })
+                Err(Error::Provider { message, payload: crate::json::parse_complete(text).ok() })
             }
             Err(e) => Err(e),
             Ok(()) => Ok(true),
