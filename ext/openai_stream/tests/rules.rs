@@ -938,6 +938,49 @@ fn rule_29_a_whole_message_after_the_stream_is_an_echo_whose_usage_counts() {
         let cut = h.processor.anomalies().all().iter().filter(|a| a.kind == AnomalyKind::Truncated).count();
         assert_eq!(cut, want.len() - 1, "{echo}: {:?}", h.processor.anomalies().all());
     }
+    // The same with the turn ended before the echo (the streamed calls are
+    // complete then): matched by id, else by name, each streamed call once;
+    // an echoed call without a name is reported, not dropped.
+    let fin = finish_chunk("tool_calls");
+    let nameless = r#"{"id":"c9","type":"function","function":{"arguments":"{\"z\":9}"}}"#;
+    let ended: Vec<(Vec<String>, String, usize, Vec<AnomalyKind>)> = vec![
+        (
+            vec![f(r#""{\"a\":1}""#), fin.clone()],
+            whole(&one.replace(r#""id":"call_1","#, ""), "null"),
+            1,
+            vec![],
+        ),
+        (vec![f(r#""{\"a\":1}""#), fin.clone()], whole(one, "null"), 1, vec![]),
+        (
+            vec![changed[0].clone(), changed[1].clone(), fin.clone()],
+            whole(&one.replace("call_1", "c2"), "null"),
+            1,
+            vec![],
+        ),
+        (
+            vec![f(r#""{\"a\":1}""#), fin.clone()],
+            whole(&format!("{one},{nameless}"), "null"),
+            1,
+            vec![AnomalyKind::OrphanFragment],
+        ),
+    ];
+    for (streamed, echo, calls, kinds) in ended {
+        let mut h = Harness::new(false);
+        let mut chunks: Vec<&str> = streamed.iter().map(String::as_str).collect();
+        chunks.push(&echo);
+        let items = h.stream(&chunks);
+        assert_eq!(final_calls(&items).len(), calls, "{echo}");
+        let got: Vec<_> = h
+            .anomaly_kinds()
+            .into_iter()
+            .filter(|k| {
+                *k != AnomalyKind::EchoedMessage
+                    && *k != AnomalyKind::GeneratedId
+                    && *k != AnomalyKind::IdChanged
+            })
+            .collect();
+        assert_eq!(got, kinds, "{echo}");
+    }
 }
 
 #[test]

@@ -304,23 +304,28 @@ impl Calls {
     }
 
     /// Whether a streamed call not `used` yet repeats a call of a whole
-    /// message (rule 29): one with its id, or with its name and the same
-    /// arguments (an id may have been generated, or changed on the way);
-    /// it is then used. A call without a name repeats nothing new.
-    pub fn repeats(&self, delta: &ToolCallDelta, used: &mut Vec<bool>) -> bool {
+    /// message (rule 29), which it then uses: `by_id`, the one with its id;
+    /// else one with its name (an id may have been generated, or changed on
+    /// the way), an open one with the same arguments first. A call without
+    /// a name repeats none by name.
+    pub fn repeats(&self, delta: &ToolCallDelta, used: &mut Vec<bool>, by_id: bool) -> bool {
         let h = Header::read(delta);
-        let Some(name) = h.name else { return true };
-        let text = h.arguments.map(arguments_text).unwrap_or_default();
-        let parsed = || crate::json::parse_complete(&text).ok();
-        let same_arguments = |c: &Call| {
-            c.raw.trim() == text.trim()
-                || c.object.as_ref().is_some_and(|o| o.to_json() == text)
-                || parsed().is_some_and(|v| crate::json::parse_complete(&c.raw).ok() == Some(v))
-        };
         used.resize(self.calls.len(), false);
-        let found = self.calls.iter().enumerate().position(|(i, c)| {
-            !used[i] && (h.id == Some(c.id.as_str()) || c.name == name && same_arguments(c))
-        });
+        let free = |i: usize| !used[i];
+        let found = match (by_id, h.id, h.name) {
+            (true, Some(id), _) => self.calls.iter().enumerate().position(|(i, c)| free(i) && c.id == id),
+            (false, _, Some(name)) => {
+                let text = h.arguments.map(arguments_text).unwrap_or_default();
+                let named = |i: usize, c: &Call| free(i) && c.name == name;
+                let same = |c: &Call| !c.completed && c.raw.trim() == text.trim();
+                let mut calls = self.calls.iter().enumerate();
+                calls
+                    .clone()
+                    .position(|(i, c)| named(i, c) && same(c))
+                    .or_else(|| calls.position(|(i, c)| named(i, c)))
+            }
+            _ => None,
+        };
         found.inspect(|&i| used[i] = true).is_some()
     }
 

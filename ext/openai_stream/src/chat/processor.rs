@@ -442,10 +442,22 @@ impl State<Chat> {
     /// echo that holds more than was streamed loses none of it.
     #[cold]
     fn calls_never_streamed(&mut self, message: &Delta) -> Result<(), Error> {
-        let list = message.tool_calls.get().map_or(&[][..], |l| l.as_slice());
-        let mut used = Vec::new();
+        let list: Vec<&ToolCallDelta> = message
+            .tool_calls
+            .get()
+            .map_or(&[][..], |l| l.as_slice())
+            .iter()
+            .filter_map(Field::get)
+            .collect();
+        // By id first, then by name among the calls left on both sides.
+        let (mut used, mut repeated) = (Vec::new(), vec![false; list.len()]);
+        for by_id in [true, false] {
+            for (d, done) in list.iter().zip(repeated.iter_mut()).filter(|(_, done)| !**done) {
+                *done = self.calls.repeats(d, &mut used, by_id);
+            }
+        }
         let new: Vec<&ToolCallDelta> =
-            list.iter().filter_map(Field::get).filter(|d| !self.calls.repeats(d, &mut used)).collect();
+            list.iter().zip(&repeated).filter(|(_, r)| !**r).map(|(d, _)| *d).collect();
         if new.is_empty() {
             return Ok(());
         }

@@ -78,8 +78,13 @@ impl Items {
         let by_id = || {
             let id = id?.as_bytes();
             let named = |e: &&Entry| e.item_id.as_ref().is_some_and(|i| same(i.as_bytes(), id));
-            let here = |e: &&Entry| e.output_index.zip(at.output_index).is_none_or(|(a, b)| a == b);
-            self.entries.iter().rfind(|e| named(e) && here(e)).or_else(|| self.entries.iter().rfind(named))
+            let here = |e: &&Entry| at.output_index.is_some() && e.output_index == at.output_index;
+            let unplaced = |e: &&Entry| e.output_index.is_none() || at.output_index.is_none();
+            let entries = || self.entries.iter();
+            entries()
+                .rfind(|e| named(e) && here(e))
+                .or_else(|| entries().rfind(|e| named(e) && unplaced(e)))
+                .or_else(|| entries().rfind(named))
         };
         let by_index =
             || at.output_index.and_then(|_| self.entries.iter().rfind(|e| e.output_index == at.output_index));

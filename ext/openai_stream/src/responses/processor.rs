@@ -645,6 +645,31 @@ mod tests {
             );
             assert_eq!(kinds(&p), [AnomalyKind::DuplicateId]);
         }
+        // B added under A's id without an output_index, its events without
+        // one either: A's events (at index 0) still go to A.
+        let added_b_unplaced = r#"{"type":"response.output_item.added","item":{"id":"fc_a","type":"function_call","call_id":"call_b","name":"lookup","arguments":""}}"#;
+        let delta_b =
+            r#"{"type":"response.function_call_arguments.delta","item_id":"fc_a","delta":"{\"id\":7}"}"#;
+        let done_b = r#"{"type":"response.output_item.done","item":{"id":"fc_a","type":"function_call","call_id":"call_b","name":"lookup","arguments":"{\"id\":7}"}}"#;
+        let stream = sse(&[
+            ADD_A,
+            added_b_unplaced,
+            &args_delta(0, "fc_a", r#"{"q":"x"}"#),
+            delta_b,
+            &call_done(0, "fc_a", "call_a", "search", r#""{\"q\":\"x\"}""#),
+            done_b,
+        ]);
+        let (p, mut seen, error) = decode(Options::default(), &stream, 1000);
+        assert_eq!(error, None);
+        seen.calls.sort();
+        assert_eq!(
+            seen.calls,
+            [
+                ("call_a".into(), "search".into(), r#"{"q":"x"}"#.into()),
+                ("call_b".into(), "lookup".into(), r#"{"id":7}"#.into())
+            ]
+        );
+        assert_eq!(kinds(&p), [AnomalyKind::DuplicateId]);
         // The same item announced again is still a repeat.
         let stream = sse(&[
             ADD_A,
