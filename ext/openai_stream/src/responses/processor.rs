@@ -605,20 +605,20 @@ mod tests {
                 r#"{"type":"function_call","id":"fc_a","call_id":"call_b","name":"lookup","arguments":"{\"id\":7}"}]}}"#
             ),
         ]);
+        // Both calls, each with its arguments, and one duplicate_id.
+        let both = |stream: &str, step: usize, partial: bool, a: &str| {
+            let options = Options { partial_tool_calls: partial, ..Options::default() };
+            let (p, mut seen, error) = decode(options, stream, step);
+            assert_eq!(error, None);
+            seen.calls.sort();
+            let want = [("call_a", "search", a), ("call_b", "lookup", r#"{"id":7}"#)];
+            assert_eq!(seen.calls, want.map(|(i, n, a)| (i.to_owned(), n.to_owned(), a.to_owned())));
+            assert_eq!(kinds(&p), [AnomalyKind::DuplicateId]);
+            assert!(p.anomalies().all()[0].message.contains("both are kept"));
+        };
         for step in [1, 11, stream.len()] {
             for partial in [false, true] {
-                let options = Options { partial_tool_calls: partial, ..Options::default() };
-                let (p, seen, error) = decode(options, &stream, step);
-                assert_eq!(error, None);
-                assert_eq!(
-                    seen.calls,
-                    [
-                        ("call_a".into(), "search".into(), r#"{"q":"rust"}"#.into()),
-                        ("call_b".into(), "lookup".into(), r#"{"id":7}"#.into())
-                    ]
-                );
-                assert_eq!(kinds(&p), [AnomalyKind::DuplicateId]);
-                assert!(p.anomalies().all()[0].message.contains("both are kept"));
+                both(&stream, step, partial, r#"{"q":"rust"}"#);
             }
         }
         // B added under A's item id while A is still open: each event goes
@@ -632,18 +632,7 @@ mod tests {
             &call_done(1, "fc_a", "call_b", "lookup", r#""{\"id\":7}""#),
         ]);
         for partial in [false, true] {
-            let options = Options { partial_tool_calls: partial, ..Options::default() };
-            let (p, mut seen, error) = decode(options, &stream, 1000);
-            assert_eq!(error, None);
-            seen.calls.sort();
-            assert_eq!(
-                seen.calls,
-                [
-                    ("call_a".into(), "search".into(), r#"{"q":"x"}"#.into()),
-                    ("call_b".into(), "lookup".into(), r#"{"id":7}"#.into())
-                ]
-            );
-            assert_eq!(kinds(&p), [AnomalyKind::DuplicateId]);
+            both(&stream, 1000, partial, r#"{"q":"x"}"#);
         }
         // B added under A's id without an output_index, its events without
         // one either: A's events (at index 0) still go to A.
@@ -659,17 +648,7 @@ mod tests {
             &call_done(0, "fc_a", "call_a", "search", r#""{\"q\":\"x\"}""#),
             done_b,
         ]);
-        let (p, mut seen, error) = decode(Options::default(), &stream, 1000);
-        assert_eq!(error, None);
-        seen.calls.sort();
-        assert_eq!(
-            seen.calls,
-            [
-                ("call_a".into(), "search".into(), r#"{"q":"x"}"#.into()),
-                ("call_b".into(), "lookup".into(), r#"{"id":7}"#.into())
-            ]
-        );
-        assert_eq!(kinds(&p), [AnomalyKind::DuplicateId]);
+        both(&stream, 1000, false, r#"{"q":"x"}"#);
         // The same item announced again is still a repeat.
         let stream = sse(&[
             ADD_A,
