@@ -97,14 +97,15 @@ impl Items {
         Some(CallId(at as u32))
     }
 
-    /// Whether `item` is one this stream already announced (a relay that
-    /// repeats events), not another item that reuses its id: the newest
-    /// item of that id is of the same kind and, for a function call, has
-    /// the same `call_id` (or one of them has none).
-    fn repeats(&self, item: &OutputItem) -> bool {
-        let Some(id) = item.id else { return false };
-        let Some(e) = self.entries.iter().rfind(|e| e.item_id.as_deref() == Some(id)) else { return false };
-        match (e.slot, item.kind) {
+    /// Whether an item with `item`'s id was announced: `Some(true)` when
+    /// it is `item` again (a relay that repeats events: the newest item of
+    /// that id is of the same kind and, for a function call, has the same
+    /// `call_id`, or one of them has none), `Some(false)` when `item` is
+    /// another item that reuses the id.
+    fn announced(&self, item: &OutputItem) -> Option<bool> {
+        let id = item.id?;
+        let e = self.entries.iter().rfind(|e| e.item_id.as_deref() == Some(id))?;
+        Some(match (e.slot, item.kind) {
             (Slot::Call(call), ItemKind::FunctionCall) => {
                 let known = self.call_items.get(call.index()).and_then(|(_, c)| c.as_deref());
                 known.zip(item.call_id()).is_none_or(|(a, b)| a == b)
@@ -112,7 +113,7 @@ impl Items {
             (Slot::Reasoning(_), ItemKind::Reasoning) | (Slot::Message, ItemKind::Message) => true,
             (Slot::Other, ItemKind::WebSearch | ItemKind::Other) => true,
             _ => false,
-        }
+        })
     }
 
     fn add(&mut self, at: Place, id: Option<&str>, slot: Slot) {
@@ -253,19 +254,20 @@ impl State<Responses> {
     fn item_added(&mut self, at: Place, item: &OutputItem) {
         // The same item announced again (a relay that repeats events): the
         // first stays, so no second, empty call appears.
-        if let Some(id) = item.id.filter(|_| self.own.items.repeats(item)) {
-            let what = format!("output_item.added for item {id:?} came again; the first is kept");
-            self.anomalies.push(Anomaly::new(AnomalyKind::DuplicateId, what));
-            return;
-        }
-        if let Some(id) =
-            item.id.filter(|&id| self.own.items.entries.iter().any(|e| e.item_id.as_deref() == Some(id)))
-        {
-            let what = format!(
-                "output item {id:?} was announced again as another item (another type or call_id); \
-                 both are kept, each event going to the one at its output_index"
-            );
-            self.anomalies.push(Anomaly::new(AnomalyKind::DuplicateId, what));
+        match item.id.zip(self.own.items.announced(item)) {
+            Some((id, true)) => {
+                let what = format!("output_item.added for item {id:?} came again; the first is kept");
+                self.anomalies.push(Anomaly::new(AnomalyKind::DuplicateId, what));
+                return;
+            }
+            Some((id, false)) => {
+                let what = format!(
+                    "output item {id:?} was announced again as another item (another type or call_id); \
+                     both are kept, each event going to the one at its output_index"
+                );
+                self.anomalies.push(Anomaly::new(AnomalyKind::DuplicateId, what));
+            }
+            None => {}
         }
         match item.kind {
             ItemKind::FunctionCall => {
