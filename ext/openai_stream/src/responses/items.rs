@@ -120,25 +120,23 @@ impl Items {
         self.entries.push(Entry { output_index: at.output_index, item_id: id.map(str::to_owned), slot });
     }
 
-    /// Whether the stream announced the function call `item` of the final
-    /// output: by its `call_id`, else by its item id when either has no
-    /// `call_id` (another call may reuse an id).
-    fn knows(&self, item: &OutputItem) -> bool {
-        if let Some(call_id) = item.call_id() {
-            if self.by_call_id(call_id).is_some() {
-                return true;
-            }
+    /// The streamed call of the function call `item` of the final output:
+    /// the one with its `call_id`, else the one with its item id when
+    /// either has no `call_id` (another call may reuse an id).
+    fn streamed_call(&self, item: &OutputItem) -> Option<CallId> {
+        if let Some(call) = item.call_id().and_then(|id| self.by_call_id(id)) {
+            return Some(call);
         }
-        let Some(id) = item.id else { return false };
-        self.entries.iter().any(|e| {
-            e.item_id.as_deref() == Some(id)
-                && match e.slot {
-                    Slot::Call(call) => {
-                        item.call_id().is_none()
-                            || self.call_items.get(call.index()).is_none_or(|(_, c)| c.is_none())
-                    }
-                    _ => false,
-                }
+        let id = item.id?;
+        self.entries.iter().find_map(|e| match e.slot {
+            Slot::Call(call)
+                if e.item_id.as_deref() == Some(id)
+                    && (item.call_id().is_none()
+                        || self.call_items.get(call.index()).is_none_or(|(_, c)| c.is_none())) =>
+            {
+                Some(call)
+            }
+            _ => None,
         })
     }
 
@@ -543,8 +541,8 @@ impl State<Responses> {
             if item.kind != ItemKind::FunctionCall {
                 continue;
             }
-            if self.own.items.knows(&item) {
-                self.settle_from_output(&item);
+            if let Some(call) = self.own.items.streamed_call(&item) {
+                self.settle_from_output(call, &item);
                 continue;
             }
             let call = self.whole_call(i, &item);
@@ -563,16 +561,9 @@ impl State<Responses> {
     /// A streamed call still open when the final response lists it
     /// completed (its `done` event lost on the way): the whole arguments
     /// listed there settle it, as the `done` item's would have.
-    fn settle_from_output(&mut self, item: &OutputItem) {
-        let found = item.call_id().and_then(|id| self.own.items.by_call_id(id));
-        let found = found.or_else(|| match self.own.items.find(Place::default(), item.id) {
-            Some(Slot::Call(call)) => Some(call),
-            _ => None,
-        });
-        let Some(call) = found.filter(|&c| self.calls.get(c).is_some_and(|c| !c.is_completed())) else {
-            return;
-        };
-        if item.str("status") == Some("completed") {
+    fn settle_from_output(&mut self, call: CallId, item: &OutputItem) {
+        let open = self.calls.get(call).is_some_and(|c| !c.is_completed());
+        if open && item.str("status") == Some("completed") {
             if let Some(whole) = self.whole_arguments(item.value) {
                 self.settle_arguments(call, &whole);
             }
