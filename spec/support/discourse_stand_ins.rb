@@ -92,10 +92,11 @@ module DiscourseStandIns
     end
   end
 
-  # The two contracts of ProblemCheck since plugins register checks
-  # (problem_checks.rb): 2024's, whose call returns an Array, and the
-  # newest, whose call returns one Problem or nil.
-  CONTRACTS = %i[listed single].freeze
+  # The contracts of ProblemCheck since plugins register checks
+  # (problem_checks.rb): 2024's, whose call returns an Array, first without
+  # a default translation_key, then with one, and the newest, whose call
+  # returns one Problem or nil.
+  CONTRACTS = %i[first listed single].freeze
   # The top-level constants problem_checks.rb defines.
   PROBLEM_CHECK_CONSTANTS = { "Discourse" => Module, "I18n" => Module, "DiscoursePluginRegistry" => Module,
                               "AdminNotice" => Class, "ProblemCheckTracker" => Class, "ProblemCheck" => Class }.freeze

@@ -82,6 +82,11 @@ module DiscourseAiStream
         def finding = defined?(@finding) ? @finding : (@finding = Health.problem(self.class::TOPIC))
 
         def translation_data(_target = nil) = { message: finding&.html.to_s }
+
+        # The key later ProblemChecks default to; the first had no default
+        # and raised NotImplementedError, which no rescue of the dashboard's
+        # catches.
+        def translation_key = "dashboard.problem.#{identifier}"
       end
 
       # The problem checks' class names, under Discourse's ProblemCheck.

@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
 # Discourse's admin-dashboard problem checks, as docs/discourse-contract.md
-# describes them: the ProblemCheck base class in the two contracts a plugin
+# describes them: the ProblemCheck base class in the contracts a plugin
 # meets since register_problem_check exists (DiscourseStandIns::CONTRACTS),
 # the registry of plugins' checks (filtered by the plugin's enabled site
 # setting), the tracker that keeps an admin notice per failing check, the
@@ -107,8 +107,9 @@ end
 
 # The base class of checks, in the contract `ProblemCheck.contract` names:
 # :listed, 2024's (call returns an Array of problems: `problem` gives one in
-# an Array, `no_problem` an empty one), or :single, the newest (call returns
-# one Problem or nil).
+# an Array, `no_problem` an empty one), :first, the same in its first form
+# (no default translation_key: it raises NotImplementedError), or :single,
+# the newest (call returns one Problem or nil).
 class ProblemCheck
   # What a check found: its message, translated when it was made.
   class Problem
@@ -169,9 +170,13 @@ class ProblemCheck
 
   def no_problem = listed? ? [] : nil
 
-  def listed? = ProblemCheck.contract == :listed
+  def listed? = ProblemCheck.contract != :single
 
-  def translation_key = "dashboard.problem.#{identifier}"
+  def translation_key
+    raise NotImplementedError if ProblemCheck.contract == :first
+
+    "dashboard.problem.#{identifier}"
+  end
 
   def translation_data(_target = nil) = {}
 end
