@@ -9,7 +9,8 @@ require_relative "discourse_ai_stream/version"
 # source install (`gem install`, `rake compile`) builds a single one. When
 # neither loads, the error names each build tried and why it failed (a build
 # that is there but cannot load, e.g. for want of a newer glibc, is the cause
-# to report, not the "cannot load such file" of the fallback).
+# to report, not the "cannot load such file" of the fallback). A build whose
+# Init raises does not load either: the LoadError says what it raised.
 module DiscourseAiStream
   BUILDS = ["discourse_ai_stream/#{RUBY_VERSION[/\A\d+\.\d+/]}/discourse_ai_stream",
             "discourse_ai_stream/discourse_ai_stream"].freeze
@@ -20,6 +21,10 @@ module DiscourseAiStream
       return require build
     rescue LoadError => e
       "#{build}: #{e.message}"
+    rescue Exception => e # rubocop:disable Lint/RescueException -- Init's own failures (a panic is `fatal`) too
+      raise if e.is_a?(SignalException) || e.is_a?(SystemExit) || e.is_a?(NoMemoryError)
+
+      "#{build}: its Init raised #{e.class}: #{e.message}"
     end
     glibc = libc_version
     raise LoadError, "discourse_ai_stream #{VERSION} has no native extension that loads on Ruby #{RUBY_VERSION} " \

@@ -90,6 +90,26 @@ RSpec.describe "loading the native extension" do
     end
   end
 
+  # Init raising (a class defined twice, the `fatal` magnus raises for a
+  # panic in Rust) is no LoadError, and would stop a host's boot as it is.
+  { "TypeError" => "raise TypeError, 'superclass mismatch for class OpenAiMessageProcessor'",
+    "fatal" => "raise ObjectSpace.each_object(Class).find { _1.name == 'fatal' }, 'panicked in init'" }
+    .each do |kind, raising|
+    it "takes a build whose Init raises #{kind} for one that does not load, so a host keeps running" do
+      Dir.mktmpdir("raising-") do |dir|
+        BrokenBuild.copy_lib(dir)
+        FileUtils.mkdir_p(File.join(dir, "discourse_ai_stream", minor))
+        File.write(File.join(dir, "discourse_ai_stream", minor, "discourse_ai_stream.rb"), raising)
+        code = 'require "discourse_ai_stream/host"; puts "load_error=" + DiscourseAiStream.load_error.message.dump'
+        output = ChildProcess.run!({}, RbConfig.ruby, "-I", dir, "-e", code)
+        message = output[/^load_error=(.*)$/, 1].undump
+        expect(message).to include("has no native extension that loads",
+                                   "discourse_ai_stream/#{minor}/discourse_ai_stream: its Init raised #{kind}: ",
+                                   "discourse_ai_stream/discourse_ai_stream: cannot load such file")
+      end
+    end
+  end
+
   it "says there is no glibc where confstr refuses its name (musl), instead of raising that" do
     with_broken_lib do |dir|
       code = 'require "etc"; def Etc.confstr(*) = raise(Errno::EINVAL, "confstr"); ' \
