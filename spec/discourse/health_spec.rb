@@ -151,6 +151,30 @@ RSpec.describe DiscourseAiStream::Discourse::Health, gc_stress: false do
       )
     end
 
+    # Errors of the gem's own that fail the request, besides the provider's:
+    # a stream it cannot read, and a bug it caught.
+    it "counts a request the gem itself failed, with a warn line naming the error" do
+      deep = "data: {\"choices\":[{\"delta\":{\"content\":\"a\"},\"x\":#{"[" * 200}#{"]" * 200}}]}\n\n"
+      expect { mistral.perform_stream([deep]) }.to raise_error(DiscourseAiStream::StreamError)
+      bug = DiscourseAiStream::InternalError.new("a bug")
+      allow(DiscourseAiStream::OpenAiMessageProcessor).to receive(:new).and_wrap_original do |new, **options|
+        new.call(**options).tap { |processor| allow(processor).to receive(:decode_chunk).and_raise(bug) }
+      end
+      expect { mistral.perform_stream(sse(orphan)) }.to raise_error(bug)
+
+      label = "mistral (DiscourseAi::Completions::Endpoints::Mistral)"
+      expect(tally.counts).to eq([2, { [:stream_error, label] => 1, [:internal_error, label] => 1 }])
+      expect(logger.warnings).to include(
+        a_string_starting_with("discourse_ai_stream: #{label}: the request failed: DiscourseAiStream::StreamError " \
+                               "(too_deep): "),
+        "discourse_ai_stream: #{label}: the request failed: DiscourseAiStream::InternalError: a bug"
+      )
+      expect(described_class.lost_or_refused.text).to include(
+        "stream_error, #{described_class::ERRORS[:stream_error]}: 1 on #{label}",
+        "internal_error, #{described_class::ERRORS[:internal_error]}: 1 on #{label}"
+      )
+    end
+
     # The hook (here DiscourseAiStream.on_anomaly, which the Reporter calls)
     # raises what is not its to handle: the read's items are held for a
     # read that does not come, as when a timeout ends the request.
@@ -172,8 +196,9 @@ RSpec.describe DiscourseAiStream::Discourse::Health, gc_stress: false do
     expect(described_class::KINDS.keys.map(&:to_s) - core).to eq([])
     page = File.read(File.join(root, "docs/errors-and-anomalies.md"))
     listed = page[/^## What the admin dashboard counts\n(.*?)(?=^## |\z)/m, 1].to_s
-    expect(listed.scan(/^- `([a-z_]+)`/).flatten).to eq(described_class::KINDS.keys.map(&:to_s))
-    described_class::KINDS.each_value { |words| expect(listed).to include(words) }
+    counted = described_class::KINDS.merge(described_class::ERRORS)
+    expect(listed.scan(/^- `([a-z_]+)`/).flatten).to eq(counted.keys.map(&:to_s))
+    counted.each_value { |words| expect(listed).to include(words) }
     expect(core.reject { |kind| listed.include?("`#{kind}`") }).to eq([]), "each kind, counted or not, says why"
   end
 

@@ -35,6 +35,13 @@ module DiscourseAiStream
         orphan_fragment: "an arguments fragment matched no tool call",
         fragment_after_completion: "an arguments fragment came for a tool call already complete"
       }.freeze
+      # The gem's own errors that fail a request besides the provider's,
+      # counted under these names (no anomaly says them).
+      ERRORS = {
+        stream_error: "the stream could not be read (a line over the limit, nesting too deep...), and the " \
+                      "request failed",
+        internal_error: "the gem failed on the stream (a bug it caught), and the request failed"
+      }.freeze
       TOPICS = %i[not_in_use lost_or_refused].freeze
 
       # What to tell the admin, the page that says what to do about it, and
@@ -129,7 +136,7 @@ module DiscourseAiStream
           words = kinds.map do |kind, list|
             where = list.sort_by { |(_, label), count| [-count, label] }
                         .map { |(_, label), count| "#{count} on #{label}" }
-            "#{[kind, KINDS[kind]].compact.join(", ")}: #{where.join(", ")}"
+            "#{[kind, KINDS[kind] || ERRORS[kind]].compact.join(", ")}: #{where.join(", ")}"
           end
           Problem.new("In the last 24 hours, #{streams} #{streams == 1 ? "stream" : "streams"} decoded by " \
                       "discourse_ai_stream lost or refused something. #{words.join("; ")}. The Rails log has a " \

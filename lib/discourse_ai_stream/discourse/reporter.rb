@@ -45,6 +45,17 @@ module DiscourseAiStream
         Discourse.warn_log("discourse_ai_stream: #{label}: provider error in the stream: #{error.message}")
       end
 
+      # An error of the gem's that fails the request (Health::ERRORS), once
+      # per error object.
+      def failed(error, kind)
+        return unless @errors.add?(error)
+
+        count(kind)
+        why = " (#{error.kind})" if error.respond_to?(:kind) && error.kind
+        Discourse.warn_log("discourse_ai_stream: #{label}: the request failed: #{error.class.name}#{why}: " \
+                           "#{error.message}")
+      end
+
       # An error whose items are delivered before it is raised.
       def deferred(error)
         Discourse.warn_log("discourse_ai_stream: #{label}: #{error.class.name} in a read that also produced " \
@@ -55,7 +66,7 @@ module DiscourseAiStream
       # Counts this response under `kind` once, when the kind means that
       # something was lost or refused.
       def count(kind)
-        return unless Health::KINDS.key?(kind) && !@counted.include?(kind)
+        return unless (Health::KINDS.key?(kind) || Health::ERRORS.key?(kind)) && !@counted.include?(kind)
 
         Discourse.tally.add(label, kind, new_stream: @counted.empty?)
         @counted << kind

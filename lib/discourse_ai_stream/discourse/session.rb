@@ -77,7 +77,8 @@ module DiscourseAiStream
           of(endpoint)&.reporter&.flush
         end
 
-        # Runs the block; a provider error is logged (once) and raised on.
+        # Runs the block; a provider error, or an error of the gem's that
+        # fails the request, is logged and counted (once) and raised on.
         # Whatever else leaves it ends the request: the items of a read it
         # interrupted are lost (see Session#interrupted).
         def reporting(endpoint)
@@ -87,6 +88,10 @@ module DiscourseAiStream
             reporter = of(endpoint)&.reporter || Reporter.new(label(endpoint))
             reporter.provider_error(e)
           end
+          raise
+        rescue DiscourseAiStream::StreamError, DiscourseAiStream::InternalError => e
+          kind = e.is_a?(DiscourseAiStream::StreamError) ? :stream_error : :internal_error
+          (of(endpoint)&.reporter || Reporter.new(label(endpoint))).failed(e, kind) if Discourse.installed?
           raise
         rescue Exception # rubocop:disable Lint/RescueException -- counted, then raised as it is
           of(endpoint)&.interrupted
