@@ -65,6 +65,10 @@ module DiscourseAiStream
         @status.merge!(Replay.install(replay))
         patched = endpoint_classes.select { |klass| Patch.apply(klass) }
         @installed = true
+        if patched_classes.empty?
+          warn_log("discourse_ai_stream: no endpoint class of #{ENDPOINTS} has a processor method; nothing was " \
+                   "patched")
+        end
         patched
       end
 

@@ -53,6 +53,27 @@ RSpec.describe DiscourseAiStream::Discourse::Health, gc_stress: false do
       )
     end
 
+    # A Discourse AI whose endpoints build their processor in a method of
+    # another name: the stock classes are as the gem knows them, and every
+    # stream still goes to them.
+    it "says when no endpoint class has a processor method, so nothing was patched" do
+      load_discourse_stand_ins(generation: :legacy)
+      endpoints = DiscourseAi::Completions::Endpoints
+      endpoints.constants.map { |name| endpoints.const_get(name) }.grep(Class).each do |klass|
+        klass.send(:remove_method, :processor) if klass.instance_method(:processor).owner == klass
+      rescue NameError
+        nil
+      end
+      expect(integration.install!).to eq([])
+      expect(documented(described_class.not_in_use)).to have_attributes(
+        text: "#{gem} not in use: no endpoint class of DiscourseAi::Completions::Endpoints has a processor " \
+              "method, where the gem hands out its processors, so Discourse's own processors decode every stream.",
+        url: "#{DiscourseAiStream::DOCS}/troubleshooting.md#no-endpoint-class-was-patched"
+      )
+      expect(logger.warnings).to include("discourse_ai_stream: no endpoint class of DiscourseAi::Completions::" \
+                                         "Endpoints has a processor method; nothing was patched")
+    end
+
     it "says when install!'s enabled: (the site setting) switched it off" do
       install_into(:current, enabled: -> { false })
       expect(documented(described_class.not_in_use)).to have_attributes(

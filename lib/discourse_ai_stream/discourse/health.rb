@@ -10,8 +10,8 @@ module DiscourseAiStream
     # discourse_ai_stream:check`.
     # Each topic is nil or a Problem:
     # - not_in_use: the gem is installed but not in use, and why: its native
-    #   extension did not load, install! has not run, it is switched off, or
-    #   install! left stock processors in place;
+    #   extension did not load, install! has not run, it is switched off,
+    #   install! left stock processors in place, or it patched no endpoint;
     # - lost_or_refused: the streams of the last 24 hours that lost or
     #   refused something, by anomaly kind and endpoint (Tally).
     module Health
@@ -125,7 +125,7 @@ module DiscourseAiStream
           return not_run if status.empty?
           return switched_off unless Discourse.installed?
 
-          left_in_place(status)
+          left_in_place(status) || unpatched
         end
 
         def lost_or_refused(tally = Discourse.tally)
@@ -165,6 +165,17 @@ module DiscourseAiStream
         def switched_off
           installed_but("switched off (install!'s enabled:, the discourse_ai_stream_enabled site setting), so " \
                         "Discourse's own processors decode every stream.", "switched-off")
+        end
+
+        # The stock classes are the gem's to replace, but no endpoint class
+        # carries the patch: a Discourse AI whose endpoints build their
+        # processor in a method of another name.
+        def unpatched
+          return unless Discourse.patched_classes.empty?
+
+          installed_but("not in use: no endpoint class of #{ENDPOINTS} has a processor method, where the gem " \
+                        "hands out its processors, so Discourse's own processors decode every stream.",
+                        "no-endpoint-class-was-patched")
         end
 
         # The processors install! did not replace: those with what the gem
