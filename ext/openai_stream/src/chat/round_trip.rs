@@ -190,7 +190,11 @@ fn merge_member(
     match (kept, value) {
         (JsonValue::String(kept), JsonValue::String(more)) if JOINED.contains(&name) => kept.push_str(more),
         (_, JsonValue::Null) => {}
-        (kept @ JsonValue::Null, value) => *kept = value.clone(),
+        // An empty string is a placeholder too (OpenRouter's Claude opens an
+        // entry with `"signature": ""` and sends it later).
+        (kept, value) if matches!(kept, JsonValue::Null) || kept.as_str() == Some("") => {
+            *kept = value.clone()
+        }
         (kept, value) if kept == value => {}
         (kept, value) => {
             let what = format!(
@@ -249,6 +253,23 @@ mod tests {
             r#"[{"type":"reasoning.text","text":"ab","index":1,"signature":"sig","format":"x"}]"#
         );
         assert_eq!(anomalies, [AnomalyKind::ConflictingValue]);
+    }
+
+    /// OpenRouter's Claude opens a `reasoning.text` entry with an empty
+    /// signature and sends the signature in a later fragment of it.
+    #[test]
+    fn an_empty_string_member_takes_a_later_value() {
+        let (list, anomalies) = merged(&[
+            r#"[{"type":"reasoning.text","text":"a","index":0,"signature":"","format":"anthropic-claude-v1"}]"#,
+            r#"[{"type":"reasoning.text","text":"b","index":0}]"#,
+            r#"[{"type":"reasoning.text","index":0,"signature":"EqQBCkYIBx"}]"#,
+            r#"[{"type":"reasoning.text","index":0,"signature":"EqQBCkYIBx"}]"#,
+        ]);
+        assert_eq!(
+            list,
+            r#"[{"type":"reasoning.text","text":"ab","index":0,"signature":"EqQBCkYIBx","format":"anthropic-claude-v1"}]"#
+        );
+        assert!(anomalies.is_empty());
     }
 
     #[test]
