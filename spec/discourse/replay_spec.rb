@@ -265,6 +265,23 @@ RSpec.describe "DiscourseAiStream::Discourse reasoning replay", gc_stress: false
       expect(message).not_to have_key(:reasoning_content)
     end
 
+    # Groq streams `reasoning` and refuses it back ("property 'reasoning' is
+    # unsupported"), on tool-call turns and answers alike.
+    it "sends nothing to Groq, by provider or by URL: it needs no reasoning back and refuses the field" do
+      [model("groq"), model("open_ai", url: "https://api.groq.com/openai/v1/chat/completions")].each do |groq|
+        prompt = new_prompt
+        mine = integration.model_identity(groq)
+        called(prompt, "call_a", "Paris", provider_data: data("t1", model: mine), thinking: "why",
+                                          thinking_provider_info: info(["reasoning"], model: mine))
+        called(prompt, "call_b", "London", provider_data: data("t1", model: mine))
+        prompt.push(type: :model, content: "Sunny.", thinking: "easy",
+                    thinking_provider_info: info(["reasoning"], model: mine))
+        stock, ours = stock_and_gem(prompt, groq)
+        expect(ours).to eq(stock), groq.to_h.inspect
+        integration.uninstall!
+      end
+    end
+
     it "sends nothing for a dialect without a model, whose identity is unknown" do
       prompt = new_prompt
       called(prompt, "call_a", "Paris", provider_data: data("t1", model: nil), thinking: "why",

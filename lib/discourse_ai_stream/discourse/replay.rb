@@ -30,7 +30,8 @@ module DiscourseAiStream
     #   after a call is appended, the last reasoning_details (every entry
     #   so far) kept.
     # Only data stamped with the identity of the dialect's own model is
-    # written: a fallback model never gets another model's reasoning.
+    # written: a fallback model never gets another model's reasoning. A
+    # server that refuses the fields (Groq) gets none.
     # Where nothing carries that data, the request is the stock one, the
     # same objects.
     #
@@ -47,6 +48,11 @@ module DiscourseAiStream
       FIELDS = %w[reasoning_content reasoning].freeze
       # What an assistant message carries back, besides each call's extra_content.
       REASONING = (FIELDS.map(&:to_sym) + [:reasoning_details]).freeze
+      # Groq streams `reasoning`, needs none back, and refuses an assistant
+      # message with a field it does not take ("property 'reasoning' is
+      # unsupported"): its requests stay stock, by provider or by URL.
+      REFUSING_PROVIDERS = %w[groq].freeze
+      REFUSING_HOSTS = %r{\Ahttps?://api\.groq\.com(?:[:/]|\z)}i
       IVAR = :@discourse_ai_stream_replay
       OWN = "replays reasoning itself (its own tool_call_msg)"
 
@@ -77,6 +83,13 @@ module DiscourseAiStream
           chat_gpt.prepend(DialectPatch) unless chat_gpt <= DialectPatch
           off = off_reason(replay)
           family(chat_gpt).to_h { |klass| [klass.name, entry(off || (OWN if own_tool_calls?(klass)))] }
+        end
+
+        # Whether the server behind `model` refuses what the replay writes.
+        def refused_by?(model)
+          provider = model.provider.to_s if model.respond_to?(:provider)
+          url = model.url.to_s if model.respond_to?(:url)
+          REFUSING_PROVIDERS.include?(provider) || REFUSING_HOSTS.match?(url.to_s)
         end
 
         # Whether `dialect`'s requests are written here now.
@@ -140,7 +153,8 @@ module DiscourseAiStream
       class Translation
         def initialize(dialect)
           model = dialect.send(:llm_model) if dialect.respond_to?(:llm_model, true)
-          @identity = Discourse.model_identity(model)
+          # No identity: nothing is this model's, the request stays stock.
+          @identity = Discourse.model_identity(model) unless model && Replay.refused_by?(model)
           @class = dialect.class
           @turns = {}.compare_by_identity
           @carried = {}.compare_by_identity
