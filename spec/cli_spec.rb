@@ -77,6 +77,36 @@ RSpec.describe DiscourseAiStream::CLI do
                                        "anomaly wrong_protocol: no chat completion chunk")
     end
 
+    # The error event is both APIs' (the chat processor reads it as its own),
+    # so the stream's other events decide.
+    it "detects a Responses API stream that ends in an error event" do
+      item = { type: "function_call", id: "fc_1", call_id: "call_1", name: "search", arguments: "" }
+      events = [{ type: "response.output_item.added", output_index: 0, item: item },
+                { type: "response.function_call_arguments.delta", output_index: 0, item_id: "fc_1", delta: "{}" },
+                { type: "error", code: "server_error", message: "boom" }]
+      sse = events.map { |event| "event: #{event[:type]}\ndata: #{JSON.generate(event)}\n\n" }.join
+      expect(cli("replay", "-", stdin: StringIO.new(sse))).to eq(1)
+      expect(stdout.string).to start_with("protocol: responses\n")
+      expect(stdout.string).to include("error: DiscourseAiStream::ProviderError: boom")
+    end
+
+    it "prints every error of the stream, not only the first" do
+      calls = [{ index: 0, id: "c1", function: { name: "a", arguments: "[1,2" } },
+               { index: 1, id: "c2", function: { name: "b", arguments: "{}" } }]
+      sse = "data: #{JSON.generate(choices: [{ delta: { tool_calls: calls }, finish_reason: "tool_calls" }])}\n\n" \
+            "data: #{JSON.generate(error: { message: "overloaded" })}\n\n"
+      expect(cli("replay", "-", stdin: StringIO.new(sse))).to eq(1)
+      expect(stdout.string).to include("error: DiscourseAiStream::ToolArgumentsError: ",
+                                       "error: DiscourseAiStream::ProviderError: overloaded")
+      stdout.truncate(0)
+      stdout.rewind
+      cli("replay", "--json", "-", stdin: StringIO.new(sse))
+      outcome = JSON.parse(stdout.string)
+      expect(outcome["error"]["class"]).to eq("DiscourseAiStream::ToolArgumentsError")
+      expect(outcome["errors"].map { |error| error["class"] })
+        .to eq(%w[DiscourseAiStream::ToolArgumentsError DiscourseAiStream::ProviderError])
+    end
+
     it "reports a stream of neither protocol, and exits 1" do
       anthropic = "event: content_block_delta\ndata: " \
                   "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"text\":\"Hi\"}}\n\n"

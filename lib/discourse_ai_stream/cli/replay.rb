@@ -6,6 +6,9 @@ module DiscourseAiStream
     # a stream arrives, and shows what came out. The protocol is the one
     # whose processor read an event of it (the other reports the stream as
     # a wrong_protocol anomaly); the chat processor's account when neither.
+    # An error event is both APIs': a stream in which the chat processor
+    # found nothing else is the Responses API's when that processor found
+    # text or calls in it.
     class Replay
       PROTOCOLS = { "chat" => OpenAiMessageProcessor, "responses" => OpenAiResponsesMessageProcessor }.freeze
 
@@ -20,10 +23,8 @@ module DiscourseAiStream
 
         raw = @cli.read_input(files.first)
         outcome = decode(raw, @options[:protocol] || "chat")
-        unless @options[:protocol] || !wrong_protocol?(outcome)
-          responses = decode(raw, "responses")
-          outcome = responses unless wrong_protocol?(responses)
-        end
+        outcome = detect(raw, outcome) unless @options[:protocol]
+        outcome.delete(:partial_updates) unless @options[:partial]
         @cli.say(@options[:json] ? JSON.generate(outcome) : text(outcome).join("\n"))
         outcome[:error] || wrong_protocol?(outcome) ? 1 : 0
       end
@@ -42,28 +43,42 @@ module DiscourseAiStream
 
       def wrong_protocol?(outcome) = outcome[:anomalies].any? { |anomaly| anomaly[:kind] == "wrong_protocol" }
 
+      # The Responses API's outcome instead of the chat one's, when it read
+      # the stream where the chat processor did not (see the class comment).
+      def detect(raw, chat)
+        return chat unless wrong_protocol?(chat) || nothing?(chat)
+
+        responses = decode(raw, "responses")
+        return chat if wrong_protocol?(responses) || (!wrong_protocol?(chat) && nothing?(responses))
+
+        responses
+      end
+
+      def nothing?(outcome) = %i[text tool_calls partial_updates].all? { |key| outcome[key].empty? }
+
       def decode(raw, protocol)
         options = { partial_tool_calls: @options[:partial], tool_call_class: DiscourseAiStream::ToolCall,
                     on_anomaly: Audit::QUIET }
         options[:usage] = @options[:usage] if @options[:usage] && protocol == "chat"
         processor = PROTOCOLS.fetch(protocol).new(**options)
         outcome = { protocol: protocol, text: +"", tool_calls: [], partial_updates: [], usage: nil, anomalies: [],
-                    error: nil }
+                    error: nil, errors: [] }
         raw.each_line { |line| break unless feed(outcome) { processor.decode_chunk(line) } }
         feed(outcome) { processor.finish }
         outcome[:usage] = usage(processor)
         outcome[:anomalies] = processor.anomalies.map { |anomaly| anomaly.compact.transform_values(&:to_s) }
-        outcome.delete(:partial_updates) unless @options[:partial]
         outcome
       end
 
       # Takes the items of one call; false when the stream cannot go on.
+      # `error` is the first error, `errors` all of them.
       def feed(outcome)
         take(outcome, yield)
         true
       rescue DiscourseAiStream::Error => e
         take(outcome, e.items)
-        outcome[:error] ||= { class: e.class.name, message: e.message }
+        outcome[:errors] << { class: e.class.name, message: e.message }
+        outcome[:error] ||= outcome[:errors].first
         e.is_a?(ToolArgumentsError)
       end
 
@@ -91,8 +106,7 @@ module DiscourseAiStream
         lines << "tool calls: none" if outcome[:tool_calls].empty?
         lines << usage_line(outcome[:usage])
         lines.concat(anomaly_lines(outcome[:anomalies]))
-        lines << "error: #{outcome[:error][:class]}: #{outcome[:error][:message]}" if outcome[:error]
-        lines
+        lines.concat(outcome[:errors].map { |error| "error: #{error[:class]}: #{error[:message]}" })
       end
 
       def call_lines(label, calls)
