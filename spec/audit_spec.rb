@@ -242,6 +242,17 @@ RSpec.describe DiscourseAiStream::Audit do
     it "rejects anything else" do
       expect { described_class.parse_since("last tuesday-ish") }.to raise_error(ArgumentError, /SINCE must be/)
     end
+
+    # Time.parse reads "30" as the 30th of this month, "6h" as 06:00 today:
+    # a forgotten d gave a period with no rows, and an all-clear.
+    it "takes a date only as one written year first, and none in the future" do
+      expect(described_class.parse_since("2026-03-30T10:00:00Z", now: now)).to eq(Time.utc(2026, 3, 30, 10))
+      %w[30 3 6h 30/03/2026].each do |text|
+        expect { described_class.parse_since(text, now: now) }.to raise_error(ArgumentError, /SINCE must be/)
+      end
+      expect { described_class.parse_since("2026-04-02", now: now) }
+        .to raise_error(ArgumentError, /SINCE is in the future: "2026-04-02"/)
+    end
   end
 
   describe "the rake task" do

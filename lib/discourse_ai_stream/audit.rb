@@ -141,17 +141,30 @@ module DiscourseAiStream
       raise ArgumentError, "PROVIDER must be one of #{names.values.join(", ")}; got #{provider.inspect}"
     end
 
-    # SINCE of the rake task: a date or time, "30d" (days back), "all", or
-    # nothing (DEFAULT_DAYS back).
+    # SINCE of the rake task: a date or time written year first
+    # (2026-01-15, 2026-01-15T10:00Z), "30d" (days back), "all", or nothing
+    # (DEFAULT_DAYS back). Not what else Time.parse takes: it reads "30" as
+    # the 30th of this month.
     def parse_since(value, now: Time.now)
       text = value.to_s.strip
       return now - (DEFAULT_DAYS * 86_400) if text.empty?
       return nil if text.casecmp?("all")
       return now - (Integer(text[0...-1], 10) * 86_400) if text.match?(/\A\d+d\z/i)
 
-      Time.parse(text)
+      since = year_first(text)
+      unless since
+        raise ArgumentError, "SINCE must be a date or time (year first), a number of days like 30d, or all; " \
+                             "got #{value.inspect}"
+      end
+      raise ArgumentError, "SINCE is in the future: #{value.inspect}" if since > now
+
+      since
+    end
+
+    def year_first(text)
+      Time.parse(text) if text.match?(/\A\d{4}-\d{2}-\d{2}/)
     rescue ArgumentError
-      raise ArgumentError, "SINCE must be a date or time, a number of days like 30d, or all; got #{value.inspect}"
+      nil
     end
 
     # The rake task: audit `model` (AiApiAuditLog), show progress on
