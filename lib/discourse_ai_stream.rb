@@ -27,8 +27,9 @@ module DiscourseAiStream
       "#{build}: its Init raised #{e.class}: #{e.message}"
     end
     glibc = libc_version
+    need = " the precompiled builds need glibc 2.34 or newer." if failures.any? { |failure| failure.include?("GLIBC_") }
     raise LoadError, "discourse_ai_stream #{VERSION} has no native extension that loads on Ruby #{RUBY_VERSION} " \
-                     "(#{RUBY_PLATFORM}, #{glibc || "no glibc"}); the precompiled builds need glibc 2.34 or newer. " \
+                     "(#{RUBY_PLATFORM}, #{glibc || "no glibc"});#{need} " \
                      "Tried:\n#{failures.join("\n")}\nSee #{DOCS}/troubleshooting.md"
   end
 

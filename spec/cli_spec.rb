@@ -1,8 +1,10 @@
 # frozen_string_literal: true
 
+require "fileutils"
 require "open3"
 require "rbconfig"
 require "discourse_ai_stream/cli"
+require_relative "support/broken_build"
 
 RSpec.describe DiscourseAiStream::CLI do
   fixtures = File.expand_path("fixtures/audit", __dir__)
@@ -147,6 +149,22 @@ RSpec.describe DiscourseAiStream::CLI do
       expect(cli("replay", "--bogus", fixture("text_only.sse"))).to eq(2)
       expect(stderr.string).to include("no such file", "exactly one FILE", "invalid option: --bogus")
     end
+
+    it "reads a pipe, refuses a directory, and takes a file name that is not UTF-8" do
+      reader, writer = IO.pipe
+      writer.write(File.binread(fixture("text_only.sse")))
+      writer.close
+      expect(cli("replay", "/dev/fd/#{reader.fileno}")).to eq(0)
+      expect(stdout.string).to include(%(text: "Paris is sunny.\\n"))
+      reader.close
+      expect(cli("replay", fixtures)).to eq(2)
+      expect(stderr.string).to include("#{fixtures}: is a directory")
+      Dir.mktmpdir do |dir|
+        name = File.join(dir, "x\xFF.sse".b)
+        File.binwrite(name, File.binread(fixture("text_only.sse")))
+        expect(cli("replay", name.dup.force_encoding(Encoding::UTF_8))).to eq(0)
+      end
+    end
   end
 
   describe "audit" do
@@ -226,6 +244,20 @@ RSpec.describe DiscourseAiStream::CLI do
     expect(cli("frobnicate")).to eq(2)
     expect(cli).to eq(2)
     expect(stderr.string).to include('unknown command "frobnicate"', "no command given")
+  end
+
+  it "says, without a backtrace, that the native extension did not load, and exits 2" do
+    Dir.mktmpdir("no-build-") do |dir|
+      # A checkout with no build: its lib/ and exe/.
+      BrokenBuild.copy_lib(File.join(dir, "lib"))
+      FileUtils.mkdir_p(File.join(dir, "exe"))
+      FileUtils.cp(File.expand_path("../exe/discourse-ai-stream", __dir__), File.join(dir, "exe"))
+      out, status = Open3.capture2e(RbConfig.ruby, File.join(dir, "exe", "discourse-ai-stream"), "help")
+      expect(status.exitstatus).to eq(2), out
+      expect(out).to start_with("discourse-ai-stream: discourse_ai_stream #{DiscourseAiStream::VERSION} has no " \
+                                "native extension that loads")
+      expect(out).not_to include("from ")
+    end
   end
 
   it "runs as exe/discourse-ai-stream with the exit status of the command" do

@@ -40,15 +40,10 @@ module DiscourseAiStream
       @stderr = stderr
     end
 
+    # Arguments that are not text are taken as bytes: a file name need not
+    # be UTF-8, and OptionParser raises on one that is not.
     def run(argv)
-      command, *args = argv
-      case args.intersect?(%w[-h --help]) ? "help" : command
-      when "replay" then Replay.new(self).run(args)
-      when "audit" then AuditCommand.new(self).run(args)
-      when "help", "-h", "--help" then say(USAGE) || 0
-      when "version", "--version" then say("discourse-ai-stream #{VERSION}") || 0
-      else raise UsageError, command ? "unknown command #{command.inspect}" : "no command given"
-      end
+      dispatch(*argv.map { |arg| arg.valid_encoding? ? arg : arg.b })
     rescue UsageError, OptionParser::ParseError => e
       @stderr.puts "discourse-ai-stream: #{e.message}"
       @stderr.puts "Try `discourse-ai-stream help`."
@@ -63,10 +58,21 @@ module DiscourseAiStream
     # Prints `text`; nil.
     def say(text) = @stdout.puts(text)
 
-    # The bytes of FILE, or of stdin for "-".
+    def dispatch(command = nil, *args)
+      case args.intersect?(%w[-h --help]) ? "help" : command
+      when "replay" then Replay.new(self).run(args)
+      when "audit" then AuditCommand.new(self).run(args)
+      when "help", "-h", "--help" then say(USAGE) || 0
+      when "version", "--version" then say("discourse-ai-stream #{VERSION}") || 0
+      else raise UsageError, command ? "unknown command #{command.inspect}" : "no command given"
+      end
+    end
+
+    # The bytes of FILE (a pipe too), or of stdin for "-".
     def read_input(name)
       return stdin.read.to_s.b if name == "-"
-      raise UsageError, "#{name}: no such file" unless File.file?(name)
+      raise UsageError, "#{name}: no such file" unless File.exist?(name)
+      raise UsageError, "#{name}: is a directory" if File.directory?(name)
 
       File.binread(name)
     end
