@@ -111,6 +111,20 @@ RSpec.describe "loading the native extension" do
     end
   end
 
+  # A build another Ruby minor loads crashes the process at its first use;
+  # its Init refuses such a Ruby. The test hooks stand in for a build of
+  # another minor; every other spec, and bin/test's check of the platform
+  # gems on Debian's Rubies, loads builds that the check lets through.
+  it "refuses a build made for another Ruby minor, so a host keeps running" do
+    env = { "DISCOURSE_AI_STREAM_TEST_HOOKS" => "1", "DISCOURSE_AI_STREAM_TEST_BUILT_FOR" => "2.7" }
+    code = 'require "discourse_ai_stream/host"; puts "load_error=" + DiscourseAiStream.load_error.message.dump'
+    output = ChildProcess.run!(env, RbConfig.ruby, "-I", lib, "-e", code)
+    expect(output[/^load_error=(.*)$/, 1].undump).to include(
+      "discourse_ai_stream/#{minor}/discourse_ai_stream: this build is for Ruby 2.7, not Ruby #{minor}: " \
+      "it would crash the process"
+    )
+  end
+
   it "says there is no glibc where confstr refuses its name (musl), instead of raising that" do
     with_broken_lib do |dir|
       code = 'require "etc"; def Etc.confstr(*) = raise(Errno::EINVAL, "confstr"); ' \

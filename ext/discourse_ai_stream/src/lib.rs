@@ -22,6 +22,7 @@ const TEST_HOOKS_ENV: &str = "DISCOURSE_AI_STREAM_TEST_HOOKS";
 
 #[magnus::init]
 fn init(ruby: &Ruby) -> Result<(), Error> {
+    built_for_this_ruby(ruby)?;
     let module = ruby.define_module("DiscourseAiStream")?;
     let native = module.define_module("Native")?;
     native.const_set("CORE_VERSION", env!("CARGO_PKG_VERSION"))?;
@@ -50,4 +51,27 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
             .define_private_method("__panic_for_tests", method!(RbResponsesProcessor::panic_for_tests, 0))?;
     }
     Ok(())
+}
+
+/// A build that another Ruby minor loads (one left from a source build
+/// under another Ruby, a gem packed wrong) would crash the process at its
+/// first use: it is refused here, before anything is defined, with a
+/// LoadError, which the loader reports as it does a build that does not
+/// load. (With the test hooks on, `DISCOURSE_AI_STREAM_TEST_BUILT_FOR=X.Y`
+/// stands for the Ruby the build is for, so the specs can prove it.)
+fn built_for_this_ruby(ruby: &Ruby) -> Result<(), Error> {
+    // SAFETY: a constant array every Ruby exports (ruby/version.h).
+    let [major, minor, _] = unsafe { rb_sys::ruby_api_version };
+    let running = format!("{major}.{minor}");
+    let mut built = format!("{}.{}", rb_sys::RUBY_API_VERSION_MAJOR, rb_sys::RUBY_API_VERSION_MINOR);
+    if std::env::var_os(TEST_HOOKS_ENV).is_some_and(|v| v == "1") {
+        if let Ok(stand_in) = std::env::var("DISCOURSE_AI_STREAM_TEST_BUILT_FOR") {
+            built = stand_in;
+        }
+    }
+    if built == running {
+        return Ok(());
+    }
+    let message = format!("this build is for Ruby {built}, not Ruby {running}: it would crash the process");
+    Err(Error::new(ruby.exception_load_error(), message))
 }
