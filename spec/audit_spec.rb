@@ -75,6 +75,16 @@ RSpec.describe DiscourseAiStream::Audit do
       expect(described_class.analyze(nil)).to be_nil
     end
 
+    # The processor refused the stream's one chunk (a line over the limit):
+    # that is an error to count, not another API's stream to skip.
+    it "reports a chat stream whose only chunk is refused, instead of skipping it as another API's" do
+      chunk = { choices: [{ delta: { content: "x" * (9 * 1024 * 1024) } }] }
+      result = described_class.analyze("data: #{JSON.generate(chunk)}\n\ndata: [DONE]\n\n")
+      expect(result.other_protocol).to be(false)
+      expect(result.errors).to eq(["StreamError: SSE line longer than 8388608 bytes (at least 9437228 bytes " \
+                                   "without a line end)"])
+    end
+
     it "skips a Responses API stream, which holds no chat completion chunk, and says why" do
       responses = "event: response.output_item.added\ndata: #{JSON.generate(
         type: "response.output_item.added", output_index: 0,

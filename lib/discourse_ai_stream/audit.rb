@@ -62,7 +62,8 @@ module DiscourseAiStream
       result.requested.uniq!
       result.ran = legacy_ran(processor, payload, result)
       result.anomalies = processor.anomalies.size
-      result.other_protocol = processor.anomalies.any? { |anomaly| anomaly[:kind] == :wrong_protocol }
+      # A stream the processor refused is an error to report, not another API's.
+      result.other_protocol = result.errors.empty? && processor.anomalies.any? { |a| a[:kind] == :wrong_protocol }
       result
     end
 
