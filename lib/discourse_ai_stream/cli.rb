@@ -19,7 +19,8 @@ module DiscourseAiStream
               its protocol, text, each tool call (id, name, parameters), the
               usage and the anomalies. The protocol (chat completions or the
               Responses API) is the one the stream holds events of; --protocol
-              sets it. --partial also shows the partial tool call updates.
+              sets it. --partial also shows the partial tool call updates;
+              --usage reads a chat stream's usage as that mode.
       audit   For each response: the tool calls it requested, and how many of
               them a processor that reads only tool_calls[0] of each chunk (the
               legacy Discourse one) would have run. A file of JSON lines with a
