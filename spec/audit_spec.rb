@@ -85,6 +85,16 @@ RSpec.describe DiscourseAiStream::Audit do
                                    "without a line end)"])
     end
 
+    # The chat processor reads the error event as its own: the other events
+    # say whose stream it is.
+    it "skips a Responses API stream that ends in an error event, as another API's" do
+      events = [{ type: "response.created", response: { id: "resp_1", status: "in_progress" } },
+                { type: "error", code: "rate_limit_exceeded", message: "slow down" }]
+      sse = events.map { |event| "event: #{event[:type]}\ndata: #{JSON.generate(event)}\n\n" }.join
+      expect(described_class.analyze(sse).other_protocol).to be(true)
+      expect(described_class.analyze(fixture("provider_error.sse")).other_protocol).to be(false)
+    end
+
     it "skips a Responses API stream, which holds no chat completion chunk, and says why" do
       responses = "event: response.output_item.added\ndata: #{JSON.generate(
         type: "response.output_item.added", output_index: 0,
@@ -257,7 +267,9 @@ RSpec.describe DiscourseAiStream::Audit do
     # a forgotten d gave a period with no rows, and an all-clear.
     it "takes a date only as one written year first, and none in the future" do
       expect(described_class.parse_since("2026-03-30T10:00:00Z", now: now)).to eq(Time.utc(2026, 3, 30, 10))
-      %w[30 3 6h 30/03/2026].each do |text|
+      expect(described_class.parse_since("2026-03-30 10:00+02:00", now: now)).to eq(Time.utc(2026, 3, 30, 8))
+      ["30", "3", "6h", "30/03/2026", "2026-01-15 sept", "2026-01-15junk", "2026-01-15 10:00 CET",
+       "2026-02-30"].each do |text|
         expect { described_class.parse_since(text, now: now) }.to raise_error(ArgumentError, /SINCE must be/)
       end
       expect { described_class.parse_since("2026-04-02", now: now) }

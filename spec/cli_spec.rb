@@ -90,6 +90,15 @@ RSpec.describe DiscourseAiStream::CLI do
       expect(cli("replay", "-", stdin: StringIO.new(sse))).to eq(1)
       expect(stdout.string).to start_with("protocol: responses\n")
       expect(stdout.string).to include("error: DiscourseAiStream::ProviderError: boom")
+
+      stdout.truncate(0)
+      stdout.rewind
+      early = [{ type: "response.created", response: { id: "resp_1", status: "in_progress" } },
+               { type: "error", code: "rate_limit_exceeded", message: "slow down" }]
+      sse = early.map { |event| "event: #{event[:type]}\ndata: #{JSON.generate(event)}\n\n" }.join
+      expect(cli("replay", "-", stdin: StringIO.new(sse))).to eq(1)
+      expect(stdout.string).to start_with("protocol: responses\n")
+      expect(stdout.string).to include("error: DiscourseAiStream::ProviderError: slow down")
     end
 
     it "prints every error of the stream, not only the first" do

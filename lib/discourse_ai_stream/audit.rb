@@ -62,9 +62,25 @@ module DiscourseAiStream
       result.requested.uniq!
       result.ran = legacy_ran(processor, payload, result)
       result.anomalies = processor.anomalies.size
-      # A stream the processor refused is an error to report, not another API's.
-      result.other_protocol = result.errors.empty? && processor.anomalies.any? { |a| a[:kind] == :wrong_protocol }
+      result.other_protocol = other_protocol?(processor, payload, result)
       result
+    end
+
+    # A stream the processor refused is an error to report, not another
+    # API's; but an error event is both APIs': a stream with no call whose
+    # error the chat processor took for its own is the Responses API's when
+    # that processor reads an event of its API in it.
+    def other_protocol?(processor, payload, result)
+      return processor.anomalies.any? { |anomaly| anomaly[:kind] == :wrong_protocol } if result.errors.empty?
+      return false unless result.requested.empty?
+
+      responses = OpenAiResponsesMessageProcessor.new(tool_call_class: DiscourseAiStream::ToolCall, on_anomaly: QUIET)
+      [-> { responses.decode_chunk(payload) }, -> { responses.finish }].each do |step|
+        step.call
+      rescue DiscourseAiStream::Error
+        nil
+      end
+      responses.anomalies.none? { |anomaly| anomaly[:kind] == :wrong_protocol }
     end
 
     # What the legacy site ran: nothing when its decoder raised on a line
@@ -152,8 +168,8 @@ module DiscourseAiStream
       return nil if text.casecmp?("all")
       return now - (Integer(text[0...-1], 10) * 86_400) if text.match?(/\A\d+d\z/i)
 
-      since = year_first(text)
-      unless since
+      since = YEAR_FIRST.match(text) && Time.parse(text)
+      unless since && since.strftime("%F") == text[0, 10]
         raise ArgumentError, "SINCE must be a date or time (year first), a number of days like 30d, or all; " \
                              "got #{value.inspect}"
       end
@@ -162,11 +178,9 @@ module DiscourseAiStream
       since
     end
 
-    def year_first(text)
-      Time.parse(text) if text.match?(/\A\d{4}-\d{2}-\d{2}/)
-    rescue ArgumentError
-      nil
-    end
+    # A date, then maybe a time and a UTC offset: what Time.parse reads
+    # as written (it reads a month's name after a date, and drops a zone's).
+    YEAR_FIRST = /\A\d{4}-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?: ?(?:Z|UTC|[+-]\d{2}:?\d{2}))?)?\z/
 
     # The rake task: audit `model` (AiApiAuditLog), show progress on
     # `progress_io` and print the report on `io`, saying what the counts

@@ -7,8 +7,8 @@ module DiscourseAiStream
     # whose processor read an event of it (the other reports the stream as
     # a wrong_protocol anomaly); the chat processor's account when neither.
     # An error event is both APIs': a stream in which the chat processor
-    # found nothing else is the Responses API's when that processor found
-    # text or calls in it.
+    # found nothing else is the Responses API's when that processor read an
+    # event of its API in it.
     class Replay
       PROTOCOLS = { "chat" => OpenAiMessageProcessor, "responses" => OpenAiResponsesMessageProcessor }.freeze
 
@@ -49,9 +49,7 @@ module DiscourseAiStream
         return chat unless wrong_protocol?(chat) || nothing?(chat)
 
         responses = decode(raw, "responses")
-        return chat if wrong_protocol?(responses) || (!wrong_protocol?(chat) && nothing?(responses))
-
-        responses
+        wrong_protocol?(responses) ? chat : responses
       end
 
       def nothing?(outcome) = %i[text tool_calls partial_updates].all? { |key| outcome[key].empty? }

@@ -189,12 +189,12 @@ fn merge_member(
     };
     match (kept, value) {
         (JsonValue::String(kept), JsonValue::String(more)) if JOINED.contains(&name) => kept.push_str(more),
+        // An empty string is a placeholder, as null is (OpenRouter's Claude
+        // opens an entry with `"signature": ""` and sends it later).
         (_, JsonValue::Null) => {}
-        // An empty string is a placeholder too (OpenRouter's Claude opens an
-        // entry with `"signature": ""` and sends it later).
-        (kept, value) if matches!(kept, JsonValue::Null) || kept.as_str() == Some("") => {
-            *kept = value.clone()
-        }
+        (_, JsonValue::String(more)) if more.is_empty() => {}
+        (kept @ JsonValue::Null, value) => *kept = value.clone(),
+        (JsonValue::String(kept), JsonValue::String(more)) if kept.is_empty() => more.clone_into(kept),
         (kept, value) if kept == value => {}
         (kept, value) => {
             let what = format!(
@@ -264,6 +264,7 @@ mod tests {
             r#"[{"type":"reasoning.text","text":"b","index":0}]"#,
             r#"[{"type":"reasoning.text","index":0,"signature":"EqQBCkYIBx"}]"#,
             r#"[{"type":"reasoning.text","index":0,"signature":"EqQBCkYIBx"}]"#,
+            r#"[{"type":"reasoning.text","index":0,"signature":""}]"#,
         ]);
         assert_eq!(
             list,
