@@ -40,6 +40,19 @@ RSpec.describe "DiscourseAiStream::Discourse: the round trip on the read side", 
       expect(items.last.provider_data[:chat_completions]).to match(turn: /\Aturn_das_/, model: "12:deepseek-v4-flash")
     end
 
+    # Discourse's decode_chunk calls the processor once per event and hands
+    # each call out once per read, where it first came: with partial calls,
+    # a read that holds a partial update and the completion gave the call
+    # before its reasoning, and the bot sent it back without.
+    it "gives the Thinking before the call through Discourse's own decode_chunk, with partial calls too" do
+      install_into(:newest, fast_decode: false)
+      [false, true].each do |partial|
+        items = stream(output_thinking: true, partial_tool_calls: partial)
+        expect(items.map(&:class).uniq).to eq([DiscourseAi::Completions::Thinking, DiscourseAi::Completions::ToolCall])
+        expect(items.first.message).to start_with("The user asks about the weather")
+      end
+    end
+
     # Discourse's non-streamed path hands every item to its XML tool parser,
     # which takes Strings only.
     it "gives no Thinking where the endpoint reads its tools from the text (XML tools), as stock" do

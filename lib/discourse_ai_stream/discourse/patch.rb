@@ -14,7 +14,9 @@ module DiscourseAiStream
     #   Session), anything else passes through.
     # - decode_chunk: where the original is the stock one and the processor
     #   is the gem's, the processor decodes the raw bytes itself (fast path);
-    #   otherwise the original runs, talking to the gem's processor.
+    #   otherwise the original runs, talking to the gem's processor, and
+    #   its result gets each reasoning item back in front of its call (see
+    #   Session.in_read_order).
     # - decode_chunk, decode_chunk_finish, decode: provider errors are logged
     #   with the endpoint's provider, then raised on. An error of the gem's
     #   out of decode_chunk that carries items is raised one call later:
@@ -97,7 +99,7 @@ module DiscourseAiStream
         define_method(:decode_chunk) do |raw|
           Session.decoding(self) do
             ours = fast && Discourse.fast_decode? && Session.ours(processor)
-            ours ? ours.decode_chunk(raw) : super(raw)
+            ours ? ours.decode_chunk(raw) : Session.in_read_order(self) { super(raw) }
           end
         end
       end

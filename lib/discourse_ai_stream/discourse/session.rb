@@ -30,7 +30,7 @@ module DiscourseAiStream
       }.freeze
       GEM_PROCESSORS = REPLACED.values.freeze
 
-      attr_reader :stock, :processor, :reporter
+      attr_reader :stock, :processor, :reporter, :read_order
 
       class << self
         # What the patched `processor` returns: the gem's processor in place
@@ -98,6 +98,16 @@ module DiscourseAiStream
           raise
         end
 
+        # Around a decode_chunk of the host's, which calls the processor
+        # once per event: its items with each reasoning item in front of its
+        # call (ReadOrder).
+        def in_read_order(endpoint)
+          of(endpoint)&.read_order&.start
+          items = yield
+          order = of(endpoint)&.read_order
+          order && items.is_a?(Array) ? order.apply(items) : items
+        end
+
         def of(endpoint) = endpoint.instance_variable_get(IVAR)
 
         # By name, so that it holds across code reloads (new class objects)
@@ -137,6 +147,7 @@ module DiscourseAiStream
         @stock = stock
         @reporter = Reporter.new(self.class.label(endpoint))
         @processor = build(endpoint, stock)
+        @read_order = ReadOrder.new(@processor) if setting(endpoint, stock, :partial_tool_calls)
       end
 
       # Keeps this session on `endpoint`, and replaces the stock instance
