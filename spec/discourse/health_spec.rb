@@ -217,7 +217,8 @@ RSpec.describe DiscourseAiStream::Discourse::Health, gc_stress: false do
     expect(described_class::KINDS.keys.map(&:to_s) - core).to eq([])
     page = File.read(File.join(root, "docs/errors-and-anomalies.md"))
     listed = page[/^## What the admin dashboard counts\n(.*?)(?=^## |\z)/m, 1].to_s
-    counted = described_class::KINDS.merge(described_class::ERRORS)
+    counted = described_class::COUNTED
+    expect(counted).to eq(described_class::KINDS.merge(described_class::ERRORS))
     expect(listed.scan(/^- `([a-z_]+)`/).flatten).to eq(counted.keys.map(&:to_s))
     counted.each_value { |words| expect(listed).to include(words) }
     expect(core.reject { |kind| listed.include?("`#{kind}`") }).to eq([]), "each kind, counted or not, says why"

@@ -42,6 +42,8 @@ module DiscourseAiStream
                       "request failed",
         internal_error: "the gem failed on the stream (a bug it caught), and the request failed"
       }.freeze
+      # Every kind a stream is counted under, with its words.
+      COUNTED = KINDS.merge(ERRORS).freeze
       TOPICS = %i[not_in_use lost_or_refused].freeze
 
       # What to tell the admin, the page that says what to do about it, and
@@ -136,7 +138,7 @@ module DiscourseAiStream
           words = kinds.map do |kind, list|
             where = list.sort_by { |(_, label), count| [-count, label] }
                         .map { |(_, label), count| "#{count} on #{label}" }
-            "#{[kind, KINDS[kind] || ERRORS[kind]].compact.join(", ")}: #{where.join(", ")}"
+            "#{[kind, COUNTED[kind]].compact.join(", ")}: #{where.join(", ")}"
           end
           Problem.new("In the last 24 hours, #{streams} #{streams == 1 ? "stream" : "streams"} decoded by " \
                       "discourse_ai_stream lost or refused something. #{words.join("; ")}. The Rails log has a " \

@@ -7,7 +7,7 @@ module DiscourseAiStream
     # only the first anomaly of each kind in a response gets a line; at the
     # end of the response one more line counts the ones left out. Argument
     # excerpts are not logged: they may hold user data. A kind that means
-    # something was lost or refused (Health::KINDS) is counted once per
+    # something was lost or refused (Health::COUNTED) is counted once per
     # response, for the admin dashboard (Tally).
     class Reporter
       # interruptions: the :interrupted anomalies the hook was given.
@@ -37,23 +37,16 @@ module DiscourseAiStream
         DiscourseAiStream.on_anomaly&.call(anomaly)
       end
 
-      # Once per error object, however many wrappers it passes through.
-      def provider_error(error)
-        return unless @errors.add?(error)
-
-        count(:provider_error)
-        Discourse.warn_log("discourse_ai_stream: #{label}: provider error in the stream: #{error.message}")
-      end
-
-      # An error of the gem's that fails the request (Health::ERRORS), once
-      # per error object.
+      # An error of the gem's that fails the request, counted under `kind`
+      # (Session::FAILED) and logged, once per error object, however many
+      # wrappers it passes through.
       def failed(error, kind)
         return unless @errors.add?(error)
 
         count(kind)
         why = " (#{error.kind})" if error.respond_to?(:kind) && error.kind
-        Discourse.warn_log("discourse_ai_stream: #{label}: the request failed: #{error.class.name}#{why}: " \
-                           "#{error.message}")
+        what = kind == :provider_error ? "provider error in the stream" : "the request failed: #{error.class}#{why}"
+        Discourse.warn_log("discourse_ai_stream: #{label}: #{what}: #{error.message}")
       end
 
       # An error whose items are delivered before it is raised.
@@ -66,7 +59,7 @@ module DiscourseAiStream
       # Counts this response under `kind` once, when the kind means that
       # something was lost or refused.
       def count(kind)
-        return unless (Health::KINDS.key?(kind) || Health::ERRORS.key?(kind)) && !@counted.include?(kind)
+        return unless Health::COUNTED.key?(kind) && !@counted.include?(kind)
 
         Discourse.tally.add(label, kind, new_stream: @counted.empty?)
         @counted << kind

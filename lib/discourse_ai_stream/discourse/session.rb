@@ -29,6 +29,10 @@ module DiscourseAiStream
         STOCK_RESPONSES_PROCESSOR => DiscourseAiStream::OpenAiResponsesMessageProcessor
       }.freeze
       GEM_PROCESSORS = REPLACED.values.freeze
+      # The gem's errors that fail a request, with the kind each is counted
+      # under (Health::COUNTED).
+      FAILED = { DiscourseAiStream::ProviderError => :provider_error, DiscourseAiStream::StreamError => :stream_error,
+                 DiscourseAiStream::InternalError => :internal_error }.freeze
 
       attr_reader :stock, :processor, :reporter, :read_order
 
@@ -83,15 +87,11 @@ module DiscourseAiStream
         # interrupted are lost (see Session#interrupted).
         def reporting(endpoint)
           yield
-        rescue DiscourseAiStream::ProviderError => e
+        rescue *FAILED.keys => e
           if Discourse.installed?
-            reporter = of(endpoint)&.reporter || Reporter.new(label(endpoint))
-            reporter.provider_error(e)
+            kind = FAILED.find { |klass, _| e.is_a?(klass) }.last
+            (of(endpoint)&.reporter || Reporter.new(label(endpoint))).failed(e, kind)
           end
-          raise
-        rescue DiscourseAiStream::StreamError, DiscourseAiStream::InternalError => e
-          kind = e.is_a?(DiscourseAiStream::StreamError) ? :stream_error : :internal_error
-          (of(endpoint)&.reporter || Reporter.new(label(endpoint))).failed(e, kind) if Discourse.installed?
           raise
         rescue Exception # rubocop:disable Lint/RescueException -- counted, then raised as it is
           of(endpoint)&.interrupted
@@ -100,7 +100,8 @@ module DiscourseAiStream
 
         # Around a decode_chunk of the host's, which calls the processor
         # once per event: its items with each reasoning item in front of its
-        # call (ReadOrder).
+        # call (ReadOrder). The session is looked up again after the block,
+        # which builds it on the response's first read.
         def in_read_order(endpoint)
           of(endpoint)&.read_order&.start
           items = yield

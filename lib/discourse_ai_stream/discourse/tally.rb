@@ -2,7 +2,7 @@
 
 module DiscourseAiStream
   module Discourse
-    # The streams that lost or refused something (Health::KINDS), per anomaly
+    # The streams that lost or refused something (Health::COUNTED), per anomaly
     # kind and endpoint, for the last 24 hours: one Redis hash per hour
     # (`discourse_ai_stream:lost_or_refused:<hour>`), a field per kind and
     # endpoint plus one counting the streams, each hash expiring a day after
