@@ -97,6 +97,11 @@ impl Items {
         Some(CallId(at as u32))
     }
 
+    /// The `call_id` the item of streamed call `call` was sent with.
+    fn call_id_of(&self, call: CallId) -> Option<&str> {
+        self.call_items.get(call.index()).and_then(|(_, c)| c.as_deref())
+    }
+
     /// Whether an item with `item`'s id was announced: `Some(true)` when
     /// it is `item` again (a relay that repeats events: the newest item of
     /// that id is of the same kind and, for a function call, has the same
@@ -107,8 +112,7 @@ impl Items {
         let e = self.entries.iter().rfind(|e| e.item_id.as_deref() == Some(id))?;
         Some(match (e.slot, item.kind) {
             (Slot::Call(call), ItemKind::FunctionCall) => {
-                let known = self.call_items.get(call.index()).and_then(|(_, c)| c.as_deref());
-                known.zip(item.call_id()).is_none_or(|(a, b)| a == b)
+                self.call_id_of(call).zip(item.call_id()).is_none_or(|(a, b)| a == b)
             }
             (Slot::Reasoning(_), ItemKind::Reasoning) | (Slot::Message, ItemKind::Message) => true,
             (Slot::Other, ItemKind::WebSearch | ItemKind::Other) => true,
@@ -131,8 +135,7 @@ impl Items {
         self.entries.iter().find_map(|e| match e.slot {
             Slot::Call(call)
                 if e.item_id.as_deref() == Some(id)
-                    && (item.call_id().is_none()
-                        || self.call_items.get(call.index()).is_none_or(|(_, c)| c.is_none())) =>
+                    && (item.call_id().is_none() || self.call_id_of(call).is_none()) =>
             {
                 Some(call)
             }
