@@ -177,6 +177,21 @@ RSpec.describe DiscourseAiStream::OpenAiResponsesMessageProcessor do
       end
     end
 
+    it "hands out text a server sends only whole, once, and what deltas left out, reported (rule 80)" do
+      message = { id: "msg_1", type: "message", role: "assistant", content: [] }
+      whole = message.merge(content: [{ type: "output_text", text: "Hello there" }])
+      text_done = { type: "response.output_text.done", output_index: 0, item_id: "msg_1", content_index: 0,
+                    text: "Hello there" }
+      only_whole = [added(0, message), text_done, done(0, whole), completed({}, output: [whole])]
+      cut_short = [added(0, message), text_delta(0, "msg_1", "Hello"), done(0, whole), completed({}, output: [whole])]
+      [[only_whole, []], [cut_short, [:text_completed]]].each do |events, kinds|
+        raw, p = both_ways(events)
+        hashes = run_hashes(q = processor, events)
+        expect([raw.grep(String).join, hashes.grep(String).join]).to eq(["Hello there"] * 2)
+        expect([p, q].map { |r| r.anomalies.map { |a| a[:kind] } }).to eq([kinds] * 2)
+      end
+    end
+
     it "raises an in-band error event with the provider's message, after what came before it" do
       error = { type: "error", code: "rate_limit_exceeded", message: "Rate limit reached", param: nil }
       p = processor

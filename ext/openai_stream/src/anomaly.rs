@@ -96,6 +96,14 @@ anomaly_kinds! {
     /// Responses API: the `done` item's whole arguments differ from the
     /// streamed deltas; the whole arguments were used.
     ArgumentsMismatch = "arguments_mismatch",
+    /// Responses API: a message's text deltas stopped short of its whole
+    /// text (an `output_text.done`, its done item, the final output); the
+    /// rest was handed out from there.
+    TextCompleted = "text_completed",
+    /// Responses API: a message's whole text differs from what its deltas
+    /// gave, which stands; or it matched no message while others' text
+    /// streamed, and was not handed out.
+    TextMismatch = "text_mismatch",
     /// Responses API: the response ended incomplete (`max_output_tokens`...).
     IncompleteResponse = "incomplete_response",
     /// Responses API: an event or output item of a type the processor does

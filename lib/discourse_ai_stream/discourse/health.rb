@@ -33,7 +33,8 @@ module DiscourseAiStream
         truncated_event: "the stream stopped inside an event",
         unreadable_event: "an event that could not be read was skipped",
         orphan_fragment: "an arguments fragment matched no tool call",
-        fragment_after_completion: "an arguments fragment came for a tool call already complete"
+        fragment_after_completion: "an arguments fragment came for a tool call already complete",
+        text_mismatch: "a message's whole text differed from the text its deltas gave, or was not handed out"
       }.freeze
       # The gem's own errors that fail a request besides the provider's,
       # counted under these names (no anomaly says them).

@@ -66,6 +66,23 @@ pub(super) struct Items {
     /// See `ResponsesProcessor::output_items`.
     pub(super) output_items: Vec<JsonValue>,
     reported_events: Vec<String>,
+    /// Per message item whose text came, what was handed out (rule 80).
+    texts: Vec<MessageText>,
+}
+
+/// The text of one message item as handed out: its deltas, and what its
+/// whole text (an `output_text.done`, the done item, the final output)
+/// added to them.
+#[derive(Debug)]
+struct MessageText {
+    output_index: Option<i64>,
+    item_id: Option<String>,
+    given: String,
+    /// Where the content part being streamed starts in `given`: an
+    /// `output_text.done` gives one part's whole text.
+    part_start: usize,
+    /// A whole text that differs was reported (once per item).
+    reported: bool,
 }
 
 impl Items {
@@ -143,6 +160,52 @@ impl Items {
         })
     }
 
+    /// The message text an event at `at` belongs to: by item id, else by
+    /// `output_index`, else one streamed without either.
+    fn text_at(&self, at: Place) -> Option<usize> {
+        let texts = &self.texts;
+        let by_id = |id: &str| {
+            texts
+                .iter()
+                .rposition(|t| t.item_id.as_deref().is_some_and(|i| same(i.as_bytes(), id.as_bytes())))
+        };
+        at.item_id
+            .and_then(by_id)
+            .or_else(|| at.output_index.and_then(|n| texts.iter().rposition(|t| t.output_index == Some(n))))
+            .or_else(|| texts.iter().rposition(|t| t.item_id.is_none() && t.output_index.is_none()))
+    }
+
+    fn new_text(&mut self, at: Place) -> usize {
+        let item_id = at.item_id.map(str::to_owned);
+        self.texts.push(MessageText {
+            output_index: at.output_index,
+            item_id,
+            given: String::new(),
+            part_start: 0,
+            reported: false,
+        });
+        self.texts.len() - 1
+    }
+
+    /// A text delta handed out: most go to the message of the last one.
+    #[inline]
+    fn streamed_text(&mut self, at: Place, delta: &str) {
+        let last = self.texts.last_mut().filter(|t| match (at.item_id, t.item_id.as_deref()) {
+            (Some(id), Some(i)) => same(i.as_bytes(), id.as_bytes()),
+            (None, None) => at.output_index == t.output_index,
+            _ => false,
+        });
+        if let Some(t) = last {
+            t.given.push_str(delta);
+            return;
+        }
+        let k = match self.text_at(at) {
+            Some(k) => k,
+            None => self.new_text(at),
+        };
+        self.texts[k].given.push_str(delta);
+    }
+
     /// A reasoning item's entry and state; its number.
     fn add_reasoning(&mut self, at: Place, item: &OutputItem) -> u32 {
         let n = self.reasonings.len() as u32;
@@ -190,6 +253,11 @@ impl State<Responses> {
             ("response.reasoning_summary_part.added", _) if self.own.items.part_done => {
                 self.summary_text(at, "\n\n")
             }
+            ("response.output_text.done", _) => {
+                if let Some(text) = str_at(value, "text") {
+                    self.whole_text(at, text, true);
+                }
+            }
             ("response.reasoning_summary_text.delta", _) => self.summary_text(at, delta),
             ("response.reasoning_summary_part.done", _) => self.own.items.part_done = true,
             ("response.completed", _) => result = self.ended(Status::Completed, response),
@@ -209,7 +277,6 @@ impl State<Responses> {
                 | "response.reasoning_summary_part.added"
                 | "response.content_part.added"
                 | "response.content_part.done"
-                | "response.output_text.done"
                 | "response.output_text.annotation.added"
                 | "response.reasoning_summary_text.done"
                 | "response.reasoning_text.delta"
@@ -231,8 +298,72 @@ impl State<Responses> {
         if arguments {
             self.arguments_delta(at, delta);
         } else if !delta.is_empty() {
+            self.own.items.streamed_text(at, delta);
             self.out.push_text(delta);
         }
+    }
+
+    /// The whole text of a message item (`part`: of its content part being
+    /// streamed), sent after its deltas (rule 80): what they left out is
+    /// handed out now, and a whole text that differs from what they gave
+    /// is reported, what was handed out standing. A text for no item that
+    /// streamed any, in a response whose text came under other items, is
+    /// reported and not handed out: it may be theirs under another id. An
+    /// empty whole text says nothing (relays send one after the deltas).
+    fn whole_text(&mut self, at: Place, whole: &str, part: bool) {
+        if whole.is_empty() {
+            return;
+        }
+        let items = &mut self.own.items;
+        let k = match items.text_at(at) {
+            Some(k) => k,
+            None if items.texts.iter().all(|t| t.given.is_empty()) => items.new_text(at),
+            None => {
+                let what = format!(
+                    "the whole text of message {} ({} bytes) matched no message whose text streamed, while \
+                     others' did; not handed out",
+                    describe_place(at),
+                    whole.len()
+                );
+                self.anomalies.push(Anomaly::new(AnomalyKind::TextMismatch, what).excerpt(whole));
+                return;
+            }
+        };
+        let t = &mut items.texts[k];
+        let start = if part { t.part_start } else { 0 };
+        let given = t.given.get(start..).unwrap_or_default();
+        if let Some(rest) = whole.strip_prefix(given).filter(|rest| !rest.is_empty()) {
+            if !given.is_empty() {
+                let what = format!(
+                    "the deltas of message {} stopped {} bytes short of its whole text; the rest was handed out",
+                    describe_place(at),
+                    rest.len()
+                );
+                self.anomalies.push(Anomaly::new(AnomalyKind::TextCompleted, what).excerpt(rest));
+            }
+            t.given.push_str(rest);
+            self.out.push_text(rest);
+        } else if given != whole && !t.reported {
+            t.reported = true;
+            let what = format!(
+                "the whole text of message {} ({} bytes) differs from what its deltas gave ({} bytes); \
+                 what they gave stands",
+                describe_place(at),
+                whole.len(),
+                given.len()
+            );
+            self.anomalies.push(Anomaly::new(AnomalyKind::TextMismatch, what).excerpt(whole));
+        }
+        if part {
+            t.part_start = t.given.len();
+        }
+    }
+
+    /// The whole text of a message item of a done event or a final output:
+    /// its `output_text` parts.
+    fn message_text(&mut self, at: Place, item: &OutputItem) {
+        let whole: String = item.output_texts().collect();
+        self.whole_text(Place { item_id: item.id.or(at.item_id), ..at }, &whole, false);
     }
 
     /// An event (`"event"`) or output item (`"output item"`, a web search
@@ -428,6 +559,7 @@ impl State<Responses> {
                 self.finish_reasoning(n, item);
             }
             ItemKind::Message => {
+                self.message_text(at, item);
                 if let Some(id) = item.id {
                     self.link_reasonings(id);
                 }
@@ -501,6 +633,12 @@ impl State<Responses> {
     /// output lists.
     fn ended(&mut self, status: Status, response: Option<&JsonValue>) -> Result<(), Error> {
         self.response_status(status, response)?;
+        let output = response.map_or(&[][..], |r| array_at(r, "output"));
+        for (i, item) in output.iter().map(OutputItem::read).enumerate() {
+            if item.kind == ItemKind::Message {
+                self.message_text(Place { output_index: Some(i as i64), item_id: None }, &item);
+            }
+        }
         self.calls_only_in_output(response)
     }
 

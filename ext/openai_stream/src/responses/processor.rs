@@ -773,6 +773,133 @@ mod tests {
         assert!(off.thinking.is_empty());
     }
 
+    /// A message item `msg_1` at output index 0: added, the events
+    /// `between`, then its done item and the final output, each with the
+    /// whole text `whole` (rule 80).
+    fn message(between: &[&str], whole: &str) -> String {
+        let whole = serde_json::to_string(whole).expect("a string");
+        let item = format!(
+            r#"{{"id":"msg_1","type":"message","content":[{{"type":"output_text","text":{whole}}}]}}"#
+        );
+        let done = format!(r#"{{"type":"response.output_item.done","output_index":0,"item":{item}}}"#);
+        let completed = format!(
+            r#"{{"type":"response.completed","response":{{"status":"completed","output":[{item}]}}}}"#
+        );
+        let added = r#"{"type":"response.output_item.added","output_index":0,"item":{"id":"msg_1","type":"message","content":[]}}"#;
+        let events: Vec<&str> = [added]
+            .into_iter()
+            .chain(between.iter().copied())
+            .chain([done.as_str(), completed.as_str()])
+            .collect();
+        sse(&events)
+    }
+
+    fn text_delta(delta: &str) -> String {
+        let delta = serde_json::to_string(delta).expect("a string");
+        format!(
+            r#"{{"type":"response.output_text.delta","item_id":"msg_1","output_index":0,"content_index":0,"delta":{delta}}}"#
+        )
+    }
+
+    /// The text and anomaly kinds of `stream` read in reads of every size
+    /// from 1 to 64 bytes and whole, each way the same.
+    fn text_and_kinds(stream: &str) -> (String, Vec<AnomalyKind>) {
+        let (p, seen, error) = decode(Options::default(), stream, stream.len());
+        assert_eq!(error, None);
+        for step in 1..=64 {
+            let (q, split, _) = decode(Options::default(), stream, step);
+            assert_eq!((&split.text, kinds(&q)), (&seen.text, kinds(&p)), "reads of {step} bytes");
+        }
+        (seen.text, kinds(&p))
+    }
+
+    #[test]
+    fn rule_80_text_sent_only_whole_is_handed_out_once() {
+        // Only in output_text.done, then repeated by the done item and the
+        // final output.
+        let done = r#"{"type":"response.output_text.done","item_id":"msg_1","output_index":0,"content_index":0,"text":"Hello there"}"#;
+        assert_eq!(text_and_kinds(&message(&[done], "Hello there")), ("Hello there".into(), vec![]));
+        // Only in the done item and the final output.
+        assert_eq!(text_and_kinds(&message(&[], "Hi")), ("Hi".into(), vec![]));
+        // Only in the final output.
+        let completed = r#"{"type":"response.completed","response":{"output":[{"id":"m","type":"message","content":[{"type":"output_text","text":"late"}]}]}}"#;
+        assert_eq!(text_and_kinds(&sse(&[completed])), ("late".into(), vec![]));
+    }
+
+    #[test]
+    fn rule_80_deltas_and_whole_texts_that_agree_give_the_text_once() {
+        let (a, b) = (text_delta("Hello"), text_delta(" there"));
+        let done = r#"{"type":"response.output_text.done","item_id":"msg_1","output_index":0,"content_index":0,"text":"Hello there"}"#;
+        assert_eq!(text_and_kinds(&message(&[&a, &b, done], "Hello there")), ("Hello there".into(), vec![]));
+        // Two content parts, each with its output_text.done.
+        let part2 = text_delta("second");
+        let done2 = r#"{"type":"response.output_text.done","item_id":"msg_1","output_index":0,"content_index":1,"text":"second"}"#;
+        let item = r#"{"id":"msg_1","type":"message","content":[{"type":"output_text","text":"Hello there"},{"type":"output_text","text":"second"}]}"#;
+        let stream = sse(&[
+            r#"{"type":"response.output_item.added","output_index":0,"item":{"id":"msg_1","type":"message","content":[]}}"#,
+            &a,
+            &b,
+            done,
+            &part2,
+            done2,
+            &format!(r#"{{"type":"response.output_item.done","output_index":0,"item":{item}}}"#),
+        ]);
+        assert_eq!(text_and_kinds(&stream), ("Hello theresecond".into(), vec![]));
+    }
+
+    #[test]
+    fn rule_80_two_messages_whose_deltas_interleave_are_each_matched_to_their_whole_text() {
+        let delta = |i: u32, id: &str, d: &str| {
+            format!(r#"{{"type":"response.output_text.delta","item_id":"{id}","output_index":{i},"delta":"{d}"}}"#)
+        };
+        let done = |i: u32, id: &str, text: &str| {
+            format!(
+                r#"{{"type":"response.output_item.done","output_index":{i},"item":{{"id":"{id}","type":"message","content":[{{"type":"output_text","text":"{text}"}}]}}}}"#
+            )
+        };
+        let events = [
+            delta(0, "msg_a", "one "),
+            delta(1, "msg_b", "two "),
+            delta(0, "msg_a", "three"),
+            delta(1, "msg_b", "four"),
+            done(1, "msg_b", "two four and more"),
+            done(0, "msg_a", "one three"),
+        ];
+        let (text, kinds) = text_and_kinds(&sse(&events.iter().map(String::as_str).collect::<Vec<_>>()));
+        assert_eq!((text.as_str(), kinds), ("one two threefour and more", vec![AnomalyKind::TextCompleted]));
+    }
+
+    #[test]
+    fn rule_80_deltas_that_stop_short_are_completed_from_the_whole_text() {
+        let a = text_delta("Hello");
+        let (text, kinds) = text_and_kinds(&message(&[&a], "Hello there"));
+        assert_eq!((text.as_str(), kinds), ("Hello there", vec![AnomalyKind::TextCompleted]));
+    }
+
+    #[test]
+    fn rule_80_a_whole_text_that_differs_is_reported_once_and_the_streamed_text_stands() {
+        let a = text_delta("Hello there");
+        let (text, kinds) = text_and_kinds(&message(&[&a], "Goodbye"));
+        assert_eq!((text.as_str(), kinds), ("Hello there", vec![AnomalyKind::TextMismatch]));
+        // An empty whole text says nothing.
+        let empty = r#"{"type":"response.output_text.done","item_id":"msg_1","output_index":0,"content_index":0,"text":""}"#;
+        let stream = sse(&[&a, empty, r#"{"type":"response.completed","response":{"output":[]}}"#]);
+        assert_eq!(text_and_kinds(&stream), ("Hello there".into(), vec![]));
+    }
+
+    #[test]
+    fn rule_80_a_whole_text_of_no_streamed_message_is_not_handed_out_when_others_streamed() {
+        // The final output names the message otherwise (another id and
+        // index): its text may be the streamed one, so it is not given twice.
+        let a = text_delta("Hello");
+        let completed = r#"{"type":"response.completed","response":{"output":[{"id":"rs","type":"reasoning","summary":[]},{"id":"msg_9","type":"message","content":[{"type":"output_text","text":"Hello"}]}]}}"#;
+        let (text, kinds) = text_and_kinds(&sse(&[&a, completed]));
+        assert_eq!((text.as_str(), kinds), ("Hello", vec![AnomalyKind::TextMismatch]));
+        // The same message under another id at the same index: matched.
+        let completed = r#"{"type":"response.completed","response":{"output":[{"id":"msg_9","type":"message","content":[{"type":"output_text","text":"Hello"}]}]}}"#;
+        assert_eq!(text_and_kinds(&sse(&[&a, completed])), ("Hello".into(), vec![]));
+    }
+
     #[test]
     fn a_whole_response_gives_texts_calls_and_thinking_in_order() {
         let body: JsonValue = serde_json::from_str(
