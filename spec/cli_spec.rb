@@ -261,7 +261,9 @@ RSpec.describe DiscourseAiStream::CLI do
       BrokenBuild.copy_lib(File.join(dir, "lib"))
       FileUtils.mkdir_p(File.join(dir, "exe"))
       FileUtils.cp(File.expand_path("../exe/discourse-ai-stream", __dir__), File.join(dir, "exe"))
-      out, status = Open3.capture2e(RbConfig.ruby, File.join(dir, "exe", "discourse-ai-stream"), "help")
+      # Without a caller's bundler (`bundle exec rspec`), which would load this checkout's lib/.
+      clean = { "RUBYOPT" => nil, "RUBYLIB" => nil, "BUNDLE_GEMFILE" => nil }
+      out, status = Open3.capture2e(clean, RbConfig.ruby, File.join(dir, "exe", "discourse-ai-stream"), "help")
       expect(status.exitstatus).to eq(2), out
       expect(out).to start_with("discourse-ai-stream: discourse_ai_stream #{DiscourseAiStream::VERSION} has no " \
                                 "native extension that loads")

@@ -68,6 +68,8 @@ pub(super) struct Items {
     reported_events: Vec<String>,
     /// Per message item whose text came, what was handed out (rule 80).
     texts: Vec<MessageText>,
+    /// A whole text that matched no message was reported.
+    unmatched_reported: bool,
 }
 
 /// The text of one message item as handed out: its deltas, and what its
@@ -78,9 +80,11 @@ struct MessageText {
     output_index: Option<i64>,
     item_id: Option<String>,
     given: String,
-    /// Where the content part being streamed starts in `given`: an
-    /// `output_text.done` gives one part's whole text.
-    part_start: usize,
+    /// Text came as deltas.
+    streamed: bool,
+    /// The content parts an `output_text.done` settled: its
+    /// `content_index` and where its text is in `given`.
+    parts: Vec<(Option<i64>, usize, usize)>,
     /// A whole text that differs was reported (once per item).
     reported: bool,
 }
@@ -181,10 +185,25 @@ impl Items {
             output_index: at.output_index,
             item_id,
             given: String::new(),
-            part_start: 0,
+            streamed: false,
+            parts: Vec::new(),
             reported: false,
         });
         self.texts.len() - 1
+    }
+
+    /// Whether a message item was announced with this id.
+    fn announced_message(&self, id: Option<&str>) -> bool {
+        id.is_some_and(|id| {
+            self.entries.iter().any(|e| e.slot == Slot::Message && e.item_id.as_deref() == Some(id))
+        })
+    }
+
+    /// Where the last message item announced is, for a text delta that
+    /// says neither (its text is that message's).
+    fn last_message(&self) -> Option<(Option<String>, Option<i64>)> {
+        let e = self.entries.iter().rfind(|e| e.slot == Slot::Message)?;
+        Some((e.item_id.clone(), e.output_index))
     }
 
     /// A text delta handed out: most go to the message of the last one.
@@ -192,18 +211,32 @@ impl Items {
     fn streamed_text(&mut self, at: Place, delta: &str) {
         let last = self.texts.last_mut().filter(|t| match (at.item_id, t.item_id.as_deref()) {
             (Some(id), Some(i)) => same(i.as_bytes(), id.as_bytes()),
-            (None, None) => at.output_index == t.output_index,
+            (None, None) => at.output_index.is_some() && at.output_index == t.output_index,
             _ => false,
         });
         if let Some(t) = last {
+            t.streamed = true;
             t.given.push_str(delta);
             return;
         }
+        self.streamed_text_apart(at, delta);
+    }
+
+    #[cold]
+    fn streamed_text_apart(&mut self, at: Place, delta: &str) {
+        let owned = match (at.item_id, at.output_index) {
+            (None, None) => self.last_message(),
+            _ => None,
+        };
+        let at =
+            owned.as_ref().map_or(at, |(id, index)| Place { output_index: *index, item_id: id.as_deref() });
         let k = match self.text_at(at) {
             Some(k) => k,
             None => self.new_text(at),
         };
-        self.texts[k].given.push_str(delta);
+        let t = &mut self.texts[k];
+        t.streamed = true;
+        t.given.push_str(delta);
     }
 
     /// A reasoning item's entry and state; its number.
@@ -255,7 +288,7 @@ impl State<Responses> {
             }
             ("response.output_text.done", _) => {
                 if let Some(text) = str_at(value, "text") {
-                    self.whole_text(at, text, true);
+                    self.whole_text(at, text, Some(int_at(value, "content_index")));
                 }
             }
             ("response.reasoning_summary_text.delta", _) => self.summary_text(at, delta),
@@ -303,36 +336,59 @@ impl State<Responses> {
         }
     }
 
-    /// The whole text of a message item (`part`: of its content part being
-    /// streamed), sent after its deltas (rule 80): what they left out is
-    /// handed out now, and a whole text that differs from what they gave
-    /// is reported, what was handed out standing. A text for no item that
-    /// streamed any, in a response whose text came under other items, is
-    /// reported and not handed out: it may be theirs under another id. An
-    /// empty whole text says nothing (relays send one after the deltas).
-    fn whole_text(&mut self, at: Place, whole: &str, part: bool) {
+    /// The whole text of a message item, or (`part`: its `content_index`)
+    /// of one of its content parts, sent after its deltas (rule 80): what
+    /// they left out is handed out now, and a whole text that differs from
+    /// what they gave is reported, what was handed out standing. A part's
+    /// text is the text since the last part settled (its start, when later
+    /// parts' deltas came already), and a repeat of a settled part is
+    /// compared with what settled it. A text for a message
+    /// that neither streamed text nor was announced with its id, in a
+    /// response where others' text streamed, is reported and not handed
+    /// out: it may be theirs under another id. An empty whole text says
+    /// nothing (relays send one after the deltas).
+    fn whole_text(&mut self, at: Place, whole: &str, part: Option<Option<i64>>) {
         if whole.is_empty() {
             return;
         }
         let items = &mut self.own.items;
         let k = match items.text_at(at) {
             Some(k) => k,
-            None if items.texts.iter().all(|t| t.given.is_empty()) => items.new_text(at),
+            None if items.announced_message(at.item_id) || !items.texts.iter().any(|t| t.streamed) => {
+                items.new_text(at)
+            }
             None => {
-                let what = format!(
-                    "the whole text of message {} ({} bytes) matched no message whose text streamed, while \
-                     others' did; not handed out",
-                    describe_place(at),
-                    whole.len()
-                );
-                self.anomalies.push(Anomaly::new(AnomalyKind::TextMismatch, what).excerpt(whole));
+                if !std::mem::replace(&mut items.unmatched_reported, true) {
+                    let what = format!(
+                        "the whole text of message {} ({} bytes) matched no message whose text streamed, \
+                         while others' did; not handed out (reported once per response)",
+                        describe_place(at),
+                        whole.len()
+                    );
+                    self.anomalies.push(Anomaly::new(AnomalyKind::TextMismatch, what).excerpt(whole));
+                }
                 return;
             }
         };
         let t = &mut items.texts[k];
-        let start = if part { t.part_start } else { 0 };
-        let given = t.given.get(start..).unwrap_or_default();
-        if let Some(rest) = whole.strip_prefix(given).filter(|rest| !rest.is_empty()) {
+        let settled = part.and_then(|c| t.parts.iter().position(|p| p.0 == c));
+        let (start, end) = match (part, settled) {
+            (None, _) => (0, t.given.len()),
+            (Some(_), Some(n)) => (t.parts[n].1, t.parts[n].2),
+            (Some(_), None) => {
+                let start = t.parts.last().map_or(0, |p| p.2);
+                // The deltas of later parts may have come already.
+                let since = t.given.get(start..).unwrap_or_default();
+                match since.len() > whole.len() && since.starts_with(whole) {
+                    true => (start, start + whole.len()),
+                    false => (start, t.given.len()),
+                }
+            }
+        };
+        let given = t.given.get(start..end).unwrap_or_default();
+        let rest = whole.strip_prefix(given).filter(|rest| !rest.is_empty() && end == t.given.len());
+        let added = rest.is_some();
+        if let Some(rest) = rest {
             if !given.is_empty() {
                 let what = format!(
                     "the deltas of message {} stopped {} bytes short of its whole text; the rest was handed out",
@@ -354,8 +410,11 @@ impl State<Responses> {
             );
             self.anomalies.push(Anomaly::new(AnomalyKind::TextMismatch, what).excerpt(whole));
         }
-        if part {
-            t.part_start = t.given.len();
+        let end = if added { t.given.len() } else { end };
+        match (part, settled) {
+            (Some(c), None) => t.parts.push((c, start, end)),
+            (Some(_), Some(n)) if added => t.parts[n].2 = t.given.len(),
+            _ => {}
         }
     }
 
@@ -363,7 +422,7 @@ impl State<Responses> {
     /// its `output_text` parts.
     fn message_text(&mut self, at: Place, item: &OutputItem) {
         let whole: String = item.output_texts().collect();
-        self.whole_text(Place { item_id: item.id.or(at.item_id), ..at }, &whole, false);
+        self.whole_text(Place { item_id: item.id.or(at.item_id), ..at }, &whole, None);
     }
 
     /// An event (`"event"`) or output item (`"output item"`, a web search

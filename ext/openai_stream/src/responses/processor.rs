@@ -850,7 +850,9 @@ mod tests {
     #[test]
     fn rule_80_two_messages_whose_deltas_interleave_are_each_matched_to_their_whole_text() {
         let delta = |i: u32, id: &str, d: &str| {
-            format!(r#"{{"type":"response.output_text.delta","item_id":"{id}","output_index":{i},"delta":"{d}"}}"#)
+            format!(
+                r#"{{"type":"response.output_text.delta","item_id":"{id}","output_index":{i},"delta":"{d}"}}"#
+            )
         };
         let done = |i: u32, id: &str, text: &str| {
             format!(
@@ -867,6 +869,107 @@ mod tests {
         ];
         let (text, kinds) = text_and_kinds(&sse(&events.iter().map(String::as_str).collect::<Vec<_>>()));
         assert_eq!((text.as_str(), kinds), ("one two threefour and more", vec![AnomalyKind::TextCompleted]));
+    }
+
+    /// A message item's added event, and its whole text's done events.
+    fn msg_added(i: u32, id: &str) -> String {
+        format!(
+            r#"{{"type":"response.output_item.added","output_index":{i},"item":{{"id":"{id}","type":"message","content":[]}}}}"#
+        )
+    }
+
+    fn text_done(i: u32, id: &str, part: u32, text: &str) -> String {
+        format!(
+            r#"{{"type":"response.output_text.done","item_id":"{id}","output_index":{i},"content_index":{part},"text":"{text}"}}"#
+        )
+    }
+
+    fn msg_done(i: u32, id: &str, parts: &[&str]) -> String {
+        let parts: Vec<String> =
+            parts.iter().map(|t| format!(r#"{{"type":"output_text","text":"{t}"}}"#)).collect();
+        let parts = parts.join(",");
+        format!(
+            r#"{{"type":"response.output_item.done","output_index":{i},"item":{{"id":"{id}","type":"message","content":[{parts}]}}}}"#
+        )
+    }
+
+    fn events(list: &[String]) -> String {
+        sse(&list.iter().map(String::as_str).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn rule_80_a_part_settled_again_gives_nothing_more() {
+        let delta = |part: u32, d: &str| {
+            format!(
+                r#"{{"type":"response.output_text.delta","item_id":"msg_1","output_index":0,"content_index":{part},"delta":"{d}"}}"#
+            )
+        };
+        let repeated = events(&[
+            msg_added(0, "msg_1"),
+            delta(0, "Hello there"),
+            text_done(0, "msg_1", 0, "Hello there"),
+            text_done(0, "msg_1", 0, "Hello there"),
+            msg_done(0, "msg_1", &["Hello there"]),
+        ]);
+        assert_eq!(text_and_kinds(&repeated), ("Hello there".into(), vec![]));
+        let two_parts = events(&[
+            msg_added(0, "msg_1"),
+            delta(0, "A"),
+            delta(1, "B"),
+            text_done(0, "msg_1", 0, "A"),
+            text_done(0, "msg_1", 1, "B"),
+            msg_done(0, "msg_1", &["A", "B"]),
+        ]);
+        // Part 0's text.done after part 1's deltas: its text is where they start.
+        assert_eq!(text_and_kinds(&two_parts), ("AB".into(), vec![]));
+    }
+
+    #[test]
+    fn rule_80_every_message_sent_only_whole_is_handed_out() {
+        let (a, b) = (msg_done(0, "msg_a", &["First."]), msg_done(1, "msg_b", &["Second."]));
+        let announced = events(&[
+            msg_added(0, "msg_a"),
+            text_done(0, "msg_a", 0, "First."),
+            a.clone(),
+            msg_added(1, "msg_b"),
+            text_done(1, "msg_b", 0, "Second."),
+            b.clone(),
+        ]);
+        assert_eq!(text_and_kinds(&announced), ("First.Second.".into(), vec![]));
+        let completed = r#"{"type":"response.completed","response":{"output":[
+            {"id":"msg_a","type":"message","content":[{"type":"output_text","text":"First."}]},
+            {"id":"msg_b","type":"message","content":[{"type":"output_text","text":"Second."}]}]}}"#
+            .replace('\n', "");
+        assert_eq!(text_and_kinds(&sse(&[&completed])), ("First.Second.".into(), vec![]));
+        // The second announced with its id, its deltas lost: its done item gives it.
+        let streamed_first = events(&[
+            msg_added(0, "msg_a"),
+            text_delta_of(0, "msg_a", "First."),
+            a,
+            msg_added(1, "msg_b"),
+            b,
+        ]);
+        assert_eq!(text_and_kinds(&streamed_first), ("First.Second.".into(), vec![]));
+    }
+
+    fn text_delta_of(i: u32, id: &str, d: &str) -> String {
+        format!(
+            r#"{{"type":"response.output_text.delta","item_id":"{id}","output_index":{i},"delta":"{d}"}}"#
+        )
+    }
+
+    #[test]
+    fn rule_80_deltas_that_name_no_item_go_to_the_last_message_announced() {
+        let placeless = |d: &str| format!(r#"{{"type":"response.output_text.delta","delta":"{d}"}}"#);
+        let stream = events(&[
+            msg_added(0, "msg_a"),
+            placeless("Hi. "),
+            msg_done(0, "msg_a", &["Hi. "]),
+            msg_added(1, "msg_b"),
+            placeless("Bye."),
+            msg_done(1, "msg_b", &["Bye."]),
+        ]);
+        assert_eq!(text_and_kinds(&stream), ("Hi. Bye.".into(), vec![]));
     }
 
     #[test]
