@@ -352,6 +352,21 @@ RSpec.describe DiscourseAiStream::OpenAiMessageProcessor do
       expect(noisy.anomalies.size).to eq(1)
     end
 
+    it "reports a refusal whole at the end of the stream, on both paths, and hands none out (rule 81)" do
+      chunks = [{ choices: [{ index: 0, delta: { role: "assistant", content: nil, refusal: nil } }] },
+                { choices: [{ index: 0, delta: { refusal: "I can't " } }] },
+                { choices: [{ index: 0, delta: { refusal: "help." } }] },
+                { choices: [{ index: 0, delta: {}, finish_reason: "stop" }] }]
+      hash = described_class.new
+      items = chunks.flat_map { |c| Array(hash.process_streamed_message(parsed(c))) } + hash.finish
+      raw = described_class.new
+      items += raw.decode_chunk(sse(chunks)) + raw.finish
+      expect(items).to eq([])
+      [hash, raw].each do |p|
+        expect(p.anomalies.map { |a| a.values_at(:kind, :excerpt) }).to eq([[:refusal, "I can't help."]])
+      end
+    end
+
     it "records a truncated stream" do
       processor.process_streamed_message(tool_chunk([call("a", "f", '{"x":1}', index: 0)]))
       expect(ids_in(processor.finish)).to eq(["a"])

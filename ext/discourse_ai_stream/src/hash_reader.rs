@@ -577,7 +577,7 @@ fn levels() -> &'static Option<[Level; 3]> {
             provider prompt_filter_results";
         let choice_others =
             "index finish_reason? logprobs native_finish_reason? content_filter_results stop_reason";
-        let delta_others = "role refusal reasoning_content? reasoning? reasoning_details?";
+        let delta_others = "role refusal? reasoning_content? reasoning? reasoning_details?";
         Some([
             level(chunk, "choices", chunk_others),
             level(choice, "delta", choice_others),

@@ -120,6 +120,9 @@ anomaly_kinds! {
     /// An exception from Ruby interrupted a read after the core had read
     /// it: its items are returned by the next read or `finish`.
     Interrupted = "interrupted",
+    /// The model refused (`refusal` of a chat delta or message, a
+    /// Responses refusal): the text is not handed out (rule 81).
+    Refusal = "refusal",
     /// What the next request carries back (a reasoning detail's member, a
     /// call's `extra_content`) came again with another value; the first is
     /// kept (rules 78, 79).

@@ -106,6 +106,8 @@ pub struct State<P> {
     /// [`State::first`]), and the unknown SSE field names reported.
     reported: Vec<AnomalyKind>,
     reported_fields: Vec<Vec<u8>>,
+    /// The refusal the model sent in this response (rule 81).
+    refusal: String,
     /// The protocol's own state.
     pub(crate) own: P,
 }
@@ -190,6 +192,7 @@ where
         if let Err(e) = state.close() {
             first_error.get_or_insert(e);
         }
+        state.report_refusal();
         if !state.saw_event {
             let what = <State<P> as Protocol>::EVENT;
             let message = format!("no {what} in the stream: another API's stream, or an empty one");
@@ -345,6 +348,30 @@ where
                 Block::Read(end + 2)
             }
         }
+    }
+
+    /// Refusal text the model sent (rule 81): `whole`, all of it at once
+    /// (a done event, a whole message), which counts only while none is
+    /// kept. Discourse's processors hand out none, so it is kept for
+    /// [`State::report_refusal`].
+    pub(crate) fn refused(&mut self, text: &str, whole: bool) {
+        if !whole || self.refusal.is_empty() {
+            self.refusal.push_str(text);
+        }
+    }
+
+    /// The refusal kept, reported whole: at the end of a stream, or of a
+    /// whole response.
+    pub(crate) fn report_refusal(&mut self) {
+        if self.refusal.is_empty() {
+            return;
+        }
+        let text = std::mem::take(&mut self.refusal);
+        let what = format!(
+            "the model refused ({} bytes); the refusal is not handed out, as Discourse's processors hand out none",
+            text.len()
+        );
+        self.anomalies.push(Anomaly::new(AnomalyKind::Refusal, what).excerpt(&text));
     }
 
     /// Starts an output: view events shown last time are dropped. Input

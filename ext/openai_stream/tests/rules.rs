@@ -1,4 +1,4 @@
-//! The chat rules of docs/stream-shapes.md (1 to 44, and 74), each test with
+//! The chat rules of docs/stream-shapes.md (1 to 44, 74, 77 to 79 and 81), each test with
 //! its own small stream and the rules it checks in its name, through the
 //! Hash path (parsed chunks). The raw path, and the SSE framing rules (45 to
 //! 56), are covered in `framing.rs` and the equivalence property tests.
@@ -1406,4 +1406,42 @@ fn rule_79_extra_content_per_call_and_one_turn_per_response() {
     h.stream(&[&calls]);
     assert!(!h.processor.round_trip().carries());
     assert_eq!(h.processor.round_trip().extra(CallId(0)), None);
+}
+
+#[test]
+fn rule_81_a_refusal_is_reported_whole_and_not_handed_out() {
+    let chunks = [
+        r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":null,"refusal":null}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"refusal":"I can't "}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{"refusal":"help with that."}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+    ];
+    let mut h = Harness::new(false);
+    let items = h.stream(&chunks);
+    assert!(items.is_empty(), "{items:?}");
+    let refusals: Vec<_> =
+        h.processor.anomalies().all().iter().filter(|a| a.kind == AnomalyKind::Refusal).collect();
+    assert_eq!(refusals.len(), 1, "{refusals:?}");
+    assert_eq!(refusals[0].excerpt.as_deref(), Some("I can't help with that."));
+    // The raw path, in reads of every size, says the same once per stream.
+    let body: String = chunks.iter().map(|c| format!("data: {c}\n\n")).collect();
+    for step in [1, 7, body.len()] {
+        let mut raw = Harness::new(false);
+        for read in body.as_bytes().chunks(step) {
+            raw.raw(read).expect("read");
+        }
+        raw.finish().expect("finish");
+        assert_eq!(raw.anomaly_kinds(), [AnomalyKind::Refusal], "reads of {step} bytes");
+    }
+    // A whole response's message.
+    let mut whole = Harness::new(false);
+    let out = whole.message(
+        r#"{"choices":[{"index":0,"message":{"content":null,"refusal":"No."},"finish_reason":"stop"}]}"#,
+    );
+    assert!(out.expect("message").is_empty());
+    assert_eq!(whole.anomaly_kinds(), [AnomalyKind::Refusal]);
+    // Null or empty refusals, as OpenAI sends on every answer, say nothing.
+    let mut plain = Harness::new(false);
+    plain.stream(&[chunks[0], r#"{"choices":[{"index":0,"delta":{"content":"Hi","refusal":""}}]}"#]);
+    assert_eq!(plain.anomaly_kinds(), []);
 }

@@ -34,7 +34,8 @@ module DiscourseAiStream
         unreadable_event: "an event that could not be read was skipped",
         orphan_fragment: "an arguments fragment matched no tool call",
         fragment_after_completion: "an arguments fragment came for a tool call already complete",
-        text_mismatch: "a message's whole text differed from the text its deltas gave, or was not handed out"
+        text_mismatch: "a message's whole text differed from the text its deltas gave, or was not handed out",
+        refusal: "the model refused, and no caller got the refusal (Discourse's processors hand out none)"
       }.freeze
       # The gem's own errors that fail a request besides the provider's,
       # counted under these names (no anomaly says them).

@@ -50,6 +50,8 @@ lenient_struct! {
         "reasoning" => reasoning: Field<Text<'a>>,
         /// OpenRouter's typed reasoning fragments (rule 78).
         "reasoning_details" => reasoning_details: Field<Any>,
+        /// The model's refusal (OpenAI, Azure: rule 81).
+        "refusal" => refusal: Field<Text<'a>>,
     }
 
     pub struct ToolCallDelta<'a> {

@@ -407,6 +407,7 @@ impl State<Chat> {
         };
         if let Some(delta) = self.field(delta, "choices[0].delta") {
             self.apply_reasoning(delta);
+            self.apply_refusal(delta, "choices[0].delta.refusal");
             self.apply_content(&delta.content);
             self.apply_tool_calls(delta, finishing)?;
         }
@@ -619,6 +620,16 @@ impl State<Chat> {
         }
     }
 
+    /// Rule 81: a delta's or message's refusal is kept for its report.
+    #[inline(always)]
+    fn apply_refusal(&mut self, delta: &Delta, path: &'static str) {
+        if !delta.refusal.is_absent() {
+            if let Some(Text(text)) = self.field(&delta.refusal, path) {
+                self.refused(text, false);
+            }
+        }
+    }
+
     /// Rule 79: a call's `extra_content`, when the processor keeps it.
     #[inline(always)]
     fn apply_extra_content(&mut self, target: Option<CallId>, d: &ToolCallDelta) {
@@ -707,6 +718,8 @@ impl State<Chat> {
         let mut result = Ok(());
         if let Some(message) = self.field(&choice.message, "choices[0].message") {
             self.apply_reasoning(message);
+            self.apply_refusal(message, "choices[0].message.refusal");
+            self.report_refusal();
             self.apply_content(&message.content);
             let list = self.field(&message.tool_calls, "choices[0].message.tool_calls");
             for item in list.iter().flat_map(|l| l.iter()) {

@@ -286,6 +286,12 @@ impl State<Responses> {
             ("response.reasoning_summary_part.added", _) if self.own.items.part_done => {
                 self.summary_text(at, "\n\n")
             }
+            ("response.refusal.delta", _) => self.refused(delta, false),
+            ("response.refusal.done", _) => {
+                if let Some(text) = str_at(value, "refusal") {
+                    self.refused(text, true);
+                }
+            }
             ("response.output_text.done", _) => {
                 if let Some(text) = str_at(value, "text") {
                     self.whole_text(at, text, Some(int_at(value, "content_index")));
@@ -421,6 +427,8 @@ impl State<Responses> {
     /// The whole text of a message item of a done event or a final output:
     /// its `output_text` parts.
     fn message_text(&mut self, at: Place, item: &OutputItem) {
+        let refusal: String = item.refusal_texts().collect();
+        self.refused(&refusal, true);
         let whole: String = item.output_texts().collect();
         self.whole_text(Place { item_id: item.id.or(at.item_id), ..at }, &whole, None);
     }
@@ -821,6 +829,9 @@ impl State<Responses> {
                 ItemKind::Message => {
                     let texts: Vec<&str> = item.output_texts().collect();
                     self.out.push_text_parts(texts.into_iter());
+                    for refusal in item.refusal_texts() {
+                        self.refused(refusal, false);
+                    }
                     if let Some(id) = item.id {
                         self.link_reasonings(id);
                     }
@@ -829,6 +840,7 @@ impl State<Responses> {
                 ItemKind::Other => self.ignored_event("output item", item.str("type")),
             }
         }
+        self.report_refusal();
         if let Some(usage) = body.get("usage") {
             self.apply_usage(usage);
         }

@@ -91,6 +91,14 @@ impl<'a> OutputItem<'a> {
         target.map_or_else(|| what.to_owned(), |t| format!("{what}: {t}"))
     }
 
+    /// The texts of a message item's `refusal` parts (rule 81).
+    pub fn refusal_texts(&self) -> impl Iterator<Item = &'a str> + 'a {
+        array_at(self.value, "content")
+            .iter()
+            .filter(|part| str_at(part, "type") == Some("refusal"))
+            .filter_map(|part| str_at(part, "refusal"))
+    }
+
     /// The texts of a message item's `output_text` parts.
     pub fn output_texts(&self) -> impl Iterator<Item = &'a str> + 'a {
         array_at(self.value, "content")

@@ -1004,6 +1004,34 @@ mod tests {
     }
 
     #[test]
+    fn rule_81_a_refusal_is_reported_whole_once_and_not_handed_out() {
+        let item =
+            r#"{"id":"msg_1","type":"message","content":[{"type":"refusal","refusal":"I can't help."}]}"#;
+        let streamed = events(&[
+            msg_added(0, "msg_1"),
+            r#"{"type":"response.refusal.delta","item_id":"msg_1","output_index":0,"content_index":0,"delta":"I can't "}"#.into(),
+            r#"{"type":"response.refusal.delta","item_id":"msg_1","output_index":0,"content_index":0,"delta":"help."}"#.into(),
+            r#"{"type":"response.refusal.done","item_id":"msg_1","output_index":0,"content_index":0,"refusal":"I can't help."}"#.into(),
+            format!(r#"{{"type":"response.output_item.done","output_index":0,"item":{item}}}"#),
+            format!(r#"{{"type":"response.completed","response":{{"output":[{item}]}}}}"#),
+        ]);
+        // Sent only whole: the same report.
+        let whole_only =
+            events(&[format!(r#"{{"type":"response.completed","response":{{"output":[{item}]}}}}"#)]);
+        for stream in [streamed, whole_only] {
+            let (text, kinds) = text_and_kinds(&stream);
+            assert_eq!((text.as_str(), kinds), ("", vec![AnomalyKind::Refusal]));
+            let (p, _, _) = decode(Options::default(), &stream, 5);
+            let a = p.anomalies().all().iter().find(|a| a.kind == AnomalyKind::Refusal).expect("reported");
+            assert_eq!(a.excerpt.as_deref(), Some("I can't help."));
+        }
+        // A whole response.
+        let mut p = ResponsesProcessor::new(Options::default());
+        p.process_json(&format!(r#"{{"output":[{item}]}}"#), true).unwrap();
+        assert_eq!(kinds(&p), [AnomalyKind::Refusal]);
+    }
+
+    #[test]
     fn a_whole_response_gives_texts_calls_and_thinking_in_order() {
         let body: JsonValue = serde_json::from_str(
         r#"{"output":[

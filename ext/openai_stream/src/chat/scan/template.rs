@@ -64,7 +64,8 @@ impl Template {
         // What the next request carries back is read from whole chunks only.
         Absent::of(&delta.reasoning_content)
             .and(Absent::of(&delta.reasoning))
-            .and(Absent::of(&delta.reasoning_details))?;
+            .and(Absent::of(&delta.reasoning_details))
+            .and(Absent::of(&delta.refusal))?;
         let call = match (&delta.content, &delta.tool_calls) {
             (Field::Value(Content::Text(_)), tool_calls) => {
                 Absent::of(tool_calls)?;
