@@ -195,12 +195,14 @@ RSpec.describe DiscourseAiStream::OpenAiResponsesMessageProcessor do
     it "reports a refusal whole, once, on both paths, and hands none out (rule 81)" do
       message = { id: "msg_1", type: "message", role: "assistant", content: [] }
       refused = message.merge(content: [{ type: "refusal", refusal: "I can't help." }])
-      delta = ->(d) { { type: "response.refusal.delta", item_id: "msg_1", output_index: 0, content_index: 0, delta: d } }
-      events = [added(0, message), delta["I can't "], delta["help."], done(0, refused), completed({}, output: [refused])]
+      delta = ->(d) { { type: "response.refusal.delta", item_id: "msg_1", output_index: 0, delta: d } }
+      events = [added(0, message), delta["I can't "], delta["help."], done(0, refused),
+                completed({}, output: [refused])]
       raw, p = both_ways(events)
       hashes = run_hashes(q = processor, events)
       expect(raw + hashes).to eq([])
-      [p, q].each { |r| expect(r.anomalies.map { |a| a.values_at(:kind, :excerpt) }).to eq([[:refusal, "I can't help."]]) }
+      reports = [p, q].map { |r| r.anomalies.map { |a| a.values_at(:kind, :excerpt) } }
+      expect(reports).to eq([[[:refusal, "I can't help."]]] * 2)
     end
 
     it "raises an in-band error event with the provider's message, after what came before it" do
