@@ -63,6 +63,9 @@ pub trait Protocol {
     fn close(&mut self) -> Result<(), Error>;
 }
 
+/// Most bytes of a refusal kept for its report (its excerpt quotes fewer).
+const REFUSAL_KEPT: usize = 4096;
+
 /// Everything but the line reader, so the reader can feed lines to it.
 #[derive(Debug, Default)]
 pub struct State<P> {
@@ -106,8 +109,10 @@ pub struct State<P> {
     /// [`State::first`]), and the unknown SSE field names reported.
     reported: Vec<AnomalyKind>,
     reported_fields: Vec<Vec<u8>>,
-    /// The refusal the model sent in this response (rule 81).
+    /// The refusal the model sent in this response (rule 81): its start,
+    /// and its length.
     refusal: String,
+    refusal_bytes: usize,
     /// The protocol's own state.
     pub(crate) own: P,
 }
@@ -149,7 +154,10 @@ where
         f: impl FnOnce(&mut State<P>) -> Result<(), Error>,
     ) -> Result<&Output, Error> {
         self.state.begin(false);
-        f(&mut self.state)?;
+        if let Err(e) = f(&mut self.state) {
+            self.state.report_refusal();
+            return Err(e);
+        }
         Ok(&self.state.out)
     }
 
@@ -165,6 +173,10 @@ where
             bytes,
             &mut Reading { state: &mut self.state, first_error: &mut first_error, at_end: false },
         );
+        if first_error.is_some() {
+            // The caller may end the request on it, without `finish`.
+            self.state.report_refusal();
+        }
         first_error.map_or(Ok(&self.state.out), Err)
     }
 
@@ -350,26 +362,29 @@ where
         }
     }
 
-    /// Refusal text the model sent (rule 81): `whole`, all of it at once
-    /// (a done event, a whole message), which counts only while none is
-    /// kept. Discourse's processors hand out none, so it is kept for
-    /// [`State::report_refusal`].
-    pub(crate) fn refused(&mut self, text: &str, whole: bool) {
-        if !whole || self.refusal.is_empty() {
-            self.refusal.push_str(text);
+    /// Refusal text the model sent (rule 81). Discourse's processors hand
+    /// out none, so it is kept for [`State::report_refusal`]: its first
+    /// [`REFUSAL_KEPT`] bytes, and how many came.
+    pub(crate) fn refused(&mut self, text: &str) {
+        self.refusal_bytes += text.len();
+        let mut room = REFUSAL_KEPT.saturating_sub(self.refusal.len()).min(text.len());
+        while !text.is_char_boundary(room) {
+            room -= 1;
         }
+        self.refusal.push_str(&text[..room]);
     }
 
-    /// The refusal kept, reported whole: at the end of a stream, or of a
-    /// whole response.
+    /// The refusal kept, reported: at the end of the response (its
+    /// `finish_reason`, its end event, `finish`, the end of a whole
+    /// response), or of a read that fails.
     pub(crate) fn report_refusal(&mut self) {
-        if self.refusal.is_empty() {
+        if self.refusal_bytes == 0 {
             return;
         }
+        let bytes = std::mem::take(&mut self.refusal_bytes);
         let text = std::mem::take(&mut self.refusal);
         let what = format!(
-            "the model refused ({} bytes); the refusal is not handed out, as Discourse's processors hand out none",
-            text.len()
+            "the model refused ({bytes} bytes); the refusal is not handed out, as Discourse's processors hand out none"
         );
         self.anomalies.push(Anomaly::new(AnomalyKind::Refusal, what).excerpt(&text));
     }

@@ -1445,3 +1445,29 @@ fn rule_81_a_refusal_is_reported_whole_and_not_handed_out() {
     plain.stream(&[chunks[0], r#"{"choices":[{"index":0,"delta":{"content":"Hi","refusal":""}}]}"#]);
     assert_eq!(plain.anomaly_kinds(), []);
 }
+
+#[test]
+fn rule_81_a_refusal_is_reported_when_its_response_ends_or_a_read_fails() {
+    let refusal = r#"{"choices":[{"index":0,"delta":{"refusal":"No way."}}]}"#;
+    // At its finish_reason, before `finish`.
+    let mut h = Harness::new(false);
+    h.chunks(&[refusal, r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#]);
+    assert_eq!(h.anomaly_kinds(), [AnomalyKind::Refusal]);
+    h.finish().expect("finish");
+    assert_eq!(h.anomaly_kinds(), [AnomalyKind::Refusal], "once");
+    // A read that fails on a provider error: a caller that ends the
+    // request there never calls `finish`.
+    let mut raw = Harness::new(false);
+    let body = format!("data: {refusal}\n\ndata: {{\"error\":{{\"message\":\"boom\"}}}}\n\n");
+    assert!(matches!(raw.raw(body.as_bytes()), Err(Error::Provider { .. })));
+    assert_eq!(raw.anomaly_kinds(), [AnomalyKind::Refusal]);
+    // A long refusal is counted whole and kept in part.
+    let mut long = Harness::new(false);
+    let piece = format!(r#"{{"choices":[{{"index":0,"delta":{{"refusal":"{}"}}}}]}}"#, "x".repeat(10_000));
+    for _ in 0..100 {
+        long.chunks(&[&piece]);
+    }
+    long.finish().expect("finish");
+    let all = long.processor.anomalies().all();
+    assert!(all[0].message.contains("(1000000 bytes)"), "{}", all[0].message);
+}

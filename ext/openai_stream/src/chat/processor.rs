@@ -419,6 +419,7 @@ impl State<Chat> {
         }
         if finishing {
             self.own.saw_finish_reason = true;
+            self.report_refusal();
             self.complete_open()?;
         }
         Ok(())
@@ -625,7 +626,7 @@ impl State<Chat> {
     fn apply_refusal(&mut self, delta: &Delta, path: &'static str) {
         if !delta.refusal.is_absent() {
             if let Some(Text(text)) = self.field(&delta.refusal, path) {
-                self.refused(text, false);
+                self.refused(text);
             }
         }
     }

@@ -87,6 +87,8 @@ struct MessageText {
     parts: Vec<(Option<i64>, usize, usize)>,
     /// A whole text that differs was reported (once per item).
     reported: bool,
+    /// Refusal came for the message (rule 81).
+    refused: bool,
 }
 
 impl Items {
@@ -188,8 +190,19 @@ impl Items {
             streamed: false,
             parts: Vec::new(),
             reported: false,
+            refused: false,
         });
         self.texts.len() - 1
+    }
+
+    /// Notes that refusal came for the message at `at`: whether some had
+    /// come before.
+    fn note_refusal(&mut self, at: Place) -> bool {
+        let k = match self.text_at(at) {
+            Some(k) => k,
+            None => self.new_text(at),
+        };
+        std::mem::replace(&mut self.texts[k].refused, true)
     }
 
     /// Whether a message item was announced with this id.
@@ -286,10 +299,13 @@ impl State<Responses> {
             ("response.reasoning_summary_part.added", _) if self.own.items.part_done => {
                 self.summary_text(at, "\n\n")
             }
-            ("response.refusal.delta", _) => self.refused(delta, false),
+            ("response.refusal.delta", _) => {
+                self.own.items.note_refusal(at);
+                self.refused(delta);
+            }
             ("response.refusal.done", _) => {
                 if let Some(text) = str_at(value, "refusal") {
-                    self.refused(text, true);
+                    self.whole_refusal(at, text);
                 }
             }
             ("response.output_text.done", _) => {
@@ -427,10 +443,19 @@ impl State<Responses> {
     /// The whole text of a message item of a done event or a final output:
     /// its `output_text` parts.
     fn message_text(&mut self, at: Place, item: &OutputItem) {
+        let at = Place { item_id: item.id.or(at.item_id), ..at };
         let refusal: String = item.refusal_texts().collect();
-        self.refused(&refusal, true);
+        self.whole_refusal(at, &refusal);
         let whole: String = item.output_texts().collect();
-        self.whole_text(Place { item_id: item.id.or(at.item_id), ..at }, &whole, None);
+        self.whole_text(at, &whole, None);
+    }
+
+    /// A message's whole refusal (rule 81): kept unless some of its
+    /// refusal came already.
+    fn whole_refusal(&mut self, at: Place, text: &str) {
+        if !text.is_empty() && !self.own.items.note_refusal(at) {
+            self.refused(text);
+        }
     }
 
     /// An event (`"event"`) or output item (`"output item"`, a web search
@@ -706,6 +731,7 @@ impl State<Responses> {
                 self.message_text(Place { output_index: Some(i as i64), item_id: None }, &item);
             }
         }
+        self.report_refusal();
         self.calls_only_in_output(response)
     }
 
@@ -830,7 +856,7 @@ impl State<Responses> {
                     let texts: Vec<&str> = item.output_texts().collect();
                     self.out.push_text_parts(texts.into_iter());
                     for refusal in item.refusal_texts() {
-                        self.refused(refusal, false);
+                        self.refused(refusal);
                     }
                     if let Some(id) = item.id {
                         self.link_reasonings(id);

@@ -1032,6 +1032,22 @@ mod tests {
     }
 
     #[test]
+    fn rule_81_each_message_refusal_sent_whole_is_kept_once() {
+        let item = |id: &str, t: &str| {
+            format!(r#"{{"id":"{id}","type":"message","content":[{{"type":"refusal","refusal":"{t}"}}]}}"#)
+        };
+        let (a, b) = (item("m1", "A."), item("m2", "B."));
+        let stream = events(&[
+            format!(r#"{{"type":"response.output_item.done","output_index":0,"item":{a}}}"#),
+            format!(r#"{{"type":"response.output_item.done","output_index":1,"item":{b}}}"#),
+            format!(r#"{{"type":"response.completed","response":{{"output":[{a},{b}]}}}}"#),
+        ]);
+        let (p, _, _) = decode(Options::default(), &stream, stream.len());
+        let reports: Vec<_> = p.anomalies().all().iter().map(|a| (a.kind, a.excerpt.clone())).collect();
+        assert_eq!(reports, [(AnomalyKind::Refusal, Some("A.B.".into()))]);
+    }
+
+    #[test]
     fn a_whole_response_gives_texts_calls_and_thinking_in_order() {
         let body: JsonValue = serde_json::from_str(
         r#"{"output":[
