@@ -1471,3 +1471,23 @@ fn rule_81_a_refusal_is_reported_when_its_response_ends_or_a_read_fails() {
     let all = long.processor.anomalies().all();
     assert!(all[0].message.contains("(1000000 bytes)"), "{}", all[0].message);
 }
+
+#[test]
+fn rule_81_a_whole_message_after_a_streamed_refusal_echoes_it() {
+    let chunks = [
+        r#"{"choices":[{"index":0,"delta":{"refusal":"No."}}]}"#,
+        r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+        r#"{"object":"chat.completion","choices":[{"index":0,"message":{"content":null,"refusal":"No."},"finish_reason":"stop"}]}"#,
+    ];
+    let mut h = Harness::new(false);
+    h.stream(&chunks);
+    let body: String =
+        chunks.iter().map(|c| format!("data: {c}\n\n")).collect::<String>() + "data: [DONE]\n\n";
+    let mut raw = Harness::new(false);
+    raw.raw(body.as_bytes()).expect("read");
+    raw.finish().expect("finish");
+    for kinds in [h.anomaly_kinds(), raw.anomaly_kinds()] {
+        assert_eq!(kinds.iter().filter(|k| **k == AnomalyKind::Refusal).count(), 1, "{kinds:?}");
+        assert!(kinds.contains(&AnomalyKind::EchoedMessage), "{kinds:?}");
+    }
+}

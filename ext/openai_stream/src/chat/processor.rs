@@ -65,6 +65,8 @@ pub struct Chat {
     saw_finish_reason: bool,
     /// Text came out in this stream (so a whole `message` echoes it).
     streamed_text: bool,
+    /// A refusal came in this stream (so a whole `message` echoes it).
+    streamed_refusal: bool,
     /// What the next request must carry back (rules 77 to 79).
     round_trip: RoundTrip,
     legacy: Option<LegacySimulator>,
@@ -216,6 +218,7 @@ impl Protocol for State<Chat> {
         let own = &mut self.own;
         own.saw_finish_reason = false;
         own.streamed_text = false;
+        own.streamed_refusal = false;
         own.round_trip.reset();
     }
 
@@ -385,7 +388,8 @@ impl State<Chat> {
             // after the last delta): what it holds was streamed already.
             // Only its usage (read by the caller) and finish_reason count.
             (Field::Missing | Field::Null, Field::Value(m) | Field::Converted(m, _))
-                if whole && (self.own.streamed_text || !self.calls.is_empty()) =>
+                if whole
+                    && (self.own.streamed_text || self.own.streamed_refusal || !self.calls.is_empty()) =>
             {
                 self.report_echo(m);
                 self.calls_never_streamed(m)?;
@@ -626,6 +630,7 @@ impl State<Chat> {
     fn apply_refusal(&mut self, delta: &Delta, path: &'static str) {
         if !delta.refusal.is_absent() {
             if let Some(Text(text)) = self.field(&delta.refusal, path) {
+                self.own.streamed_refusal |= !text.is_empty();
                 self.refused(text);
             }
         }

@@ -198,6 +198,8 @@ impl Items {
     /// Notes that refusal came for the message at `at`: whether some had
     /// come before.
     fn note_refusal(&mut self, at: Place) -> bool {
+        let owned = self.last_message(at);
+        let at = placed(&owned, at);
         let k = match self.text_at(at) {
             Some(k) => k,
             None => self.new_text(at),
@@ -205,16 +207,23 @@ impl Items {
         std::mem::replace(&mut self.texts[k].refused, true)
     }
 
-    /// Whether a message item was announced with this id.
-    fn announced_message(&self, id: Option<&str>) -> bool {
-        id.is_some_and(|id| {
-            self.entries.iter().any(|e| e.slot == Slot::Message && e.item_id.as_deref() == Some(id))
-        })
+    /// Whether a message item was announced with the event's id (else,
+    /// for an event without one, at its `output_index`).
+    fn announced_message(&self, at: Place) -> bool {
+        let message = |e: &Entry| match (at.item_id, at.output_index) {
+            (Some(id), _) => e.item_id.as_deref() == Some(id),
+            (None, Some(n)) => e.output_index == Some(n),
+            (None, None) => false,
+        };
+        self.entries.iter().any(|e| e.slot == Slot::Message && message(e))
     }
 
-    /// Where the last message item announced is, for a text delta that
-    /// says neither (its text is that message's).
-    fn last_message(&self) -> Option<(Option<String>, Option<i64>)> {
+    /// Where the last message item announced is, for an event of a
+    /// message's text that says neither (it is that message's).
+    fn last_message(&self, at: Place) -> Option<(Option<String>, Option<i64>)> {
+        if at.item_id.is_some() || at.output_index.is_some() {
+            return None;
+        }
         let e = self.entries.iter().rfind(|e| e.slot == Slot::Message)?;
         Some((e.item_id.clone(), e.output_index))
     }
@@ -237,12 +246,8 @@ impl Items {
 
     #[cold]
     fn streamed_text_apart(&mut self, at: Place, delta: &str) {
-        let owned = match (at.item_id, at.output_index) {
-            (None, None) => self.last_message(),
-            _ => None,
-        };
-        let at =
-            owned.as_ref().map_or(at, |(id, index)| Place { output_index: *index, item_id: id.as_deref() });
+        let owned = self.last_message(at);
+        let at = placed(&owned, at);
         let k = match self.text_at(at) {
             Some(k) => k,
             None => self.new_text(at),
@@ -374,9 +379,11 @@ impl State<Responses> {
             return;
         }
         let items = &mut self.own.items;
+        let owned = items.last_message(at);
+        let at = placed(&owned, at);
         let k = match items.text_at(at) {
             Some(k) => k,
-            None if items.announced_message(at.item_id) || !items.texts.iter().any(|t| t.streamed) => {
+            None if items.announced_message(at) || !items.texts.iter().any(|t| t.streamed) => {
                 items.new_text(at)
             }
             None => {
@@ -878,6 +885,11 @@ impl State<Responses> {
         }
         result
     }
+}
+
+/// `at`, or where [`Items::last_message`] found its message.
+fn placed<'p>(owned: &'p Option<(Option<String>, Option<i64>)>, at: Place<'p>) -> Place<'p> {
+    owned.as_ref().map_or(at, |(id, index)| Place { output_index: *index, item_id: id.as_deref() })
 }
 
 fn describe_place(at: Place) -> String {

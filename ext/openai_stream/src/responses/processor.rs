@@ -973,6 +973,47 @@ mod tests {
     }
 
     #[test]
+    fn rule_80_relays_without_ids_have_each_whole_text_go_to_its_message() {
+        let added = |i: u32| {
+            format!(
+                r#"{{"type":"response.output_item.added","output_index":{i},"item":{{"type":"message","content":[]}}}}"#
+            )
+        };
+        let delta = |i: Option<u32>, d: &str| match i {
+            Some(i) => format!(r#"{{"type":"response.output_text.delta","output_index":{i},"delta":"{d}"}}"#),
+            None => format!(r#"{{"type":"response.output_text.delta","delta":"{d}"}}"#),
+        };
+        let done = |i: Option<u32>, t: &str| match i {
+            Some(i) => format!(r#"{{"type":"response.output_text.done","output_index":{i},"text":"{t}"}}"#),
+            None => format!(r#"{{"type":"response.output_text.done","text":"{t}"}}"#),
+        };
+        let end = r#"{"type":"response.completed","response":{"output":[]}}"#.to_owned();
+        // Announced at its index only, its text only whole.
+        let by_index =
+            events(&[added(0), delta(Some(0), "One."), added(1), done(Some(1), "Two."), end.clone()]);
+        assert_eq!(text_and_kinds(&by_index), ("One.Two.".into(), vec![]));
+        // Events that name no item: the last message announced.
+        let cut = events(&[
+            msg_added(0, "m0"),
+            delta(None, "Hel"),
+            delta(None, "lo "),
+            done(None, "Hello world"),
+            end.clone(),
+        ]);
+        assert_eq!(text_and_kinds(&cut), ("Hello world".into(), vec![AnomalyKind::TextCompleted]));
+        let two = events(&[
+            added(0),
+            delta(None, "One."),
+            done(None, "One."),
+            added(1),
+            delta(None, "Two."),
+            done(None, "Two."),
+            end,
+        ]);
+        assert_eq!(text_and_kinds(&two), ("One.Two.".into(), vec![]));
+    }
+
+    #[test]
     fn rule_80_deltas_that_stop_short_are_completed_from_the_whole_text() {
         let a = text_delta("Hello");
         let (text, kinds) = text_and_kinds(&message(&[&a], "Hello there"));
