@@ -198,13 +198,20 @@ impl Items {
     /// Notes that refusal came for the message at `at`: whether some had
     /// come before.
     fn note_refusal(&mut self, at: Place) -> bool {
+        let t = self.message_at(at);
+        std::mem::replace(&mut t.refused, true)
+    }
+
+    /// The message an event of its text or refusal at `at` belongs to
+    /// (one that names none: the last message announced), new if none.
+    fn message_at(&mut self, at: Place) -> &mut MessageText {
         let owned = self.last_message(at);
         let at = placed(&owned, at);
         let k = match self.text_at(at) {
             Some(k) => k,
             None => self.new_text(at),
         };
-        std::mem::replace(&mut self.texts[k].refused, true)
+        &mut self.texts[k]
     }
 
     /// Whether a message item was announced with the event's id (else,
@@ -246,13 +253,7 @@ impl Items {
 
     #[cold]
     fn streamed_text_apart(&mut self, at: Place, delta: &str) {
-        let owned = self.last_message(at);
-        let at = placed(&owned, at);
-        let k = match self.text_at(at) {
-            Some(k) => k,
-            None => self.new_text(at),
-        };
-        let t = &mut self.texts[k];
+        let t = self.message_at(at);
         t.streamed = true;
         t.given.push_str(delta);
     }
