@@ -228,6 +228,17 @@ RSpec.describe "Hash path: the one reader" do
     expect(summarize(hash_path_items(chat(output_thinking: true), [reasoning.call(nil), ended])).first).to eq("a")
   end
 
+  it "returns Mistral's thinking parts as a Thinking with output_thinking, and skips them without" do
+    parts = lambda do |thinking, text|
+      { choices: [{ delta: { content: [{ type: "thinking", thinking: [{ type: "text", text: thinking }] },
+                                       { type: "text", text: text }] } }] }
+    end
+    events = [parts.call("Add ", ""), parts.call("them.", "3"), finish_chunk]
+    items = summarize(hash_path_items(chat(output_thinking: true), events))
+    expect(items).to eq([{ thinking: "Add them.", provider_info: { chat_completions: { fields: [] } } }, "3"])
+    expect(summarize(hash_path_items(chat, events))).to eq(["3"])
+  end
+
   it "gives the processor the same items either way" do
     processor = chat
     expect(processor.process_streamed_message(text_chunk("a"))).to eq("a")

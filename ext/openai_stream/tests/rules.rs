@@ -640,6 +640,40 @@ fn rules_25_27_28_content_shapes() {
 }
 
 #[test]
+fn rule_25_mistral_thinking_parts_come_out_as_thinking_when_asked_for() {
+    let part = |thinking: &str, text: &str| {
+        format!(
+            r#"{{"choices":[{{"index":0,"delta":{{"content":[{{"type":"thinking","thinking":{thinking}}},{{"type":"text","text":"{text}"}}]}}}}]}}"#
+        )
+    };
+    let mut h = Harness::with(Options { output_thinking: true, ..Options::default() });
+    let items = h.stream(&[
+        &part(r#"[{"type":"text","text":"Let me "},{"type":"text","text":"add."}]"#, ""),
+        &part(r#"[{"type":"text","text":" 1+2"}]"#, ""),
+        &part("[]", "3"),
+        // Text before a thinking part in one delta stays before it.
+        r#"{"choices":[{"index":0,"delta":{"content":[{"type":"text","text":" ok"},{"type":"thinking","thinking":"done"}]}}]}"#,
+        &finish_chunk("stop"),
+    ]);
+    assert_eq!(kinds(&items), ["thinking", "text", "text", "thinking"]);
+    assert_eq!(thinkings(&items), ["Let me add. 1+2", "done"]);
+    assert_eq!(texts(&items), ["3", " ok"]);
+    assert!(h.anomaly_kinds().is_empty());
+    // Not carried back: Mistral's next request does not need it.
+    assert!(!h.processor.round_trip().carries());
+
+    // What is not text in it is reported, the rest kept.
+    let mut h = Harness::with(Options { output_thinking: true, ..Options::default() });
+    let items = h.stream(&[
+        &part(r#"[{"type":"image","url":"x"},{"type":"text","text":"why"}]"#, "a"),
+        &part("7", "b"),
+    ]);
+    assert_eq!(thinkings(&items), ["why"]);
+    assert_eq!(texts(&items), ["a", "b"]);
+    assert_eq!(h.anomaly_kinds(), [AnomalyKind::IgnoredContentPart, AnomalyKind::IgnoredContentPart]);
+}
+
+#[test]
 fn rule_26_content_and_tool_calls_in_one_delta_give_the_text_first() {
     let items = Harness::new(false).stream(&[
         r#"{"choices":[{"index":0,"delta":{"content":"Let me check.","tool_calls":[{"index":0,"id":"a","function":{"name":"f","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}"#,

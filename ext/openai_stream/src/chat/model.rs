@@ -78,6 +78,8 @@ lenient_struct! {
     pub struct ContentPart<'a> {
         "type" => kind: Field<Text<'a>>,
         "text" => text: Field<Text<'a>>,
+        /// A `thinking` part's reasoning: Mistral's list of text parts.
+        "thinking" => thinking: Field<Any>,
     }
 }
 

@@ -550,7 +550,12 @@ impl State<Chat> {
                                 texts.push(t);
                             }
                         }
-                        // Reasoning is not content.
+                        // Reasoning is not content; Mistral's comes out as
+                        // thinking when asked for (rule 25).
+                        Some("thinking") if self.own.options.output_thinking => {
+                            self.out.push_text_parts(texts.drain(..));
+                            self.thinking_part(&p.thinking);
+                        }
                         Some("thinking" | "reasoning") => {}
                         other => {
                             let what = other.map_or("untyped".to_owned(), |t| format!("{t:?}"));
@@ -567,6 +572,34 @@ impl State<Chat> {
             }
             Field::Wrong(kind) => self.ignored("choices[0].delta.content", *kind),
             _ => {}
+        }
+    }
+
+    /// A `thinking` content part's text, held for the thinking item (rule
+    /// 25): Mistral's list of text parts, or a string. Not carried back: the
+    /// next request does not need it.
+    #[cold]
+    fn thinking_part(&mut self, thinking: &Field<Any>) {
+        const PATH: &str = "choices[0].delta.content[].thinking";
+        match self.field(thinking, PATH) {
+            Some(Any(JsonValue::String(text))) => self.out.hold_thinking(text),
+            Some(Any(JsonValue::Array(parts))) => {
+                for part in parts {
+                    match (part.get("type").and_then(JsonValue::as_str), part.get("text")) {
+                        (Some("text"), Some(JsonValue::String(text))) => self.out.hold_thinking(text),
+                        _ => {
+                            let what = "a part of a thinking part that is not text was ignored".to_owned();
+                            let a = Anomaly::new(AnomalyKind::IgnoredContentPart, what).field(PATH);
+                            self.anomalies.push(a.excerpt(&part.to_json()));
+                        }
+                    }
+                }
+            }
+            Some(Any(other)) => {
+                let what = format!("{PATH} was {} instead of a list of text parts; ignored", other.kind());
+                self.anomalies.push(Anomaly::new(AnomalyKind::IgnoredContentPart, what).field(PATH));
+            }
+            None => {}
         }
     }
 
