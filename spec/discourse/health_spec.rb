@@ -182,17 +182,26 @@ RSpec.describe DiscourseAiStream::Discourse::Health, gc_stress: false do
         new.call(**options).tap { |processor| allow(processor).to receive(:decode_chunk).and_raise(bug) }
       end
       expect { mistral.perform_stream(sse(orphan)) }.to raise_error(bug)
+      RSpec::Mocks.space.proxy_for(DiscourseAiStream::OpenAiMessageProcessor).reset
+      # The site's ToolCall class refuses the call (a keyword it needs).
+      allow(DiscourseAi::Completions::ToolCall).to receive(:new).and_raise(ArgumentError, "missing keyword: :index")
+      call = { index: 0, id: "c1", function: { name: "f", arguments: "{}" } }
+      expect { mistral.perform_stream(sse({ choices: [{ delta: { tool_calls: [call] } }] }, done)) }
+        .to raise_error(DiscourseAiStream::ToolCallError)
 
       label = "mistral (DiscourseAi::Completions::Endpoints::Mistral)"
-      expect(tally.counts).to eq([2, { [:stream_error, label] => 1, [:internal_error, label] => 1 }])
+      expect(tally.counts).to eq([3, { [:stream_error, label] => 1, [:internal_error, label] => 1,
+                                       [:tool_call_failed, label] => 1 }])
       expect(logger.warnings).to include(
         a_string_starting_with("discourse_ai_stream: #{label}: the request failed: DiscourseAiStream::StreamError " \
                                "(too_deep): "),
-        "discourse_ai_stream: #{label}: the request failed: DiscourseAiStream::InternalError: a bug"
+        "discourse_ai_stream: #{label}: the request failed: DiscourseAiStream::InternalError: a bug",
+        a_string_starting_with("discourse_ai_stream: #{label}: the request failed: DiscourseAiStream::ToolCallError: ")
       )
       expect(described_class.lost_or_refused.text).to include(
         "stream_error, #{described_class::ERRORS[:stream_error]}: 1 on #{label}",
-        "internal_error, #{described_class::ERRORS[:internal_error]}: 1 on #{label}"
+        "internal_error, #{described_class::ERRORS[:internal_error]}: 1 on #{label}",
+        "tool_call_failed, #{described_class::KINDS[:tool_call_failed]}: 1 on #{label}"
       )
     end
 

@@ -30,9 +30,11 @@ module DiscourseAiStream
       }.freeze
       GEM_PROCESSORS = REPLACED.values.freeze
       # The gem's errors that fail a request, with the kind each is counted
-      # under (Health::COUNTED).
+      # under (Health::COUNTED). (A ToolArgumentsError is counted by its
+      # anomaly, invalid_arguments.)
       FAILED = { DiscourseAiStream::ProviderError => :provider_error, DiscourseAiStream::StreamError => :stream_error,
-                 DiscourseAiStream::InternalError => :internal_error }.freeze
+                 DiscourseAiStream::InternalError => :internal_error,
+                 DiscourseAiStream::ToolCallError => :tool_call_failed }.freeze
 
       attr_reader :stock, :processor, :reporter, :read_order
 
