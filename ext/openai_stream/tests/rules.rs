@@ -1397,6 +1397,47 @@ fn rule_78_reasoning_details_merge_by_index_and_type() {
     assert_eq!(h.processor.round_trip().details()[0].get("text").and_then(|t| t.as_str()), Some("ab"));
 }
 
+/// OpenRouter sends `"reasoning":null,"reasoning_details":[]` with every
+/// delta of every model; some servers repeat an empty `reasoning_content`.
+/// Neither is reasoning that resumes: no thinking before each text delta.
+#[test]
+fn rules_77_78_empty_reasoning_repeated_on_each_delta_makes_no_thinking_per_delta() {
+    let delta = |content: &str, extra: serde_json::Value| {
+        let mut d = json!({"role":"assistant","content":content});
+        d.as_object_mut().map(|o| o.extend(extra.as_object().cloned().unwrap_or_default()));
+        json!({"choices":[{"index":0,"delta":d,"finish_reason":null}]}).to_string()
+    };
+    let empty = json!({"reasoning":null,"reasoning_details":[]});
+    for partial in [false, true] {
+        let mut h = Harness::with(thinking_options(partial));
+        let items =
+            h.stream(&[&delta("", empty.clone()), &delta("Hel", empty.clone()), &delta("lo", empty.clone())]);
+        assert_eq!(kinds(&items), ["text", "text"], "partial={partial}");
+        // Nothing to carry back either.
+        assert!(!h.processor.round_trip().carries());
+        assert!(h.anomaly_kinds().is_empty());
+
+        // An empty reasoning field still goes back (DeepSeek refuses a
+        // request without it): one thinking carries it, the first time.
+        let mut h = Harness::with(thinking_options(partial));
+        let blank = json!({"reasoning_content":""});
+        let items =
+            h.stream(&[&delta("Hel", blank.clone()), &delta("lo", blank.clone()), &finish_chunk("stop")]);
+        assert_eq!(kinds(&items), ["thinking", "text", "text"], "partial={partial}");
+        assert_eq!(h.processor.round_trip().fields(), ["reasoning_content"]);
+
+        // Details, then the empty list with each text delta: one thinking.
+        let mut h = Harness::with(thinking_options(partial));
+        let items = h.stream(&[
+            &delta("", json!({"reasoning_details":[{"type":"reasoning.text","text":"a","index":0}]})),
+            &delta("Hel", empty.clone()),
+            &delta("lo", empty.clone()),
+        ]);
+        assert_eq!(kinds(&items), ["thinking", "text", "text"], "partial={partial}");
+        assert!(h.processor.round_trip().carries());
+    }
+}
+
 #[test]
 fn rule_79_extra_content_per_call_and_one_turn_per_response() {
     let calls = tool_chunk(

@@ -630,11 +630,14 @@ impl State<Chat> {
         let mut kept: Option<&str> = None;
         for (&name, (field, path)) in REASONING_FIELDS.iter().zip(fields) {
             let Some(Text(text)) = self.field(field, path) else { continue };
-            self.own.round_trip.field(name);
+            let new = self.own.round_trip.field(name);
             match kept {
                 None | Some("") => {
                     kept = Some(text);
-                    if output_thinking {
+                    // An empty field makes a thinking (which carries the
+                    // field back) the first time only, not before each
+                    // delta that repeats it.
+                    if output_thinking && (new || !text.is_empty()) {
                         self.out.hold_thinking(text);
                     }
                 }
@@ -649,10 +652,9 @@ impl State<Chat> {
         }
         if let Some(Any(details)) = self.field(&delta.reasoning_details, "choices[0].delta.reasoning_details")
         {
-            self.own.round_trip.details_fragment(details, &mut self.anomalies);
             // Details after the last thinking item came out: the next one
             // carries them (with all before them).
-            if output_thinking {
+            if self.own.round_trip.details_fragment(details, &mut self.anomalies) && output_thinking {
                 self.out.hold_thinking("");
             }
         }

@@ -90,25 +90,30 @@ impl RoundTrip {
     }
 
     /// A reasoning field (rule 77): `field` is one of [`REASONING_FIELDS`].
-    pub(crate) fn field(&mut self, field: &'static str) {
+    /// True the first time the response uses it.
+    pub(crate) fn field(&mut self, field: &'static str) -> bool {
         self.carried();
-        if !self.fields.contains(&field) {
+        let new = !self.fields.contains(&field);
+        if new {
             self.fields.push(field);
         }
+        new
     }
 
     /// A `reasoning_details` value (rule 78): each element is merged into
     /// the entry of the same `index` and `type`: `text`, `summary` and
     /// `data` joined, any other member kept as it first came (a different
     /// later value is reported). An element without an integer `index` is
-    /// an entry of its own; one that is not an object is reported.
-    pub(crate) fn details_fragment(&mut self, value: &JsonValue, anomalies: &mut Anomalies) {
+    /// an entry of its own; one that is not an object is reported. True
+    /// when an element was kept: an empty list (OpenRouter sends one with
+    /// every delta) carries nothing.
+    pub(crate) fn details_fragment(&mut self, value: &JsonValue, anomalies: &mut Anomalies) -> bool {
         let JsonValue::Array(elements) = value else {
             let what = format!("reasoning_details is {} instead of an array; ignored", value.kind());
             anomalies.push(ignored(what, "choices[0].delta.reasoning_details"));
-            return;
+            return false;
         };
-        self.carried();
+        let mut kept = false;
         for element in elements {
             let JsonValue::Object(members) = element else {
                 let what =
@@ -117,6 +122,9 @@ impl RoundTrip {
                     .push(ignored(what, "choices[0].delta.reasoning_details[]").excerpt(&element.to_json()));
                 continue;
             };
+            if !std::mem::replace(&mut kept, true) {
+                self.carried();
+            }
             let key = entry_key(element);
             let entry = key.and_then(|key| self.details.iter_mut().find(|e| entry_key(e) == Some(key)));
             let Some(JsonValue::Object(entry)) = entry else {
@@ -127,6 +135,7 @@ impl RoundTrip {
                 merge_member(entry, name, value, anomalies);
             }
         }
+        kept
     }
 
     /// A call's `extra_content` (rule 79): kept as it first came; a
