@@ -25,6 +25,8 @@ module DiscourseAiStream
     # The stock processors the gem stands in for, by name (status's entries
     # for them; the others are the dialects the reasoning replay writes).
     STOCK_PROCESSORS = [STOCK_PROCESSOR, STOCK_RESPONSES_PROCESSOR].freeze
+    # The endpoints that build them (others inherit from these).
+    OPENAI_ENDPOINTS = ["#{ENDPOINTS}::OpenAi", "#{ENDPOINTS}::OpenAiResponses"].freeze
     # Public methods of the stock processors that only their own JSON
     # tracker calls: the gem's processors need not have them.
     INTERNAL_CALLBACKS = %i[notify_progress current_tool_progress].freeze
@@ -50,27 +52,27 @@ module DiscourseAiStream
       # on the next request, and the ChatGpt dialect family sends it
       # (Replay; docs/discourse.md#reasoning-models-in-a-tool-loop).
       # Returns the classes patched by this call.
+      # Whatever it raises stays here (install_error): the site boots with
+      # its own processors, and the admin dashboard says why.
       def install!(fast_decode: true, enabled: nil, replay: true)
+        @install_error = nil
         unless lookup(ENDPOINTS).is_a?(Module)
           warn_log("discourse_ai_stream: #{ENDPOINTS} is not defined; nothing installed")
           return []
         end
 
-        return stand_aside if DiscourseAiStream.load_error
+        return stand_aside(DiscourseAiStream.load_error.message) if DiscourseAiStream.load_error
 
-        @status = Session::REPLACED.to_h { |name, ours| [name, decide(lookup(name), ours)] }
-        @fast_decode = fast_decode ? true : false
-        @enabled = enabled
-        @replay = replay
-        @status.merge!(Replay.install(replay))
-        patched = endpoint_classes.select { |klass| Patch.apply(klass) }
-        @installed = true
-        if patched_classes.empty?
-          warn_log("discourse_ai_stream: no endpoint class of #{ENDPOINTS} has a processor method; nothing was " \
-                   "patched")
-        end
-        patched
+        install(fast_decode, enabled, replay)
+      rescue StandardError, ScriptError => e
+        @installed = false
+        @install_error = e
+        stand_aside("install! raised #{e.class}: #{e.message}")
       end
+
+      # What the last install! raised (it then left the stock processors in
+      # place), or nil.
+      attr_reader :install_error
 
       # True between install! and uninstall!, while `enabled` allows it.
       def installed? = @installed == true && enabled?
@@ -195,16 +197,45 @@ module DiscourseAiStream
         nil
       end
 
+      # Whether an endpoint class that builds Discourse's OpenAI processors
+      # hands out its processor through a patched `processor` method: those
+      # of OpenAI's two APIs where the site has them, else any endpoint.
+      def processor_patched?
+        openai = OPENAI_ENDPOINTS.map { |name| lookup(name) }.grep(Class)
+        return !patched_classes.empty? if openai.empty?
+
+        openai.any? { |klass| Patch.endpoint?(klass) && klass.instance_method(:processor).owner.is_a?(Patch) }
+      end
+
       private
 
-      # Without the native extension there is no processor of the gem's:
-      # every stock one stays in place, and status says why. The error line
-      # of discourse_ai_stream/host may have gone to stderr: Discourse loads
+      def install(fast_decode, enabled, replay)
+        @status = Session::REPLACED.to_h { |name, ours| [name, decide(lookup(name), ours)] }
+        @fast_decode = fast_decode ? true : false
+        @enabled = enabled
+        @replay = replay
+        @status.merge!(Replay.install(replay))
+        patched = endpoint_classes.select { |klass| Patch.apply(klass) }
+        @installed = true
+        unless processor_patched?
+          warn_log("discourse_ai_stream: the OpenAI endpoints of #{ENDPOINTS} have no processor method; their " \
+                   "processors were not replaced")
+        end
+        patched
+      end
+
+      # Without the native extension there is no processor of the gem's, and
+      # after install! raised none is handed out: every stock one stays in
+      # place, and status says why. The error line of
+      # discourse_ai_stream/host may have gone to stderr: Discourse loads
       # plugins before Rails.logger is set; install! runs after.
-      def stand_aside
-        warn_log("discourse_ai_stream #{VERSION}: install! left Discourse's own processors in place: " \
-                 "#{DiscourseAiStream.load_error.message}", :error)
-        reason = "the gem's native extension did not load (DiscourseAiStream.load_error says why)"
+      def stand_aside(why)
+        warn_log("discourse_ai_stream #{VERSION}: install! left Discourse's own processors in place: #{why}", :error)
+        reason = if @install_error
+                   "install! raised (DiscourseAiStream::Discourse.install_error says what)"
+                 else
+                   "the gem's native extension did not load (DiscourseAiStream.load_error says why)"
+                 end
         @status = STOCK_PROCESSORS.to_h do |name|
           [name, { replaced: false, reason: reason, missing: [] }]
         end
@@ -249,7 +280,7 @@ module DiscourseAiStream
         found = endpoints.constants.sort.filter_map do |name|
           value = endpoints.const_get(name, false)
           value if value.is_a?(Class)
-        rescue NameError, LoadError => e
+        rescue StandardError, ScriptError => e
           # An endpoint file that fails to load must not take the site down.
           warn_log("discourse_ai_stream: skipped #{endpoints.name}::#{name}: #{e.class}: #{e.message}")
           nil

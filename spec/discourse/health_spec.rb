@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 
+require "tmpdir"
 require_relative "../support/discourse_stand_ins"
 
 # What the admin dashboard and `rake discourse_ai_stream:check` say, from
@@ -56,22 +57,55 @@ RSpec.describe DiscourseAiStream::Discourse::Health, gc_stress: false do
     # A Discourse AI whose endpoints build their processor in a method of
     # another name: the stock classes are as the gem knows them, and every
     # stream still goes to them.
-    it "says when no endpoint class has a processor method, so nothing was patched" do
-      load_discourse_stand_ins(generation: :legacy)
-      endpoints = DiscourseAi::Completions::Endpoints
-      endpoints.constants.map { |name| endpoints.const_get(name) }.grep(Class).each do |klass|
-        klass.send(:remove_method, :processor) if klass.instance_method(:processor).owner == klass
-      rescue NameError
-        nil
+    # Anthropic's endpoint keeps its processor method (and its patch, which
+    # passes its processor through): that is no use of the gem.
+    it "says when the OpenAI endpoints have no processor method, whatever other endpoints have" do
+      [%w[OpenAi OpenAiResponses], nil].each do |names|
+        load_discourse_stand_ins(generation: :newest)
+        endpoints = DiscourseAi::Completions::Endpoints
+        (names || endpoints.constants).map { |name| endpoints.const_get(name) }.grep(Class).each do |klass|
+          klass.send(:remove_method, :processor) if klass.instance_method(:processor).owner == klass
+        rescue NameError
+          nil
+        end
+        integration.install!
+        expect(integration.patched_classes).to(names ? include(endpoints::Anthropic) : eq([]))
+        expect(documented(described_class.not_in_use)).to have_attributes(
+          text: "#{gem} not in use: the OpenAI endpoints of DiscourseAi::Completions::Endpoints have no processor " \
+                "method, where the gem hands out its processors, so Discourse's own processors decode their streams.",
+          url: "#{DiscourseAiStream::DOCS}/troubleshooting.md#no-endpoint-class-was-patched"
+        )
+        expect(logger.warnings).to include("discourse_ai_stream: the OpenAI endpoints of DiscourseAi::Completions::" \
+                                           "Endpoints have no processor method; their processors were not replaced")
       end
+    end
+
+    # An endpoint constant whose file raises as it loads is skipped; what
+    # else install! meets that it does not expect leaves stock in place.
+    it "says when install! raised, which leaves every stock processor in place instead of stopping the boot" do
+      install_into(:newest)
+      endpoints = DiscourseAi::Completions::Endpoints
+      broken = File.join(Dir.mktmpdir, "broken.rb")
+      File.write(broken, "raise ArgumentError, 'x'")
+      endpoints.autoload(:Broken, broken)
+      expect(integration.install!).to be_an(Array)
+      expect(logger.warnings).to include(a_string_starting_with("discourse_ai_stream: skipped #{endpoints}::Broken: " \
+                                                                "ArgumentError: x"))
+      expect(described_class.not_in_use).to be_nil
+
+      allow(integration).to receive(:endpoint_classes).and_raise(TypeError, "no implicit conversion")
       expect(integration.install!).to eq([])
+      expect(integration).not_to be_installed
       expect(documented(described_class.not_in_use)).to have_attributes(
-        text: "#{gem} not in use: no endpoint class of DiscourseAi::Completions::Endpoints has a processor " \
-              "method, where the gem hands out its processors, so Discourse's own processors decode every stream.",
-        url: "#{DiscourseAiStream::DOCS}/troubleshooting.md#no-endpoint-class-was-patched"
+        text: "#{gem} not in use: install! raised, so Discourse's own processors decode every stream. The cause:",
+        cause: "TypeError: no implicit conversion"
       )
-      expect(logger.warnings).to include("discourse_ai_stream: no endpoint class of DiscourseAi::Completions::" \
-                                         "Endpoints has a processor method; nothing was patched")
+      expect(integration.status.values_at(chat, responses)).to all(include(replaced: false))
+      expect(DiscourseAi::Completions::Endpoints::Mistral.new(llm_model("mistral")).send(:processor))
+        .to be_a(DiscourseAi::Completions::OpenAiMessageProcessor)
+      errors = logger.lines.select { |level, _| level == :error }.map(&:last)
+      expect(errors).to include(a_string_including("install! left Discourse's own processors in place: " \
+                                                   "install! raised TypeError: no implicit conversion"))
     end
 
     it "says when install!'s enabled: (the site setting) switched it off" do

@@ -10,8 +10,9 @@ module DiscourseAiStream
     # discourse_ai_stream:check`.
     # Each topic is nil or a Problem:
     # - not_in_use: the gem is installed but not in use, and why: its native
-    #   extension did not load, install! has not run, it is switched off,
-    #   install! left stock processors in place, or it patched no endpoint;
+    #   extension did not load, install! raised, install! has not run, it is
+    #   switched off, install! left stock processors in place, or it patched
+    #   no OpenAI endpoint;
     # - lost_or_refused: the streams of the last 24 hours that lost or
     #   refused something, by anomaly kind and endpoint (Tally).
     module Health
@@ -125,6 +126,8 @@ module DiscourseAiStream
         def not_in_use
           return not_loaded(DiscourseAiStream.load_error) if DiscourseAiStream.load_error
 
+          return install_failed(Discourse.install_error) if Discourse.install_error
+
           status = Discourse.status
           return not_run if status.empty?
           return switched_off unless Discourse.installed?
@@ -171,15 +174,21 @@ module DiscourseAiStream
                         "Discourse's own processors decode every stream.", "switched-off")
         end
 
-        # The stock classes are the gem's to replace, but no endpoint class
-        # carries the patch: a Discourse AI whose endpoints build their
-        # processor in a method of another name.
+        # The stock classes are the gem's to replace, but the endpoints that
+        # build them carry no patch of their processor method: a Discourse
+        # AI whose OpenAI endpoints build their processor in a method of
+        # another name (Anthropic's may still have one).
         def unpatched
-          return unless Discourse.patched_classes.empty?
+          return if Discourse.processor_patched?
 
-          installed_but("not in use: no endpoint class of #{ENDPOINTS} has a processor method, where the gem " \
-                        "hands out its processors, so Discourse's own processors decode every stream.",
+          installed_but("not in use: the OpenAI endpoints of #{ENDPOINTS} have no processor method, where the gem " \
+                        "hands out its processors, so Discourse's own processors decode their streams.",
                         "no-endpoint-class-was-patched")
+        end
+
+        def install_failed(error)
+          installed_but("not in use: install! raised, so Discourse's own processors decode every stream. The " \
+                        "cause:", "install-raised", "#{error.class}: #{error.message}")
         end
 
         # The processors install! did not replace: those with what the gem
