@@ -244,6 +244,14 @@ RSpec.describe DiscourseAiStream::CLI do
                                                lost: %w[kgOYVL46d], streamed: true)
       expect(out[:responses].last[:errors]).to eq(["ProviderError: Rate limit reached for requests"])
       expect(out[:summary]).to eq(responses: 2, skipped: 0, requested: 2, ran: 1, lost: 1, responses_with_loss: 1)
+      Dir.mktmpdir do |dir|
+        name = File.join(dir, "x\xFF.sse".b)
+        File.binwrite(name, File.binread(fixture("mistral_parallel.sse")))
+        stdout.truncate(0)
+        stdout.rewind
+        expect(cli("audit", "--json", name.dup.force_encoding(Encoding::UTF_8))).to eq(1)
+        expect(JSON.parse(stdout.string)["responses"].first["name"]).to eq(File.join(dir, "x\uFFFD.sse"))
+      end
     end
   end
 

@@ -31,7 +31,9 @@ module DiscourseAiStream
       # [[name, payload], ...]: the file itself, or each row of an export.
       def responses(file)
         raw = @cli.read_input(file)
-        label = file == "-" ? "stdin" : file
+        # A name that is not UTF-8 is shown with U+FFFD where its bytes are
+        # not text: JSON has no other way to say it.
+        label = file == "-" ? "stdin" : String.new(file, encoding: Encoding::UTF_8).scrub
         rows = export_rows(raw, label)
         return [[label, raw]] unless rows
 
