@@ -43,6 +43,14 @@ RSpec.describe "logging of anomalies and provider errors with the gem installed"
                                            "orphan_fragment x49, non_json_data x1")
   end
 
+  it "counts the rest at the end of a response that was not streamed too" do
+    calls = (1..3).map { |i| { type: "function", function: { name: "f#{i}", arguments: "{}" } } }
+    expect(mistral.perform_request(JSON.generate(choices: [{ message: { tool_calls: calls } }])).size).to eq(3)
+    expect(logger.warnings.size).to eq(2)
+    expect(logger.warnings[0]).to include("generated_id")
+    expect(logger.warnings[1]).to end_with("more anomalies in this response, not logged: generated_id x2")
+  end
+
   # Discourse's "recovers from malformed streamed payloads": the request
   # goes on past an event whose JSON is cut, and the skipped event is logged.
   it "skips an unreadable event without failing the request, with a warn line" do

@@ -18,7 +18,9 @@ module DiscourseAiStream
     #   its result gets each reasoning item back in front of its call (see
     #   Session.in_read_order).
     # - decode_chunk, decode_chunk_finish, decode: provider errors are logged
-    #   with the endpoint's provider, then raised on. An error of the gem's
+    #   with the endpoint's provider, then raised on; at the end of a
+    #   response (decode_chunk_finish, decode), one line counts the
+    #   anomalies that were not logged. An error of the gem's
     #   out of decode_chunk that carries items is raised one call later:
     #   decode_chunk returns the items first (see Session).
     # While uninstalled every wrapper only calls the original.
@@ -106,7 +108,8 @@ module DiscourseAiStream
 
       def wrap_decode_chunk_finish = define_method(:decode_chunk_finish) { Session.finishing(self) { super() } }
 
-      def wrap_decode = define_method(:decode) { |raw| Session.reporting(self) { super(raw) } }
+      # A whole response, not streamed: its end, as decode_chunk_finish is.
+      def wrap_decode = define_method(:decode) { |raw| Session.finishing(self) { super(raw) } }
     end
   end
 end
