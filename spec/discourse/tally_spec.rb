@@ -26,6 +26,15 @@ RSpec.describe DiscourseAiStream::Discourse::Tally do
     expect(redis.expiries).to eq(key => 25 * 3600)
   end
 
+  it "still counts a stream whose first hour left the window while a later kind of it stays" do
+    tally.add(mistral, :dropped_call, new_stream: true)
+    hours(1)
+    tally.add(mistral, :truncated, new_stream: false)
+    expect(tally.counts).to eq([1, { [:dropped_call, mistral] => 1, [:truncated, mistral] => 1 }])
+    hours(23)
+    expect(tally.counts).to eq([1, { [:truncated, mistral] => 1 }])
+  end
+
   it "counts a stream for this hour and the 23 after it" do
     tally.add(mistral, :dropped_call, new_stream: true)
     hours(23)

@@ -49,7 +49,11 @@ module DiscourseAiStream
             store.hgetall("#{KEY}:#{at}").each { |field, count| sums[field] += count.to_i }
           end
         end
-        [sums.delete(STREAMS) || 0, sums.transform_keys { |field| row(field) }]
+        # A stream is among the streams of the hour of its first kind: one
+        # whose later kinds came in the next hour still counts once that
+        # hour has left the window.
+        streams = [sums.delete(STREAMS) || 0, sums.values.max || 0].max
+        [streams, sums.transform_keys { |field| row(field) }]
       rescue StandardError => e
         Discourse.warn_log("discourse_ai_stream: could not read the count of streams that lost or refused " \
                            "something: #{e.class}: #{e.message}")
