@@ -34,6 +34,23 @@ RSpec.describe "concurrency" do
     expect(processor.process_streamed_message(text_chunk("later"))).to eq("later")
   end
 
+  # The hook runs once the read is done, so what it would read next is
+  # not consumed; a hook that fed the processor would recurse without end.
+  it "refuses a read from the on_anomaly hook, which gets the error, and the stream is unharmed" do
+    processor = nil
+    refused = []
+    orphan = ->(index) { { choices: [{ delta: { tool_calls: [{ index: index, function: { arguments: "x" } }] } }] } }
+    processor = DiscourseAiStream::OpenAiMessageProcessor.new(on_anomaly: lambda do |_anomaly|
+      processor.process_streamed_message(orphan.call(9))
+    rescue DiscourseAiStream::ConcurrencyError => e
+      refused << [e.consumed, e.retryable?]
+    end)
+    expect(processor.process_streamed_message(orphan.call(3))).to be_nil
+    expect(refused).to eq([[false, true]])
+    expect(processor.anomalies.map { |a| a[:kind] }).to eq([:orphan_fragment])
+    expect(processor.process_streamed_message(text_chunk("later"))).to eq("later")
+  end
+
   it "gives each of two threads sharing a processor a result or a clear error" do
     # A ToolCall class that yields the GVL while the processor is busy, so the
     # other thread really does run inside the same processor's call.

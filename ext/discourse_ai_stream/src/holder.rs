@@ -43,6 +43,9 @@ pub(crate) struct Holder<P> {
     held: Cell<Option<Opaque<RArray>>>,
     /// A panic happened inside: the state cannot be trusted any more.
     poisoned: Cell<bool>,
+    /// A read is handing its anomalies to the hook: no other read starts
+    /// (a hook that fed the processor would recurse without end).
+    delivering: Cell<bool>,
 }
 
 impl<P: CallSource> Holder<P> {
@@ -193,6 +196,9 @@ pub(crate) fn run<P: CallSource>(
     build: impl FnOnce(&P, &mut Built) -> Result<(), Error>,
 ) -> Result<Value, Error> {
     let nil = ruby.qnil().as_value();
+    if holder.delivering.get() {
+        return Err(errors::busy(ruby, false));
+    }
     let (result, anomalies, items) = holder.enter(ruby, |core| {
         let outcome = read(core);
         let (out, quiet) = (core.out(), outcome.is_ok() && holder.held.get().is_none() && !core.links());
@@ -249,7 +255,10 @@ pub(crate) fn run<P: CallSource>(
         Err(if reentered { errors::busy(ruby, true) } else { e })
     })?;
     let Some(anomalies) = anomalies else { return result };
-    let Err(e) = me.funcall::<_, _, Value>("__deliver_anomalies", (anomalies,)) else { return result };
+    holder.delivering.set(true);
+    let delivered = me.funcall::<_, _, Value>("__deliver_anomalies", (anomalies,));
+    holder.delivering.set(false);
+    let Err(e) = delivered else { return result };
     // The hook raised: the result it did not let out is held.
     holder.hold(items.unwrap_or_else(|| ruby.ary_new_from_values(&[*result.as_ref().unwrap_or(&nil)])));
     if let Some(core) = holder.core.try_borrow_mut().ok().as_deref_mut().and_then(Option::as_mut) {

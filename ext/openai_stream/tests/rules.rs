@@ -1404,7 +1404,9 @@ fn rule_78_reasoning_details_merge_by_index_and_type() {
 fn rules_77_78_empty_reasoning_repeated_on_each_delta_makes_no_thinking_per_delta() {
     let delta = |content: &str, extra: serde_json::Value| {
         let mut d = json!({"role":"assistant","content":content});
-        d.as_object_mut().map(|o| o.extend(extra.as_object().cloned().unwrap_or_default()));
+        if let (Some(o), Some(extra)) = (d.as_object_mut(), extra.as_object()) {
+            o.extend(extra.clone());
+        }
         json!({"choices":[{"index":0,"delta":d,"finish_reason":null}]}).to_string()
     };
     let empty = json!({"reasoning":null,"reasoning_details":[]});
