@@ -1478,6 +1478,14 @@ fn rule_79_extra_content_per_call_and_one_turn_per_response() {
     let extra = h.processor.round_trip().extra(CallId(0)).map(|v| v.to_json());
     assert_eq!(extra.as_deref(), Some(r#"{"google":{"thought_signature":"s1"}}"#));
     assert_eq!(h.anomaly_kinds(), [AnomalyKind::ConflictingValue, AnomalyKind::IgnoredField]);
+    // On a delta that matches no call and names none: not kept, and said.
+    let early =
+        tool_chunk(r#"[{"index":0,"id":"a","extra_content":{"google":{"thought_signature":"s0"}}}]"#, None);
+    let mut h = Harness::with(Options { round_trip: true, ..Options::default() });
+    h.stream(&[&early, &calls]);
+    let extra = h.processor.round_trip().extra(CallId(0)).map(|v| v.to_json());
+    assert_eq!(extra.as_deref(), Some(r#"{"google":{"thought_signature":"s1"}}"#));
+    assert_eq!(h.anomaly_kinds(), [AnomalyKind::IgnoredField]);
     // Without round_trip nothing is kept.
     let mut h = Harness::new(false);
     h.stream(&[&calls]);

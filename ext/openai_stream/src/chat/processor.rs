@@ -674,11 +674,25 @@ impl State<Chat> {
     /// Rule 79: a call's `extra_content`, when the processor keeps it.
     #[inline(always)]
     fn apply_extra_content(&mut self, target: Option<CallId>, d: &ToolCallDelta) {
-        if let (Some(call), Field::Value(Any(value)), true) =
-            (target, &d.extra_content, self.own.options.round_trip)
-        {
-            self.own.round_trip.extra_content(call, value, &self.calls, &mut self.anomalies);
+        if let (Field::Value(Any(value)), true) = (&d.extra_content, self.own.options.round_trip) {
+            match target {
+                Some(call) => {
+                    self.own.round_trip.extra_content(call, value, &self.calls, &mut self.anomalies)
+                }
+                None => self.unplaced_extra_content(value),
+            }
         }
+    }
+
+    /// An `extra_content` on a delta that matched no call and started none
+    /// (no name yet): not carried back, and said.
+    #[cold]
+    fn unplaced_extra_content(&mut self, value: &JsonValue) {
+        let what =
+            "extra_content came on a tool call delta that matched no call and named none to start one; \
+                    not carried back";
+        let a = Anomaly::new(AnomalyKind::IgnoredField, what.to_owned()).field("tool_calls[].extra_content");
+        self.anomalies.push(a.excerpt(&value.to_json()));
     }
 
     fn apply_tool_calls(&mut self, delta: &Delta, finishing: bool) -> Result<(), Error> {
