@@ -58,3 +58,15 @@ impl Error {
         Error::Stream { kind, message, excerpt }
     }
 }
+
+/// Whether an in-band `error` value says there was one: not when it is
+/// empty (`null`, `false`, `""`, `{}`), which some servers send with
+/// every event (rule 40).
+pub(crate) fn says_error(value: &JsonValue) -> bool {
+    match value {
+        JsonValue::Null | JsonValue::Bool(false) => false,
+        JsonValue::String(s) => !s.is_empty(),
+        JsonValue::Object(pairs) => !pairs.is_empty(),
+        _ => true,
+    }
+}

@@ -3,7 +3,7 @@
 
 use super::{Choice, Chunk};
 use crate::anomaly::excerpt;
-use crate::error::Error;
+use crate::error::{says_error, Error};
 use crate::json::JsonValue;
 use crate::lenient::{Any, Field, Text};
 
@@ -47,15 +47,9 @@ pub(crate) fn choice_error(choice: &Choice) -> Option<Error> {
     Some(Error::Provider { message, payload: error.cloned() })
 }
 
-/// An `error` field's value, unless it is absent or empty (`null`,
-/// `false`, `""`, `{}`).
+/// An `error` field's value, unless it is absent or says no error.
 fn present_error(field: &Field<Any>) -> Option<&JsonValue> {
-    field.get().map(|Any(v)| v).filter(|v| match v {
-        JsonValue::Null | JsonValue::Bool(false) => false,
-        JsonValue::String(s) => !s.is_empty(),
-        JsonValue::Object(pairs) => !pairs.is_empty(),
-        _ => true,
-    })
+    field.get().map(|Any(v)| v).filter(|v| says_error(v))
 }
 
 /// The human message of an error payload: its `message` (also nested in

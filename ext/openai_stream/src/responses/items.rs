@@ -13,7 +13,7 @@ use super::Responses;
 use crate::anomaly::{excerpt, Anomaly, AnomalyKind};
 use crate::calls::CallId;
 use crate::driver::{keep_first, State};
-use crate::error::Error;
+use crate::error::{says_error, Error};
 use crate::json::JsonValue;
 use crate::lenient::{Field, Text};
 use crate::output::Thinking;
@@ -58,9 +58,10 @@ pub(super) struct Items {
     waiting: Vec<u32>,
     /// Reasonings linked to a message during the current call.
     pub(super) linked: Vec<u32>,
-    /// A summary part finished in this stream: the next part starts after a
-    /// blank line.
-    part_done: bool,
+    /// Where (output index, item id) a summary part finished last: the
+    /// next part of that item starts after a blank line; another item's
+    /// first part does not.
+    part_done: Option<(Option<i64>, Option<String>)>,
     /// How the response ended, and the incomplete reason.
     pub(super) ending: Option<(Status, Option<String>)>,
     /// See `ResponsesProcessor::output_items`.
@@ -92,6 +93,13 @@ struct MessageText {
 }
 
 impl Items {
+    /// A summary part of the item at `at` finished before.
+    fn part_done_at(&self, at: Place) -> bool {
+        self.part_done
+            .as_ref()
+            .is_some_and(|(index, id)| *index == at.output_index && id.as_deref() == at.item_id)
+    }
+
     /// The item an event belongs to: by item id first (of two items that
     /// share one, rule 59, the one at the event's `output_index`), else by
     /// `output_index` (the newest entry there).
@@ -302,7 +310,7 @@ impl State<Responses> {
                     }
                 }
             }
-            ("response.reasoning_summary_part.added", _) if self.own.items.part_done => {
+            ("response.reasoning_summary_part.added", _) if self.own.items.part_done_at(at) => {
                 self.summary_text(at, "\n\n")
             }
             ("response.refusal.delta", _) => {
@@ -320,7 +328,11 @@ impl State<Responses> {
                 }
             }
             ("response.reasoning_summary_text.delta", _) => self.summary_text(at, delta),
-            ("response.reasoning_summary_part.done", _) => self.own.items.part_done = true,
+            ("response.reasoning_summary_part.done", _) => {
+                self.own.items.part_done = Some((at.output_index, at.item_id.map(str::to_owned)))
+            }
+            // In-band error without a type (LiteLLM's proxy, rule 40's shape).
+            ("", _) if value.get("error").is_some_and(says_error) => result = Err(provider_error(value)),
             ("response.completed", _) => result = self.ended(Status::Completed, response),
             ("response.incomplete", _) => result = self.ended(Status::Incomplete, response),
             ("response.failed", _) => result = self.ended(Status::Failed, response),

@@ -738,6 +738,24 @@ mod tests {
         ]);
         let (_, _, error) = decode(Options::default(), &failed, 1000);
         assert!(matches!(error, Some(Error::Provider { ref message, .. }) if message == "boom"), "{error:?}");
+        // An error with no type (LiteLLM's proxy) after a call was cut: the
+        // provider's message, as from an error event.
+        let cut = sse(&[
+            r#"{"type":"response.output_item.added","output_index":0,"item":{"id":"fc_1","type":"function_call","call_id":"call_1","name":"delete_posts","arguments":""}}"#,
+            r#"{"type":"response.function_call_arguments.delta","item_id":"fc_1","output_index":0,"delta":"{\"topic_id\":12"}"#,
+            r#"{"error":{"message":"upstream connection reset","type":"None","code":"500"}}"#,
+        ]);
+        for step in [1, 7, cut.len()] {
+            let (p, seen, error) = decode(Options::default(), &cut, step);
+            assert!(
+                matches!(error, Some(Error::Provider { ref message, .. }) if message == "upstream connection reset"),
+                "{error:?}"
+            );
+            let typed = cut.replace(r#"{"error":"#, r#"{"type":"error","error":"#);
+            let (q, as_event, _) = decode(Options::default(), &typed, step);
+            assert_eq!((seen.calls, kinds(&p)), (as_event.calls, kinds(&q)));
+            assert!(!kinds(&p).contains(&AnomalyKind::IgnoredEvent));
+        }
     }
 
     #[test]
@@ -771,6 +789,17 @@ mod tests {
         assert_eq!(r.next_message_id.as_deref(), Some("msg_1"));
         let (_, off, _) = decode(Options::default(), &stream, 1000);
         assert!(off.thinking.is_empty());
+        // The first part of the next reasoning item starts no blank line.
+        let next = stream.clone()
+            + &sse(&[
+                r#"{"type":"response.output_item.added","output_index":2,"item":{"id":"rs_2","type":"reasoning","summary":[]}}"#,
+                r#"{"type":"response.reasoning_summary_part.added","item_id":"rs_2","output_index":2,"summary_index":0}"#,
+                r#"{"type":"response.reasoning_summary_text.delta","item_id":"rs_2","output_index":2,"delta":"Plan B"}"#,
+                r#"{"type":"response.reasoning_summary_part.done","item_id":"rs_2","output_index":2}"#,
+                r#"{"type":"response.output_item.done","output_index":2,"item":{"id":"rs_2","type":"reasoning","summary":[]}}"#,
+            ]);
+        let (_, seen, _) = decode(Options { output_thinking: true, ..Options::default() }, &next, 1000);
+        assert_eq!(seen.thinking[4..], [("Plan B".into(), false), ("Plan B".into(), true)]);
     }
 
     /// A message item `msg_1` at output index 0: added, the events
