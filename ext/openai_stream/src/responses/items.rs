@@ -799,6 +799,10 @@ impl State<Responses> {
                 self.settle_from_output(call, &item);
                 continue;
             }
+            if let Some(call) = self.renamed_call(i, &item) {
+                self.settle_from_output(call, &item);
+                continue;
+            }
             let call = self.whole_call(i, &item);
             if let Some(c) = self.calls.get(call) {
                 let msg = format!(
@@ -810,6 +814,25 @@ impl State<Responses> {
             keep_first(&mut result, self.complete(call));
         }
         result
+    }
+
+    /// The streamed call the final output lists under other ids: the call
+    /// streamed at the same output index, with the same name (vLLM builds
+    /// the final output's ids anew). Reported, and not handed out twice.
+    fn renamed_call(&mut self, i: usize, item: &OutputItem) -> Option<CallId> {
+        let call = self.own.items.entries.iter().rev().find_map(|e| match e.slot {
+            Slot::Call(call) if e.output_index == Some(i as i64) => Some(call),
+            _ => None,
+        })?;
+        let c = self.calls.get(call).filter(|c| Some(c.name.as_str()) == item.str("name"))?;
+        let ids = [item.id, item.call_id()].map(|id| id.unwrap_or("none"));
+        let what = format!(
+            "the final response lists call {:?} ({}) at output index {i} under other ids (item {:?}, call_id {:?}); \
+             taken as the same call, not handed out again",
+            c.id, c.name, ids[0], ids[1]
+        );
+        self.anomalies.push(c.anomaly(AnomalyKind::ConflictingValue, what));
+        Some(call)
     }
 
     /// A streamed call still open when the final response lists it

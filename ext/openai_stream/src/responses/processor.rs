@@ -1174,6 +1174,23 @@ mod tests {
         let (p, seen, _) = decode(Options::default(), &stream, 1000);
         assert_eq!(seen.calls.len(), 1);
         assert!(kinds(&p).is_empty());
+        // vLLM lists the streamed call under new ids: the same call, once.
+        let renamed = stream.replace(
+            r#"{"output":[{"id":"fc_a","type":"function_call","call_id":"call_a""#,
+            r#"{"output":[{"id":"fc_9","type":"function_call","call_id":"call_9""#,
+        );
+        assert_ne!(renamed, stream);
+        let (p, seen, _) = decode(Options::default(), &renamed, 1000);
+        assert_eq!(seen.calls, [("call_a".into(), "search".into(), "{}".into())]);
+        assert_eq!(kinds(&p), [AnomalyKind::ConflictingValue]);
+        // Another name at that index is another call.
+        let (p, seen, _) = decode(
+            Options::default(),
+            &renamed.replace(r#""call_9","name":"search""#, r#""call_9","name":"fetch""#),
+            1000,
+        );
+        assert_eq!(seen.calls.len(), 2);
+        assert_eq!(kinds(&p), [AnomalyKind::Truncated]);
     }
 
     #[test]
