@@ -83,6 +83,10 @@ pub struct State<P> {
     max_line_bytes: usize,
     /// Data lines of an event whose JSON is not complete yet.
     pending: Vec<u8>,
+    /// Where in `pending` a data line starts that is a whole event on its
+    /// own and also continues the JSON before it: the next line or the
+    /// event's end decides which (see `on_data_after_pending`).
+    candidate: Option<usize>,
     /// Errors of the current line found before its own (see `on_event`).
     deferred: Vec<Error>,
     /// What followed an event's JSON on its line (`}data: [DONE]`): read as
@@ -413,6 +417,7 @@ where
         self.shown_views.clear();
         self.calls.clear();
         self.pending.clear();
+        self.candidate = None;
         self.deferred.clear();
         self.glued = None;
         self.error_event = false;
@@ -431,6 +436,7 @@ where
             Event::Line(line) => self.on_line(line),
             Event::TooLong(e) => {
                 self.pending.clear();
+                self.candidate = None;
                 Err(self.lost(line_too_long(&e)))
             }
         };
@@ -548,6 +554,7 @@ where
             if len > self.max_line_bytes {
                 let head = excerpt_bytes(&self.pending);
                 self.pending.clear();
+                self.candidate = None;
                 return Err(self.lost(Error::stream(
                     StreamErrorKind::LineTooLong,
                     format!(
@@ -556,6 +563,15 @@ where
                     ),
                     head,
                 )));
+            }
+            if let Some(at) = self.candidate.take() {
+                let mut joined = self.pending.clone();
+                joined.push(b'\n');
+                joined.extend_from_slice(value);
+                if completeness(&joined) == Completeness::Invalid {
+                    self.split_candidate(at)?;
+                    return self.on_data(value);
+                }
             }
             if starts_event(value) {
                 return self.on_data_after_pending(value);
@@ -595,10 +611,12 @@ where
 
     /// A data line that starts like a new event (`{`, `[DONE]`) while the
     /// data of an earlier line is still incomplete. Joined, they are one
-    /// event when that parses (or may still parse and the line alone would
-    /// not: JSON split over data lines). Otherwise the earlier data was
+    /// event when that parses, or may still parse (JSON split over data
+    /// lines, rule 47); when the line is also a whole event alone, the next
+    /// data line (the joined JSON goes on, or not) or the event's end (it
+    /// is complete, or not) decides. Otherwise the earlier data was
     /// truncated (a server or proxy cut the line and lost the blank line
-    /// after it): it is reported as an unreadable event, and the new line is
+    /// after it, rule 53): it is reported as an unreadable event, and the new line is
     /// read on its own, so the event it carries is not lost with it.
     fn on_data_after_pending(&mut self, value: &[u8]) -> Result<(), Error> {
         let mut joined = std::mem::take(&mut self.pending);
@@ -607,15 +625,27 @@ where
         joined.extend_from_slice(value);
         match completeness(&joined) {
             Completeness::Complete => return self.payload(&joined).map(|_| ()),
-            Completeness::Incomplete if completeness(value.trim_ascii()) != Completeness::Complete => {
+            Completeness::Incomplete => {
+                if completeness(value.trim_ascii()) == Completeness::Complete {
+                    self.candidate = Some(truncated_len + 1);
+                }
                 self.pending = joined;
                 return Ok(());
             }
-            _ => {}
+            Completeness::Invalid => {}
         }
         let truncated = self.lost(truncated_event(&joined[..truncated_len]));
         self.deferred.push(truncated);
         self.on_data(value)
+    }
+
+    /// The line at `at` of the pending data was an event of its own after
+    /// all: what came before it is reported as truncated, the line read.
+    fn split_candidate(&mut self, at: usize) -> Result<(), Error> {
+        let data = std::mem::take(&mut self.pending);
+        let truncated = self.lost(truncated_event(&data[..at - 1]));
+        self.deferred.push(truncated);
+        self.on_data(&data[at..])
     }
 
     /// The end of an event: data still pending must be complete now. At the
@@ -625,6 +655,12 @@ where
     fn flush_pending(&mut self, at_end: bool) -> Result<(), Error> {
         if self.pending.is_empty() {
             return Ok(());
+        }
+        if let Some(at) = self.candidate.take() {
+            if completeness(&self.pending) != Completeness::Complete {
+                self.split_candidate(at)?;
+                return self.flush_pending(at_end);
+            }
         }
         let data = std::mem::take(&mut self.pending);
         match self.payload(&data) {

@@ -74,6 +74,32 @@ fn data_with_or_without_a_space_and_multi_line_data() {
     assert_eq!(texts(&read_whole(stream.as_bytes()).0), ["a", "b"]);
 }
 
+/// Rule 47 before rule 53: a data line that is a whole JSON object alone
+/// may still go on with the event's JSON (an array element, a nested
+/// object on its own line); the next line or the event's end decides.
+#[test]
+fn a_data_line_whole_alone_that_continues_the_events_json_is_joined() {
+    let call = r#"{"index":0,"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"lookup","arguments":"{\"city\":\"Oslo\"}"}}]},"finish_reason":"tool_calls"}"#;
+    let stream = format!("data: {{\"choices\":[\ndata: {call}\ndata: ]}}\n\ndata: [DONE]\n\n");
+    let (items, kinds) = same_at_every_split(stream.as_bytes(), &[], Options::default());
+    assert_eq!(ids(&items), ["a"]);
+    assert!(kinds.is_empty(), "{kinds:?}");
+    let nested = "data: {\"choices\":[{\"index\":0,\"delta\":\ndata: {\"content\":\"z\"}\ndata: }]}\n\n";
+    let (items, kinds) = same_at_every_split(nested.as_bytes(), &[], Options::default());
+    assert_eq!(texts(&items), ["z"]);
+    assert!(kinds.is_empty(), "{kinds:?}");
+    // The JSON cannot go on: the line was an event of its own after a lost
+    // blank line, whether the event's end or the next line says so.
+    let cut = "data: {\"choices\":[\n";
+    let one = format!("data: {}\n\n", text_chunk("x"));
+    let two = format!("data: {}\ndata: {}\n\n", text_chunk("x"), text_chunk("y"));
+    for (rest, want) in [(one, vec!["x"]), (two, vec!["x", "y"])] {
+        let (items, kinds) = same_at_every_split(format!("{cut}{rest}").as_bytes(), &[], Options::default());
+        assert_eq!(texts(&items), want);
+        assert_eq!(kinds, [AnomalyKind::UnreadableEvent]);
+    }
+}
+
 #[test]
 fn events_without_blank_lines_between_them_still_work() {
     let stream = format!("data: {}\ndata: {}\n", text_chunk("a"), text_chunk("b"));
