@@ -82,6 +82,7 @@ module DiscourseAiStream
       def uninstall!
         @installed = false
         @status = nil
+        @install_error = nil
       end
 
       # Not asked of `enabled`: a response whose processor is the gem's is

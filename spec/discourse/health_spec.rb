@@ -106,6 +106,8 @@ RSpec.describe DiscourseAiStream::Discourse::Health, gc_stress: false do
       errors = logger.lines.select { |level, _| level == :error }.map(&:last)
       expect(errors).to include(a_string_including("install! left Discourse's own processors in place: " \
                                                    "install! raised TypeError: no implicit conversion"))
+      integration.uninstall!
+      expect(described_class.not_in_use.text).to eq("#{gem} not in use: install! has not run in this process.")
     end
 
     it "says when install!'s enabled: (the site setting) switched it off" do
