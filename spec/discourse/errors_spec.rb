@@ -70,6 +70,27 @@ RSpec.describe "errors in a stream with the gem installed", gc_stress: false do
         expect(final_calls(delivered).map(&:first)).to eq(["call_good"])
         expect(error).to be_a(DiscourseAiStream::ToolArgumentsError)
       end
+
+      # The endpoint's own decode_chunk calls the processor event by event:
+      # the error of a late event of the read must not take the earlier
+      # events' items with it (the stock processor, which drops it, hands
+      # them out).
+      it "delivers the items of a read's earlier events before its error, through the endpoint's decode_chunk" do
+        read = sse([text_chunk("hi"), calls_chunk(good_call), { error: { message: "boom" } }, text_chunk("later")],
+                   done: false)
+        delivered, error = run([read], name: "Vllm")
+        expect(delivered.grep(String)).to eq(%w[hi later])
+        expect(final_calls(delivered)).to eq([["call_good", "search", { q: "rust" }]])
+        expect(error).to be_a(DiscourseAiStream::ProviderError)
+        expect(error.message).to eq("boom")
+        label = "vllm (DiscourseAi::Completions::Endpoints::Vllm)"
+        expect(tally.counts).to eq([1, { [:provider_error, label] => 1 }])
+        # The same on the fast path's endpoints with fast_decode: false.
+        install_into(generation, fast_decode: false)
+        delivered, error = run([read])
+        expect([delivered.grep(String), final_calls(delivered).map(&:first)]).to eq([%w[hi later], ["call_good"]])
+        expect(error).to be_a(DiscourseAiStream::ProviderError)
+      end
     end
   end
 

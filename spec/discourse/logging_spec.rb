@@ -86,7 +86,12 @@ RSpec.describe "logging of anomalies and provider errors with the gem installed"
       ["discourse_ai_stream: mistral (DiscourseAi::Completions::Endpoints::Mistral): " \
        "provider error in the stream: rate limited",
        "discourse_ai_stream: vllm (DiscourseAi::Completions::Endpoints::Vllm): " \
-       "provider error in the stream: rate limited"]
+       "provider error in the stream: rate limited",
+       # vLLM's own decode_chunk reads event by event: the error waits for
+       # the end of the read, whose other items come out first.
+       "discourse_ai_stream: vllm (DiscourseAi::Completions::Endpoints::Vllm): " \
+       "DiscourseAiStream::ProviderError in an event of a read made by the endpoint's own decode_chunk: " \
+       "delivering the read's items first, raising on the next read: rate limited"]
     )
   end
 

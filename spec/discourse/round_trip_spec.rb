@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 
+require_relative "../support/chunks"
 require_relative "../support/discourse_stand_ins"
 require_relative "../support/sse_fixtures"
 
@@ -51,6 +52,27 @@ RSpec.describe "DiscourseAiStream::Discourse: the round trip on the read side", 
         expect(items.map(&:class).uniq).to eq([DiscourseAi::Completions::Thinking, DiscourseAi::Completions::ToolCall])
         expect(items.first.message).to start_with("The user asks about the weather")
       end
+    end
+
+    # Reasoning, then call A (a partial update) in one read; call B's
+    # update and completion and the finish in the next: B came first in the
+    # second read, and its reasoning goes in front of it, as on the fast path.
+    it "gives the Thinking before the first call of a read it led to, through Discourse's decode_chunk too" do
+      chunk = ->(delta, finish = nil) { { choices: [{ index: 0, delta: delta, finish_reason: finish }] } }
+      call = lambda { |index, args, id = nil|
+        { index: index, id: id, function: { name: id && "f", arguments: args }.compact }
+      }
+      reads = [sse([chunk.call(reasoning_content: "think"), chunk.call(tool_calls: [call.call(0, '{"q":', "a")]),
+                    chunk.call(tool_calls: [call.call(0, '"x"}')])], done: false),
+               sse([chunk.call(tool_calls: [call.call(1, '{"u":', "b")]), chunk.call(tool_calls: [call.call(1, "1}")]),
+                    chunk.call({}, "tool_calls")])]
+      order = [true, false].map do |fast|
+        install_into(:newest, fast_decode: fast)
+        items = endpoint.perform_stream(reads, partial_tool_calls: true, output_thinking: true)
+        items.map { |item| item.respond_to?(:parameters) ? [item.id, item.partial?] : item.message }
+      end
+      expect(order.first).to eq(order.last)
+      expect(order.last.last(3)).to eq(["think", ["b", false], ["a", false]])
     end
 
     # Discourse's non-streamed path hands every item to its XML tool parser,

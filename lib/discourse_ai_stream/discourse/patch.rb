@@ -14,9 +14,10 @@ module DiscourseAiStream
     #   Session), anything else passes through.
     # - decode_chunk: where the original is the stock one and the processor
     #   is the gem's, the processor decodes the raw bytes itself (fast path);
-    #   otherwise the original runs, talking to the gem's processor, and
-    #   its result gets each reasoning item back in front of its call (see
-    #   Session.in_read_order).
+    #   otherwise the original runs, talking to the gem's processor once
+    #   per event: its result gets each reasoning item back in front of its
+    #   call, and an event's error waits for the next read, as on the fast
+    #   path (see Session.host_read).
     # - decode_chunk, decode_chunk_finish, decode: provider errors are logged
     #   with the endpoint's provider, then raised on; at the end of a
     #   response (decode_chunk_finish, decode), one line counts the
@@ -101,7 +102,7 @@ module DiscourseAiStream
         define_method(:decode_chunk) do |raw|
           Session.decoding(self) do
             ours = fast && Discourse.fast_decode? && Session.ours(processor)
-            ours ? ours.decode_chunk(raw) : Session.in_read_order(self) { super(raw) }
+            ours ? ours.decode_chunk(raw) : Session.host_read(self) { super(raw) }
           end
         end
       end

@@ -49,10 +49,15 @@ module DiscourseAiStream
         Discourse.warn_log("discourse_ai_stream: #{label}: #{what}: #{error.message}")
       end
 
-      # An error whose items are delivered before it is raised.
-      def deferred(error)
-        Discourse.warn_log("discourse_ai_stream: #{label}: #{error.class.name} in a read that also produced " \
-                           "#{error.items.size} item(s): delivering them first, raising on the next read: " \
+      # An error whose items are delivered before it is raised; `host`: in
+      # an event of a read the endpoint's own decode_chunk makes.
+      def deferred(error, host: false)
+        what = if host
+                 "in an event of a read made by the endpoint's own decode_chunk: delivering the read's items first"
+               else
+                 "in a read that also produced #{error.items.size} item(s): delivering them first"
+               end
+        Discourse.warn_log("discourse_ai_stream: #{label}: #{error.class.name} #{what}, raising on the next read: " \
                            "#{error.message}")
       end
 

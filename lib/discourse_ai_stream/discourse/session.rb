@@ -36,7 +36,7 @@ module DiscourseAiStream
                  DiscourseAiStream::InternalError => :internal_error,
                  DiscourseAiStream::ToolCallError => :tool_call_failed }.freeze
 
-      attr_reader :stock, :processor, :reporter, :read_order
+      attr_reader :stock, :processor, :reporter, :host_read
 
       class << self
         # What the patched `processor` returns: the gem's processor in place
@@ -101,14 +101,19 @@ module DiscourseAiStream
         end
 
         # Around a decode_chunk of the host's, which calls the processor
-        # once per event: its items with each reasoning item in front of its
-        # call (ReadOrder). The session is looked up again after the block,
-        # which builds it on the response's first read.
-        def in_read_order(endpoint)
-          of(endpoint)&.read_order&.start
+        # once per event (HostRead): its items with each reasoning item in
+        # front of its call; an error of an event is raised on the next read.
+        # The session is looked up again after the block, which builds it on
+        # the response's first read.
+        def host_read(endpoint)
+          of(endpoint)&.host_read&.start
           items = yield
-          order = of(endpoint)&.read_order
-          order && items.is_a?(Array) ? order.apply(items) : items
+          session = of(endpoint)
+          return items unless session
+
+          error = session.host_read.take_error
+          session.defer(error, host: true) if error
+          session.host_read.order(items)
         end
 
         def of(endpoint) = endpoint.instance_variable_get(IVAR)
@@ -150,7 +155,7 @@ module DiscourseAiStream
         @stock = stock
         @reporter = Reporter.new(self.class.label(endpoint))
         @processor = build(endpoint, stock)
-        @read_order = ReadOrder.new(@processor) if setting(endpoint, stock, :partial_tool_calls)
+        @host_read = HostRead.new(@processor, order: setting(endpoint, stock, :partial_tool_calls))
       end
 
       # Keeps this session on `endpoint`, and replaces the stock instance
@@ -164,9 +169,13 @@ module DiscourseAiStream
       end
 
       # Keeps `error` to raise on the next call; returns the items it carries.
-      def defer(error)
+      # `host`: kept by HostRead, so it did not pass Session.reporting, which
+      # counts it.
+      def defer(error, host: false)
+        kind = FAILED.find { |klass, _| error.is_a?(klass) }&.last
+        reporter.failed(error, kind) if host && kind
         @pending_error = error
-        reporter.deferred(error)
+        reporter.deferred(error, host: host)
         Discourse.distinct_calls(error.items)
       end
 
