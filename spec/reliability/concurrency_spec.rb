@@ -51,6 +51,25 @@ RSpec.describe "concurrency" do
     expect(processor.process_streamed_message(text_chunk("later"))).to eq("later")
   end
 
+  # The Hash reader runs Ruby code before the read takes the processor (a
+  # non-UTF-8 String's encode, a key's to_s): a read from there is refused.
+  it "refuses a read from Ruby code the Hash reader runs, and reads the chunk as it came" do
+    processor = DiscourseAiStream::OpenAiMessageProcessor.new
+    refused = []
+    text = Class.new(String) do
+      define_method(:encode) do |*args|
+        processor.finish
+      rescue DiscourseAiStream::ConcurrencyError => e
+        refused << e.consumed
+        super(*args)
+      end
+    end
+    chunk = { choices: [{ delta: { content: text.new("caf\u00e9".encode("UTF-16LE")) } }] }
+    expect(processor.process_streamed_message(chunk)).to eq("caf\u00e9")
+    expect(refused).to eq([false])
+    expect(processor.anomalies).to be_empty
+  end
+
   it "gives each of two threads sharing a processor a result or a clear error" do
     # A ToolCall class that yields the GVL while the processor is busy, so the
     # other thread really does run inside the same processor's call.

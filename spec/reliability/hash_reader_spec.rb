@@ -121,6 +121,11 @@ RSpec.describe "Hash path: the reader" do
       expect { processor.process_streamed_message(tool_chunk(calls)) }
         .to raise_error(DiscourseAiStream::StreamError, name_error) { |e| expect(e.kind).to eq(:invalid_chunk) }
       expect(processor.process_streamed_message(text_chunk("after"))).to eq("after")
+      # A String subclass whose encode gives back what is still not UTF-8.
+      stubborn = Class.new(String) { define_method(:encode) { |*| self } }
+      expect { processor.process_streamed_message(text_chunk(stubborn.new("x".encode("UTF-16LE")))) }
+        .to raise_error(DiscourseAiStream::StreamError,
+                        /\Achoices\[0\]\.delta\.content: String#encode\("UTF-8"\) returned a UTF-16LE String\z/)
     end
 
     it "lets an exception that is not the conversion failing (an Interrupt, a shutdown) reach the caller as it is" do

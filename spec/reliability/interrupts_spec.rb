@@ -165,6 +165,21 @@ RSpec.describe "interrupted reads" do
     end
   end
 
+  # An instrumentation wrapper gone wrong: Thread.handle_interrupt that
+  # does not yield. The read is built all the same (unmasked).
+  it "builds a read's items when Thread.handle_interrupt does not yield", gc_stress: false do
+    swallowing = Module.new do
+      def handle_interrupt(*args, &) = Thread.current[:das_swallow] ? :swallowed : super
+    end
+    Thread.singleton_class.prepend(swallowing)
+    processor = DiscourseAiStream::OpenAiMessageProcessor.new
+    Thread.current[:das_swallow] = true
+    items = processor.decode_chunk(three_calls_sse)
+    expect(items.map(&:id)).to eq(%w[call_0 call_1 call_2])
+  ensure
+    Thread.current[:das_swallow] = nil
+  end
+
   describe "asynchronous StandardErrors" do
     it "raises a Timeout's own class landing while a partial ToolCall is built, not an anomaly", gc_stress: false do
       processor = DiscourseAiStream::OpenAiMessageProcessor.new(partial_tool_calls: true, tool_call_class: waiting("p"))

@@ -443,12 +443,17 @@ fn transcoded(s: VALUE) -> Result<String, (String, Option<Error>)> {
         (format!("a {} String that does not convert to UTF-8 ({e})", encoding.name()), Some(e))
     })?;
     // SAFETY: a live String, read at once.
-    unsafe { text(utf8.as_raw()) }.unwrap_or(Err(String::new())).map(str::to_owned).map_err(|m| (m, None))
+    let not_utf8 = || {
+        let encoding = RbEncoding::from(utf8.enc_get());
+        Err(format!("String#encode(\"UTF-8\") returned a {} String", encoding.name()))
+    };
+    unsafe { text(utf8.as_raw()) }.unwrap_or_else(not_utf8).map(str::to_owned).map_err(|m| (m, None))
 }
 
 /// `s` itself for a new String of `text`, when it may stand for one, as the
-/// stock processor returns `delta[:content]` itself: a plain String (no
-/// subclass, no singleton class), not frozen, UTF-8, with that text.
+/// stock processor returns `delta[:content]` itself: a String (not of a
+/// subclass; one with singleton methods is, as the stock processor returns
+/// it too), not frozen, UTF-8, with that text.
 pub fn reusable(s: VALUE, text: &str) -> Option<Value> {
     // SAFETY: a live String of the Hash read, its bytes read at once.
     let same = unsafe {

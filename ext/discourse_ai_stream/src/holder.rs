@@ -43,9 +43,10 @@ pub(crate) struct Holder<P> {
     held: Cell<Option<Opaque<RArray>>>,
     /// A panic happened inside: the state cannot be trusted any more.
     poisoned: Cell<bool>,
-    /// A read is handing its anomalies to the hook: no other read starts
-    /// (a hook that fed the processor would recurse without end).
-    delivering: Cell<bool>,
+    /// Ruby code runs for a call outside the core's borrow (the anomaly
+    /// hook, the Hash reader's conversions): no read starts meanwhile (a
+    /// hook that fed the processor would recurse without end).
+    aside: Cell<bool>,
 }
 
 impl<P: CallSource> Holder<P> {
@@ -108,6 +109,17 @@ impl<P: CallSource> Holder<P> {
     /// One of the lists of `objects`, when set up.
     pub fn list(&self, ruby: &Ruby, slot: isize) -> Option<RArray> {
         self.objects(ruby).ok()?.entry::<RArray>(slot).ok()
+    }
+
+    /// Runs `f`, which may run Ruby code, outside the core's borrow: a read
+    /// that starts meanwhile is refused (see `aside`).
+    fn aside<T>(&self, ruby: &Ruby, f: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
+        if self.aside.replace(true) {
+            return Err(errors::busy(ruby, false));
+        }
+        let result = f();
+        self.aside.set(false);
+        result
     }
 
     /// The one way into the core, for every entry point: refuses a poisoned
@@ -196,7 +208,7 @@ pub(crate) fn run<P: CallSource>(
     build: impl FnOnce(&P, &mut Built) -> Result<(), Error>,
 ) -> Result<Value, Error> {
     let nil = ruby.qnil().as_value();
-    if holder.delivering.get() {
+    if holder.aside.get() {
         return Err(errors::busy(ruby, false));
     }
     let (result, anomalies, items) = holder.enter(ruby, |core| {
@@ -255,9 +267,7 @@ pub(crate) fn run<P: CallSource>(
         Err(if reentered { errors::busy(ruby, true) } else { e })
     })?;
     let Some(anomalies) = anomalies else { return result };
-    holder.delivering.set(true);
-    let delivered = me.funcall::<_, _, Value>("__deliver_anomalies", (anomalies,));
-    holder.delivering.set(false);
+    let delivered = holder.aside(ruby, || me.funcall::<_, _, Value>("__deliver_anomalies", (anomalies,)));
     let Err(e) = delivered else { return result };
     // The hook raised: the result it did not let out is held.
     holder.hold(items.unwrap_or_else(|| ruby.ary_new_from_values(&[*result.as_ref().unwrap_or(&nil)])));
@@ -312,13 +322,16 @@ readings!(Processor, ResponsesProcessor);
 /// (`whole`) a whole response.
 pub(crate) fn json<P: CallSource + Readings>(
     ruby: &Ruby,
+    holder: &Holder<P>,
     value: Value,
     what: &str,
     keys: Option<&hash_reader::Node>,
     whole: bool,
 ) -> Result<impl FnOnce(&mut P) -> Result<(), CoreError>, Error> {
     errors::expect_hash(ruby, value, what)?;
-    let hash_reader::Json { text, anomalies } = guard(ruby, || hash_reader::read(ruby, value, keys))?;
+    // The reader may run Ruby code (a key's to_s, String#encode).
+    let read = || guard(ruby, || hash_reader::read(ruby, value, keys));
+    let hash_reader::Json { text, anomalies } = holder.aside(ruby, read)?;
     Ok(move |core: &mut P| {
         anomalies.into_iter().for_each(|anomaly| core.anomaly_list().push(anomaly));
         core.process_json(&text, whole)

@@ -68,6 +68,12 @@ pub(crate) fn masked(ruby: &Ruby, f: impl FnOnce() -> Result<(), Error>) -> Resu
     magnus::rb_sys::protect(|| unsafe {
         rb_sys::rb_block_call(rb_sys::rb_cThread, name, 1, &mask, block, &mut body as *mut _ as VALUE)
     })?;
+    // A `Thread.handle_interrupt` redefined so that it does not yield (an
+    // instrumentation wrapper gone wrong): the read is built all the same,
+    // unmasked, rather than lost.
+    if let Some(unmasked) = body.take() {
+        unmasked();
+    }
     result
 }
 

@@ -87,12 +87,12 @@ impl RbResponsesProcessor {
     }
 
     pub fn process_streamed_message(ruby: &Ruby, rb_self: Me, event: Value) -> Result<Value, Error> {
-        let read = holder::json(ruby, event, "a parsed event", None, false)?;
+        let read = holder::json(ruby, &rb_self.holder, event, "a parsed event", None, false)?;
         Self::run(ruby, rb_self, Shape::Streamed, Some(event), read)
     }
 
     pub fn process_message(ruby: &Ruby, rb_self: Me, response: Value) -> Result<Value, Error> {
-        let read = holder::json(ruby, response, "a parsed event", None, true)?;
+        let read = holder::json(ruby, &rb_self.holder, response, "a parsed event", None, true)?;
         Self::run(ruby, rb_self, Shape::Array, Some(response), read)
     }
 
