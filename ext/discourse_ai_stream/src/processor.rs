@@ -176,7 +176,8 @@ impl RbProcessor {
                 core.process_text(text).map(|_| ())
             });
         }
-        let read = holder::json(ruby, &rb_self.holder, value, "a parsed chunk", hash_reader::chunk_keys(), whole)?;
+        let read =
+            holder::json(ruby, &rb_self.holder, value, "a parsed chunk", hash_reader::chunk_keys(), whole)?;
         Self::run(ruby, rb_self, shape, Some(value), None, read)
     }
 
