@@ -239,6 +239,18 @@ RSpec.describe DiscourseAiStream::OpenAiResponsesMessageProcessor do
       expect([done_item.partial?, done_item.parameters]).to eq([false, { query: "ruby", n: 2 }])
     end
 
+    # Rule 62: a call_id first seen in the done item replaces the generated
+    # id, also after partial updates of an object that has the old one.
+    it "hands out a call whose call_id came only with its done item under that id, with partial_tool_calls" do
+      call = { id: "fc_f", type: "function_call", status: "in_progress", arguments: "", name: "search" }
+      p = processor(partial_tool_calls: true)
+      partial = [added(0, call), args_delta(0, "fc_f", '{"q":1}')].filter_map { |e| p.process_streamed_message(e) }
+      expect(partial.map(&:id)).to all(start_with("call_das_"))
+      done_item = p.process_streamed_message(done(0, call.merge(arguments: '{"q":1}', call_id: "call_late")))
+      expect([done_item.id, done_item.partial?, done_item.parameters]).to eq(["call_late", false, { q: 1 }])
+      expect(p.anomalies.map { |a| a[:kind] }).to eq([:generated_id])
+    end
+
     it "reports an arguments delta that matches no item" do
       _, p = both_ways([args_delta(5, "fc_nobody", '{"x":1}')])
       expect(p.anomalies.map { |a| a[:kind] }).to eq([:orphan_fragment])

@@ -280,6 +280,22 @@ pub(crate) fn completed<C: CallSource>(
     let streamed = streamed.filter(|t| !t.is_nil());
     // Nothing streams into this call any more.
     calls.store(call.0 as isize, ruby.qnil())?;
+    // The server's id came after the partial updates (a Responses call_id
+    // only in the done item) and replaced the generated one: the object
+    // has no setter for it, so a new one is built.
+    let id = core.call_list().get(call).map(|c| ruby.str_new(&c.id));
+    let renamed = |t: &Value| -> Result<bool, Error> {
+        let Some(id) = id else { return Ok(false) };
+        match t.funcall::<_, _, Value>("id", ()).and_then(|own| own.eql(id)) {
+            Ok(same) => Ok(!same),
+            Err(e) if passes_through(ruby, &e) => Err(e),
+            Err(_) => Ok(true),
+        }
+    };
+    let streamed = match streamed {
+        Some(t) if renamed(&t)? => None,
+        other => other,
+    };
     if let Some(tool_call) = streamed {
         // The object the partial updates returned gets the parameters (and
         // the provider data, which may have come after it was built); if it
