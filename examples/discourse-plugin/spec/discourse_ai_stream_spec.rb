@@ -49,8 +49,15 @@ RSpec.describe "discourse-ai-stream" do
     expect(calls.map(&:parameters)).to eq([{ city: "Paris" }, { timezone: "Europe/Paris" }])
   end
 
-  it "keeps the tool batch id vLLM puts into provider_data" do
-    calls = stream(DiscourseAi::Completions::Endpoints::Vllm.new(vllm_model))
+  # Older Discourse AI's vLLM endpoint reads its tools from the text itself
+  # and builds no processor: the gem leaves it alone there.
+  it "keeps the tool batch id vLLM puts into provider_data, where its endpoint builds a processor" do
+    vllm = DiscourseAi::Completions::Endpoints::Vllm
+    unless vllm.method_defined?(:processor) || vllm.private_method_defined?(:processor)
+      expect(DiscourseAiStream::Discourse.patched_classes).not_to include(vllm)
+      next
+    end
+    calls = stream(vllm.new(vllm_model))
     expect(calls.size).to eq(2)
     expect(calls.map { |call| call.provider_data.dig(:vllm, :tool_batch_id) })
       .to all(eq("cmpl-e5cc70bb28c444948073e77776eb30ef"))
@@ -90,10 +97,12 @@ RSpec.describe "discourse-ai-stream" do
       identity = DiscourseAiStream::Discourse.model_identity(producer)
       prompt = DiscourseAi::Completions::Prompt.new("You are a bot.")
       prompt.push(type: :user, content: "Weather in Paris?")
+      # What the gem stamps, where Prompt#push keeps it (the newest only).
+      stamped = { thinking_provider_info: { key => { fields: ["reasoning_content"], model: identity } },
+                  provider_data: { key => { turn: "t1", model: identity } } }
+      keeps = DiscourseAi::Completions::Prompt.instance_method(:push).parameters.map(&:last)
       prompt.push(type: :tool_call, id: "call_a", name: "weather", content: { arguments: { city: "Paris" } }.to_json,
-                  thinking: "Look it up.", thinking_provider_info: { key => { fields: ["reasoning_content"],
-                                                                              model: identity } },
-                  provider_data: { key => { turn: "t1", model: identity } })
+                  thinking: "Look it up.", **stamped.slice(*keeps))
       prompt.push(type: :tool, id: "call_a", name: "weather", content: '{"celsius":18}')
       messages = DiscourseAi::Completions::Dialects::ChatGpt.new(prompt, deepseek).translate
       messages.find { |message| message[:role] == "assistant" && message[:tool_calls] }
