@@ -69,7 +69,8 @@ module DiscourseAiStream
     # A stream the processor refused is an error to report, not another
     # API's; but an error event is both APIs': a stream with no call whose
     # error the chat processor took for its own is the Responses API's when
-    # that processor reads an event of its API in it.
+    # that processor reads an event of its API in it, and skips none for
+    # having no type (a chat chunk has none; an error may be either API's).
     def other_protocol?(processor, payload, result)
       return processor.anomalies.any? { |anomaly| anomaly[:kind] == :wrong_protocol } if result.errors.empty?
       return false unless result.requested.empty?
@@ -80,8 +81,10 @@ module DiscourseAiStream
       rescue DiscourseAiStream::Error
         nil
       end
-      responses.anomalies.none? { |anomaly| anomaly[:kind] == :wrong_protocol }
+      responses.anomalies.none? { |anomaly| anomaly[:kind] == :wrong_protocol || untyped_event?(anomaly) }
     end
+
+    def untyped_event?(anomaly) = anomaly[:kind] == :ignored_event && anomaly[:message].include?("without a type")
 
     # What the legacy site ran: nothing when its decoder raised on a line
     # or read none (StockDecoder), or when its processor raised on the
