@@ -424,6 +424,7 @@ where
         self.saw_done = false;
         self.saw_event = false;
         self.stop_reason = None;
+        self.usage = UsageTotals::default();
         self.limit_hit = false;
         self.reported.clear();
         self.reported_fields.clear();

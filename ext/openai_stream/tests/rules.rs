@@ -1034,6 +1034,12 @@ fn rules_34_35_37_usage_inside_the_choice_cache_creation_input_tokens_and_runnin
     ]);
     let u = h.usage();
     assert_eq!((u.prompt_tokens, u.cache_read_tokens, u.cache_write_tokens), (Some(50), Some(20), Some(30)));
+    // Rule 76: a stream after finish is a new stream, with its own usage:
+    // the last one's cache counts are not taken off its prompt.
+    h.stream(&[&text_chunk("b"), r#"{"choices":[],"usage":{"prompt_tokens":40,"completion_tokens":2}}"#]);
+    let u = h.usage();
+    assert_eq!((u.prompt_tokens, u.cache_read_tokens, u.cache_write_tokens), (Some(40), Some(0), Some(0)));
+    assert_eq!(h.anomaly_kinds(), [AnomalyKind::InputAfterFinish]);
     // vLLM continuous_usage_stats: a running total on every chunk.
     let mut h = Harness::new(false);
     h.stream(&[
