@@ -248,7 +248,7 @@ RSpec.describe DiscourseAiStream::OpenAiResponsesMessageProcessor do
       expect(partial.map(&:id)).to all(start_with("call_das_"))
       done_item = p.process_streamed_message(done(0, call.merge(arguments: '{"q":1}', call_id: "call_late")))
       expect([done_item.id, done_item.partial?, done_item.parameters]).to eq(["call_late", false, { q: 1 }])
-      expect(p.anomalies.map { |a| a[:kind] }).to eq([:generated_id])
+      expect(p.anomalies.map { |a| a[:kind] }).to eq(%i[generated_id id_changed])
     end
 
     it "reports an arguments delta that matches no item" do

@@ -192,6 +192,21 @@ RSpec.describe "OpenAiMessageProcessor with partial_tool_calls: true" do
       expect(finish_turn(processor)).to be(whole).and(have_attributes(partial?: false, parameters: { k: [1, "v"] }))
     end
 
+    # Rule 11: the server's id replaces a generated one, also after partial
+    # updates of an object that has it (Discourse's ToolCall has no id=).
+    it "completes a call whose server id came after its partial updates as a new ToolCall under that id, said" do
+      processor = new_processor
+      first = processor.process_streamed_message(tool_chunk([{ index: 0,
+                                                               function: { name: "f", arguments: '{"q":"ru' } }]))
+      expect(first).to have_attributes(partial?: true, parameters: { q: "ru" })
+      processor.process_streamed_message(tool_chunk([{ index: 0, id: "call_srv", function: { arguments: 'by"}' } }]))
+      final = finish_turn(processor)
+      expect(final).to have_attributes(id: "call_srv", partial?: false, parameters: { q: "ruby" })
+      expect(final).not_to be(first)
+      expect(first.id).to start_with("call_das_")
+      expect(processor.anomalies.map { |a| a[:kind] }).to eq(%i[generated_id id_changed])
+    end
+
     it "completes the previous call when a new call takes its index (Ollama), with the new one's progress" do
       processor = new_processor
       first = processor.process_streamed_message(tool_chunk([call("call_o1", "f", '{"a": "x"}', index: 0)]))

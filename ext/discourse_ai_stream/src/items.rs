@@ -265,13 +265,15 @@ pub(crate) fn progress<C: CallSource>(
     Ok(Some(tool_call))
 }
 
+/// The ToolCall of a completed call, and whether a partial one handed out
+/// under another id was left behind (see `renamed`).
 pub(crate) fn completed<C: CallSource>(
     ruby: &Ruby,
     core: &C,
     Tools { class, calls }: Tools,
     call: CallId,
     params: &JsonValue,
-) -> Result<Value, Error> {
+) -> Result<(Value, bool), Error> {
     let hash = match params {
         JsonValue::Object(pairs) => object_to_hash(ruby, pairs)?,
         _ => ruby.hash_new(),
@@ -292,9 +294,9 @@ pub(crate) fn completed<C: CallSource>(
             Err(_) => Ok(true),
         }
     };
-    let streamed = match streamed {
-        Some(t) if renamed(&t)? => None,
-        other => other,
+    let (streamed, left) = match streamed {
+        Some(t) if renamed(&t)? => (None, true),
+        other => (other, false),
     };
     if let Some(tool_call) = streamed {
         // The object the partial updates returned gets the parameters (and
@@ -308,12 +310,12 @@ pub(crate) fn completed<C: CallSource>(
             })
             .and_then(|_| tool_call.funcall::<_, _, Value>("partial=", (false,)));
         match finished {
-            Ok(_) => return Ok(tool_call),
+            Ok(_) => return Ok((tool_call, false)),
             Err(e) if passes_through(ruby, &e) => return Err(e),
             Err(_) => {}
         }
     }
-    new_tool_call(ruby, class, core, call, Some(hash))
+    Ok((new_tool_call(ruby, class, core, call, Some(hash))?, left))
 }
 
 impl Built {
@@ -448,7 +450,15 @@ impl Built {
     ) -> Result<Option<Value>, Error> {
         let tools = self.tools;
         match self.call(ruby, || completed(ruby, core, tools, call, params)) {
-            Ok(value) => Ok(Some(value)),
+            Ok((value, left)) => {
+                if left {
+                    let what = "the call's id changed after its partial ToolCall was handed out under the \
+                                generated one; the completed call is a new ToolCall under the server's id, \
+                                the partial one stays as it was";
+                    self.notes.push(call_anomaly(core, call, AnomalyKind::IdChanged, what.to_owned()));
+                }
+                Ok(Some(value))
+            }
             Err((error, exception)) => {
                 // Whatever happened, nothing streams into this call any more.
                 let _ = tools.calls.store(call.0 as isize, ruby.qnil());
