@@ -99,6 +99,16 @@ RSpec.describe DiscourseAiStream::CLI do
       expect(cli("replay", "-", stdin: StringIO.new(sse))).to eq(1)
       expect(stdout.string).to start_with("protocol: responses\n")
       expect(stdout.string).to include("error: DiscourseAiStream::ProviderError: slow down")
+
+      # A chat stream that fails with an error of no type (either API's) is
+      # the chat API's: the Responses processor skipped its chunk.
+      stdout.truncate(0)
+      stdout.rewind
+      chunk = { object: "chat.completion.chunk", choices: [{ index: 0, delta: { role: "assistant", content: "" } }] }
+      sse = [chunk, { error: { message: "overloaded", code: 503 } }].map { |e| "data: #{JSON.generate(e)}\n\n" }.join
+      expect(cli("replay", "-", stdin: StringIO.new(sse))).to eq(1)
+      expect(stdout.string).to start_with("protocol: chat\n")
+      expect(stdout.string).to include("error: DiscourseAiStream::ProviderError: overloaded")
     end
 
     it "prints every error of the stream, not only the first" do

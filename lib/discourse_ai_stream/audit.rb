@@ -81,10 +81,19 @@ module DiscourseAiStream
       rescue DiscourseAiStream::Error
         nil
       end
-      responses.anomalies.none? { |anomaly| anomaly[:kind] == :wrong_protocol || untyped_event?(anomaly) }
+      responses_stream?(responses.anomalies)
     end
 
-    def untyped_event?(anomaly) = anomaly[:kind] == :ignored_event && anomaly[:message].include?("without a type")
+    # Whether the Responses processor whose anomalies these are read a
+    # stream of its API: it found an event of its API (no wrong_protocol)
+    # and skipped none for having no type (as chat chunks have none; an
+    # error without a type may be either API's). Symbols or Strings.
+    def responses_stream?(anomalies)
+      anomalies.none? do |anomaly|
+        kind = anomaly[:kind].to_s
+        kind == "wrong_protocol" || (kind == "ignored_event" && anomaly[:message].to_s.include?("without a type"))
+      end
+    end
 
     # What the legacy site ran: nothing when its decoder raised on a line
     # or read none (StockDecoder), or when its processor raised on the

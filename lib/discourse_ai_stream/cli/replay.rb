@@ -49,7 +49,7 @@ module DiscourseAiStream
         return chat unless wrong_protocol?(chat) || nothing?(chat)
 
         responses = decode(raw, "responses")
-        wrong_protocol?(responses) ? chat : responses
+        Audit.responses_stream?(responses[:anomalies]) ? responses : chat
       end
 
       def nothing?(outcome) = %i[text tool_calls partial_updates].all? { |key| outcome[key].empty? }
