@@ -62,6 +62,14 @@ RSpec.describe DiscourseAiStream::Audit do
       expect(result).to be_lost
     end
 
+    # Rule 14: a header that shares an id starts a call of its own.
+    it "counts calls that share an id one by one" do
+      calls = (0..2).map { |i| { index: i, id: "dup", type: "function", function: { name: "f#{i}", arguments: "{}" } } }
+      chunk = { choices: [{ index: 0, delta: { tool_calls: calls }, finish_reason: "tool_calls" }] }
+      result = described_class.analyze("data: #{JSON.generate(chunk)}\n\ndata: [DONE]\n\n")
+      expect([result.requested, result.ran, result.lost]).to eq([%w[dup dup dup], %w[dup], %w[dup dup]])
+    end
+
     it "finds nothing lost when the calls come one after the other" do
       result = described_class.analyze(fixture("openai_sequential.sse"))
       expect(result.requested).to eq(%w[call_weather1 call_time1])

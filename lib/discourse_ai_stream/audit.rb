@@ -41,7 +41,12 @@ module DiscourseAiStream
     # legacy processor ran; errors the decoding raised ("Class: message");
     # other_protocol: no chat completion chunk was read (nothing counted).
     Result = Struct.new(:requested, :ran, :errors, :anomalies, :other_protocol, keyword_init: true) do
-      def lost = requested - ran
+      # Each run call answers for one requested call of its id: calls that
+      # share an id (rule 14) count one by one.
+      def lost
+        left = ran.tally
+        requested.reject { |id| left[id].to_i.positive? && (left[id] -= 1) }
+      end
 
       def lost? = !lost.empty?
     end
@@ -59,7 +64,6 @@ module DiscourseAiStream
                                              on_anomaly: QUIET, strict: true)
       result = Result.new(requested: [], ran: [], errors: [], anomalies: 0)
       [-> { processor.decode_chunk(payload) }, -> { processor.finish }].each { |step| run_step(result, &step) }
-      result.requested.uniq!
       result.ran = legacy_ran(processor, payload, result)
       result.anomalies = processor.anomalies.size
       result.other_protocol = other_protocol?(processor, payload, result)
