@@ -8,6 +8,8 @@
 //! The reasoning text itself is held by the output until the item it led
 //! to (`Output::hold_thinking`); the rest is kept here, for the stream.
 
+use std::collections::HashMap;
+
 use crate::anomaly::{Anomalies, Anomaly, AnomalyKind};
 use crate::calls::{unique_id, CallId, Calls};
 use crate::json::JsonValue;
@@ -28,8 +30,10 @@ pub struct RoundTrip {
     fields: Vec<&'static str>,
     /// The merged `reasoning_details` entries, in order of first appearance.
     details: Vec<JsonValue>,
-    /// Per call, its `extra_content` as first received.
-    extra: Vec<(CallId, JsonValue)>,
+    /// Where in `details` the entry of each (`index`, `type`) is.
+    detail_at: HashMap<i64, Vec<(Option<String>, usize)>>,
+    /// Per call (by its index), its `extra_content` as first received.
+    extra: Vec<Option<JsonValue>>,
     /// Names this response's calls as one turn (made with the first thing
     /// to carry).
     turn: Option<String>,
@@ -71,7 +75,7 @@ impl RoundTrip {
 
     /// The call's `extra_content`, verbatim.
     pub fn extra(&self, call: CallId) -> Option<&JsonValue> {
-        self.extra.iter().find(|(c, _)| *c == call).map(|(_, v)| v)
+        self.extra.get(call.index()).and_then(Option::as_ref)
     }
 
     /// The name of this response's turn, the same for each of its calls,
@@ -126,8 +130,16 @@ impl RoundTrip {
                 self.carried();
             }
             let key = entry_key(element);
-            let entry = key.and_then(|key| self.details.iter_mut().find(|e| entry_key(e) == Some(key)));
-            let Some(JsonValue::Object(entry)) = entry else {
+            let at = key.and_then(|(index, kind)| {
+                self.detail_at.get(&index)?.iter().find(|(k, _)| k.as_deref() == kind).map(|&(_, at)| at)
+            });
+            let Some(JsonValue::Object(entry)) = at.and_then(|at| self.details.get_mut(at)) else {
+                if let Some((index, kind)) = key {
+                    self.detail_at
+                        .entry(index)
+                        .or_default()
+                        .push((kind.map(str::to_owned), self.details.len()));
+                }
                 self.details.push(element.clone());
                 continue;
             };
@@ -157,7 +169,12 @@ impl RoundTrip {
         }
         self.carried();
         match self.extra(call) {
-            None => self.extra.push((call, value.clone())),
+            None => {
+                if self.extra.len() <= call.index() {
+                    self.extra.resize(call.index() + 1, None);
+                }
+                self.extra[call.index()] = Some(value.clone());
+            }
             Some(kept) if kept == value => {}
             Some(kept) => {
                 let what = format!(
