@@ -617,8 +617,9 @@ where
     /// data line (the joined JSON goes on, or not) or the event's end (it
     /// is complete, or not) decides. Otherwise the earlier data was
     /// truncated (a server or proxy cut the line and lost the blank line
-    /// after it, rule 53): it is reported as an unreadable event, and the new line is
-    /// read on its own, so the event it carries is not lost with it.
+    /// after it, rule 53): it is reported as an unreadable event, and the
+    /// new line is read on its own, so the event it carries is not lost
+    /// with it.
     fn on_data_after_pending(&mut self, value: &[u8]) -> Result<(), Error> {
         let mut joined = std::mem::take(&mut self.pending);
         let truncated_len = joined.len();

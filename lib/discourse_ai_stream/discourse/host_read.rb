@@ -20,8 +20,6 @@ module DiscourseAiStream
     # each event are logged, and each reasoning item goes back in front of
     # the first of the calls that came after it (`order`).
     class HostRead
-      attr_reader :error
-
       def initialize(processor, order:)
         read = self
         @log = order ? [] : nil

@@ -90,10 +90,7 @@ module DiscourseAiStream
         def reporting(endpoint)
           yield
         rescue *FAILED.keys => e
-          if Discourse.installed?
-            kind = FAILED.find { |klass, _| e.is_a?(klass) }.last
-            (of(endpoint)&.reporter || Reporter.new(label(endpoint))).failed(e, kind)
-          end
+          (of(endpoint)&.reporter || Reporter.new(label(endpoint))).failed(e, failure(e)) if Discourse.installed?
           raise
         rescue Exception # rubocop:disable Lint/RescueException -- counted, then raised as it is
           of(endpoint)&.interrupted
@@ -117,6 +114,9 @@ module DiscourseAiStream
         end
 
         def of(endpoint) = endpoint.instance_variable_get(IVAR)
+
+        # The kind `error` is counted under (FAILED), or nil.
+        def failure(error) = FAILED.find { |klass, _| error.is_a?(klass) }&.last
 
         # By name, so that it holds across code reloads (new class objects)
         # and excludes subclasses; only what install! decided to replace.
@@ -172,7 +172,7 @@ module DiscourseAiStream
       # `host`: kept by HostRead, so it did not pass Session.reporting, which
       # counts it.
       def defer(error, host: false)
-        kind = FAILED.find { |klass, _| error.is_a?(klass) }&.last
+        kind = self.class.failure(error)
         reporter.failed(error, kind) if host && kind
         @pending_error = error
         reporter.deferred(error, host: host)
